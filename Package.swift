@@ -1,0 +1,46 @@
+// swift-tools-version:6.0
+// apns-worker: Kafka events in, Apple push notifications out.
+// No package dependencies: C libraries come from Debian through system-library targets.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "apns-worker",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "apns-worker", targets: ["apns-worker"]),
+    ],
+    targets: [
+        // System libraries, found through pkg-config.
+        .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+
+        .target(
+            name: "APNs", dependencies: ["CNghttp2", "COpenSSL"], swiftSettings: strict,
+            linkerSettings: [.linkedLibrary("m")]
+        ),
+        .target(name: "APNsSimulator", dependencies: ["APNs", "CNghttp2", "COpenSSL"], swiftSettings: strict),
+        .target(name: "PushRules", dependencies: ["APNs", "CYAML"], swiftSettings: strict),
+        .target(name: "Kafka", dependencies: ["CRdKafka"], swiftSettings: strict),
+        .target(
+            name: "Worker",
+            dependencies: ["APNs", "APNsSimulator", "PushRules", "Kafka", "CMicroHTTPD"],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "apns-worker", dependencies: ["Worker"], swiftSettings: strict),
+
+        .testTarget(name: "APNsTests", dependencies: ["APNs"], swiftSettings: strict),
+        .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs"], swiftSettings: strict),
+        .testTarget(name: "PushRulesTests", dependencies: ["PushRules", "APNs"], swiftSettings: strict),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], swiftSettings: strict),
+        .testTarget(name: "WorkerTests", dependencies: ["Worker"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,313 @@
+// A strict RFC 8259 parser. Events come from other teams' services, so it rejects what a lenient
+// parser would guess at (invalid UTF-8, lone surrogates, trailing commas) and says where.
+
+/// Why a JSON document could not be parsed, and where (1-based line and column, 0-based byte offset).
+public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var message: String
+    public var offset: Int
+    public var line: Int
+    public var column: Int
+
+    public var description: String { "line \(line), column \(column): \(message)" }
+}
+
+extension JSONValue {
+    /// Parses one JSON document from UTF-8 bytes. Nesting deeper than `maximumDepth` is an error,
+    /// so hostile input cannot exhaust the stack.
+    public init(parsing bytes: some Collection<UInt8>, maximumDepth: Int = 128) throws(JSONParseError) {
+        let array = Array(bytes)
+        var result: Result<JSONValue, JSONParseError> = .failure(
+            JSONParseError(message: "empty", offset: 0, line: 1, column: 1))
+        array.withUnsafeBufferPointer { buffer in
+            var parser = JSONParser(bytes: buffer, maximumDepth: maximumDepth)
+            result = parser.parseDocument()
+        }
+        self = try result.get()
+    }
+
+    /// Parses one JSON document from a string.
+    public init(parsing string: String, maximumDepth: Int = 128) throws(JSONParseError) {
+        try self.init(parsing: Array(string.utf8), maximumDepth: maximumDepth)
+    }
+}
+
+struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let maximumDepth: Int
+    var index = 0
+    var depth = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
+        self.bytes = bytes
+        self.maximumDepth = maximumDepth
+    }
+
+    mutating func parseDocument() -> Result<JSONValue, JSONParseError> {
+        do {
+            skipWhitespace()
+            if index == bytes.count { throw error("the document is empty") }
+            let value = try parseValue()
+            skipWhitespace()
+            if index != bytes.count { throw error("unexpected \(describeByte()) after the end of the document") }
+            return .success(value)
+        } catch let error as JSONParseError {
+            return .failure(error)
+        } catch {
+            return .failure(self.error("\(error)"))
+        }
+    }
+
+    func error(_ message: String, at offset: Int? = nil) -> JSONParseError {
+        let offset = min(offset ?? index, bytes.count)
+        var line = 1
+        var column = 1
+        for i in 0..<offset {
+            if bytes[i] == 0x0A {
+                line += 1
+                column = 1
+            } else if bytes[i] & 0xC0 != 0x80 {
+                column += 1
+            }
+        }
+        return JSONParseError(message: message, offset: offset, line: line, column: column)
+    }
+
+    func describeByte() -> String {
+        guard index < bytes.count else { return "end of input" }
+        let byte = bytes[index]
+        if byte >= 0x21 && byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
+        return "byte 0x\(String(byte, radix: 16))"
+    }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard index < bytes.count else { throw error("unexpected end of input, expected a value") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw error("unexpected \(describeByte()), expected a value")
+        }
+    }
+
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let start = index
+        let count = literal.utf8CodeUnitCount
+        let matches = literal.withUTF8Buffer { expected -> Bool in
+            guard bytes.count - index >= count else { return false }
+            for i in 0..<count where bytes[index + i] != expected[i] { return false }
+            return true
+        }
+        guard matches else { throw error("invalid literal, expected '\(literal)'", at: start) }
+        index += count
+    }
+
+    mutating func enter() throws(JSONParseError) {
+        depth += 1
+        if depth > maximumDepth { throw error("nesting deeper than \(maximumDepth) levels") }
+    }
+
+    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var object = JSONObject()
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            depth -= 1
+            return .object(object)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+                throw error("unexpected \(describeByte()), expected a member name in double quotes")
+            }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+                throw error("unexpected \(describeByte()), expected ':' after member name \"\(key)\"")
+            }
+            index += 1
+            skipWhitespace()
+            let value = try parseValue()
+            // A repeated member name: the last one wins, as in most parsers.
+            object[key] = value
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input inside an object") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                depth -= 1
+                return .object(object)
+            }
+            throw error("unexpected \(describeByte()), expected ',' or '}' in an object")
+        }
+    }
+
+    mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            depth -= 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input inside an array") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                depth -= 1
+                return .array(elements)
+            }
+            throw error("unexpected \(describeByte()), expected ',' or ']' in an array")
+        }
+    }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        let start = index
+        index += 1
+        let contentStart = index
+        // Fast path: no escapes, so the bytes are the string once validated as UTF-8.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: bytes[contentStart..<index])
+                guard let string = String(validating: slice, as: UTF8.self) else {
+                    throw error("invalid UTF-8 in a string", at: start)
+                }
+                index += 1
+                return string
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw error("unescaped control character 0x\(String(byte, radix: 16)) in a string") }
+            index += 1
+        }
+        var buffer: [UInt8] = Array(UnsafeBufferPointer(rebasing: bytes[contentStart..<index]))
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                guard let string = String(validating: buffer, as: UTF8.self) else {
+                    throw error("invalid UTF-8 in a string", at: start)
+                }
+                index += 1
+                return string
+            }
+            if byte < 0x20 { throw error("unescaped control character 0x\(String(byte, radix: 16)) in a string") }
+            if byte != UInt8(ascii: "\\") {
+                buffer.append(byte)
+                index += 1
+                continue
+            }
+            index += 1
+            guard index < bytes.count else { break }
+            let escape = bytes[index]
+            index += 1
+            switch escape {
+            case UInt8(ascii: "\""): buffer.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): buffer.append(UInt8(ascii: "\\"))
+            case UInt8(ascii: "/"): buffer.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "b"): buffer.append(0x08)
+            case UInt8(ascii: "f"): buffer.append(0x0C)
+            case UInt8(ascii: "n"): buffer.append(0x0A)
+            case UInt8(ascii: "r"): buffer.append(0x0D)
+            case UInt8(ascii: "t"): buffer.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try parseHex4()
+                if (0xD800...0xDBFF).contains(scalar) {
+                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                        bytes[index + 1] == UInt8(ascii: "u")
+                    else { throw error("a high surrogate \\u escape without its low surrogate") }
+                    index += 2
+                    let low = try parseHex4()
+                    guard (0xDC00...0xDFFF).contains(low) else {
+                        throw error("a high surrogate \\u escape followed by a non-low surrogate")
+                    }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(scalar) {
+                    throw error("a lone low surrogate \\u escape")
+                }
+                guard let unicodeScalar = Unicode.Scalar(scalar) else { throw error("invalid \\u escape") }
+                buffer.append(contentsOf: String(Character(unicodeScalar)).utf8)
+            default:
+                throw error("invalid escape '\\\(Character(Unicode.Scalar(escape)))' in a string", at: index - 2)
+            }
+        }
+        throw error("unterminated string", at: start)
+    }
+
+    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard bytes.count - index >= 4 else { throw error("a \\u escape needs four hex digits") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: throw error("a \\u escape needs four hex digits")
+            }
+            value = value << 4 | digit
+            index += 1
+        }
+        return value
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        var isInteger = true
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, isDigit(bytes[index]) else { throw error("a number needs digits", at: start) }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+            if index < bytes.count && isDigit(bytes[index]) { throw error("a number cannot have leading zeros", at: start) }
+        } else {
+            while index < bytes.count && isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count && bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard index < bytes.count, isDigit(bytes[index]) else { throw error("a number needs digits after '.'") }
+            while index < bytes.count && isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count && (bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E")) {
+            isInteger = false
+            index += 1
+            if index < bytes.count && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) {
+                index += 1
+            }
+            guard index < bytes.count, isDigit(bytes[index]) else { throw error("a number needs digits in its exponent") }
+            while index < bytes.count && isDigit(bytes[index]) { index += 1 }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if isInteger, let integer = Int64(text) { return .int(integer) }
+        guard let double = Double(text), double.isFinite else { throw error("number out of range", at: start) }
+        return .double(double)
+    }
+
+    @inline(__always) func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+}

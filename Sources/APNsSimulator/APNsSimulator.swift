@@ -1,0 +1,1 @@
+// The APNsSimulator module; see ARCHITECTURE.md.

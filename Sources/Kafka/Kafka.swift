@@ -1,0 +1,1 @@
+// The Kafka module; see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+// The PushRules module; see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+// The Worker module; see ARCHITECTURE.md.

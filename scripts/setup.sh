@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what apns-worker needs on Debian (as root): the C libraries it builds against, the
+# programs its tests talk to, and a pinned Python venv of test tools. Installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_packages=(pkg-config librdkafka-dev libnghttp2-dev libssl-dev libyaml-dev libmicrohttpd-dev)
+test_packages=(nghttp2-client nghttp2-server h2o curl openssl python3-venv)
+
+want=("${build_packages[@]}")
+if [[ "${1:-}" == "--test" ]]; then want+=("${test_packages[@]}"); fi
+
+missing=()
+for package in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # policy-rc.d keeps h2o and friends from starting system daemons during the install.
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ "${1:-}" == "--test" ]]; then
+    venv=.venv
+    if [[ ! -x "$venv/bin/pytest" ]] || ! cmp -s scripts/requirements-test.txt "$venv/requirements.txt"; then
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q --disable-pip-version-check -r scripts/requirements-test.txt
+        cp scripts/requirements-test.txt "$venv/requirements.txt"
+    fi
+fi

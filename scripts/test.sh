@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: Swift unit and integration tests, then the black-box system tests
+# (interop with curl/h2load/nghttpd/h2o, schemas, the Helm chart) under pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --test
+
+swift build --build-tests 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\]' || true
+swift test --skip-build 2>&1 | tee /tmp/apns-worker-swift-test.log | grep -Ev '^(◇|✔|􀟈|􁁛) ' || true
+swift_status=${PIPESTATUS[0]}
+grep -E '^(✔|✘|􁁛|􀢄)? ?Test run with|Executed [0-9]+ tests' /tmp/apns-worker-swift-test.log | tail -3 || true
+
+system_status=0
+if compgen -G "Tests/System/test_*.py" >/dev/null; then
+    swift build -c release --product apns-worker 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\]' || true
+    APNS_WORKER_BIN="$(swift build -c release --show-bin-path)/apns-worker" .venv/bin/pytest -q Tests/System \
+        || system_status=$?
+fi
+
+if [[ $swift_status -ne 0 || $system_status -ne 0 ]]; then
+    echo "test.sh: FAILED (swift test: $swift_status, system tests: $system_status)"
+    exit 1
+fi
+echo "test.sh: all suites passed"
