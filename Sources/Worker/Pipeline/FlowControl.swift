@@ -1,0 +1,47 @@
+// Bounded memory under any backlog: a cap on records in flight. When the cap is reached the
+// pipeline pauses consumption; it resumes once in-flight work drains below a low-water mark, so
+// the consumer does not flap between paused and resumed on every record.
+
+/// Decides when to pause and resume consumption from the number of records in flight.
+///
+/// - Important: Not thread-safe; the pipeline calls it under its lock.
+public struct FlowControl: Sendable {
+    public enum Action: Sendable, Equatable {
+        case none
+        case pause
+        case resume
+    }
+
+    public let capacity: Int
+    public let lowWaterMark: Int
+    public private(set) var inFlight = 0
+    public private(set) var isPaused = false
+
+    /// - Parameters:
+    ///   - capacity: records in flight at which consumption pauses (at least 1).
+    ///   - lowWaterMark: records in flight at or below which it resumes (less than `capacity`).
+    public init(capacity: Int, lowWaterMark: Int) {
+        precondition(capacity >= 1, "capacity must be at least 1")
+        self.capacity = capacity
+        self.lowWaterMark = max(0, min(lowWaterMark, capacity - 1))
+    }
+
+    public mutating func recordTaken() -> Action {
+        inFlight += 1
+        if !isPaused && inFlight >= capacity {
+            isPaused = true
+            return .pause
+        }
+        return .none
+    }
+
+    public mutating func recordsFinished(_ count: Int = 1) -> Action {
+        inFlight -= count
+        precondition(inFlight >= 0, "more records finished than taken")
+        if isPaused && inFlight <= lowWaterMark {
+            isPaused = false
+            return .resume
+        }
+        return .none
+    }
+}

@@ -1,0 +1,132 @@
+// Tracks which records of each partition are finished, so that the offset we store never passes a
+// record whose results are not yet safely in Kafka, while records of one partition finish in any
+// order (the parallel-consumer approach: commit the highest contiguous finished offset).
+
+/// A Kafka topic and partition.
+public struct TopicPartition: Sendable, Hashable, CustomStringConvertible {
+    public var topic: String
+    public var partition: Int32
+    public init(topic: String, partition: Int32) {
+        self.topic = topic
+        self.partition = partition
+    }
+    public var description: String { "\(topic)[\(partition)]" }
+}
+
+/// Per-partition bookkeeping of records in flight.
+///
+/// - Important: Not thread-safe; its owner serialises access (the pipeline keeps it under one lock).
+public struct OffsetTracker: Sendable {
+    /// Records of one partition in the order they were taken; offsets increase but may have gaps
+    /// (compaction, transaction markers), so entries are searched, not indexed by offset.
+    struct PartitionLedger: Sendable {
+        let generation: UInt64
+        var offsets: [Int64] = []
+        var finished: [Bool] = []
+        /// Index of the oldest entry still kept; entries before it were finished and dropped.
+        var head = 0
+        /// The next offset to read after everything finished so far (what Kafka calls the
+        /// committed offset), or nil until a record of the partition finished.
+        var committable: Int64?
+        var unfinished = 0
+
+        var lastTaken: Int64?
+
+        mutating func take(_ offset: Int64) -> Bool {
+            if let lastTaken, offset <= lastTaken { return false }
+            lastTaken = offset
+            offsets.append(offset)
+            finished.append(false)
+            unfinished += 1
+            return true
+        }
+
+        /// Marks `offset` finished; returns the new committable offset when it moved forward.
+        mutating func finish(_ offset: Int64) -> Int64? {
+            guard let index = indexOf(offset), !finished[index] else { return nil }
+            finished[index] = true
+            unfinished -= 1
+            var moved = false
+            while head < offsets.count && finished[head] {
+                committable = offsets[head] + 1
+                head += 1
+                moved = true
+            }
+            compactIfWorthwhile()
+            return moved ? committable : nil
+        }
+
+        func indexOf(_ offset: Int64) -> Int? {
+            var low = head
+            var high = offsets.count - 1
+            while low <= high {
+                let middle = (low + high) / 2
+                if offsets[middle] == offset { return middle }
+                if offsets[middle] < offset { low = middle + 1 } else { high = middle - 1 }
+            }
+            return nil
+        }
+
+        /// Drops the finished prefix once it is at least half the storage, keeping work amortised O(1).
+        mutating func compactIfWorthwhile() {
+            guard head > 64 && head * 2 >= offsets.count else { return }
+            offsets.removeFirst(head)
+            finished.removeFirst(head)
+            head = 0
+        }
+
+        var oldestUnfinished: Int64? { head < offsets.count ? offsets[head] : nil }
+    }
+
+    private var ledgers: [TopicPartition: PartitionLedger] = [:]
+    private var nextGeneration: UInt64 = 1
+    public private(set) var unfinishedCount = 0
+
+    public init() {}
+
+    /// Records that the pipeline took `offset` of `partition`. Returns the partition's generation,
+    /// which `finish` must be given back, or nil for an offset at or below one already taken (a
+    /// redelivery the pipeline must not track twice).
+    ///
+    /// A generation starts when a partition is first seen after `forget`, so that work abandoned
+    /// at a revoke, finishing late, can never mark a record of a later assignment finished.
+    public mutating func take(_ partition: TopicPartition, offset: Int64) -> UInt64? {
+        if ledgers[partition] == nil {
+            ledgers[partition] = PartitionLedger(generation: nextGeneration)
+            nextGeneration += 1
+        }
+        guard ledgers[partition]!.take(offset) else { return nil }
+        unfinishedCount += 1
+        return ledgers[partition]!.generation
+    }
+
+    /// Marks a record finished. Returns the offset to store (next offset to read) when the
+    /// partition's contiguous finished prefix grew, else nil.
+    public mutating func finish(_ partition: TopicPartition, offset: Int64, generation: UInt64) -> Int64? {
+        guard var ledger = ledgers[partition], ledger.generation == generation else { return nil }
+        let before = ledger.unfinished
+        let moved = ledger.finish(offset)
+        unfinishedCount -= before - ledger.unfinished
+        ledgers[partition] = ledger
+        return moved
+    }
+
+    /// The offset that may be committed for `partition`: the next offset after the finished prefix.
+    public func committableOffset(_ partition: TopicPartition) -> Int64? { ledgers[partition]?.committable }
+
+    /// How many records of `partition` are taken and not finished.
+    public func unfinished(_ partition: TopicPartition) -> Int { ledgers[partition]?.unfinished ?? 0 }
+
+    /// The oldest record of `partition` not yet finished, which holds back its offset.
+    public func oldestUnfinished(_ partition: TopicPartition) -> Int64? { ledgers[partition]?.oldestUnfinished }
+
+    /// Forgets a partition (after it was revoked); returns how many of its records were unfinished.
+    @discardableResult
+    public mutating func forget(_ partition: TopicPartition) -> Int {
+        let abandoned = ledgers.removeValue(forKey: partition)?.unfinished ?? 0
+        unfinishedCount -= abandoned
+        return abandoned
+    }
+
+    public var partitions: [TopicPartition] { Array(ledgers.keys) }
+}

@@ -1,0 +1,339 @@
+// The pipeline: decode → plan (rules) → send (with retries) → publish results → store the offset
+// once the record and every earlier record of its partition are finished. At-least-once: a
+// record is finished only when every result it produced is acknowledged by the sink.
+import APNs
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Settings of the pipeline itself; Kafka and APNs settings live with their plug-ins.
+public struct PipelineConfiguration: Sendable {
+    /// Default: `push.outcomes`.
+    public var outcomesTopic = "push.outcomes"
+    /// Default: `push.invalid-tokens`.
+    public var invalidTokensTopic = "push.invalid-tokens"
+    /// Default: `push.dlq`.
+    public var deadLetterTopic = "push.dlq"
+    /// Records in flight at which consumption pauses. Default: `1000`.
+    public var maxRecordsInFlight = 1000
+    /// Records in flight at or below which consumption resumes. Default: half the cap.
+    public var resumeBelow: Int?
+    /// How long a revoke waits for in-flight records of the revoked partitions (seconds). Default: `10`.
+    public var revokeTimeout: Double = 10
+
+    public init() {}
+}
+
+/// Counts of what the pipeline did, for summaries and tests.
+public struct PipelineCounters: Sendable, Equatable {
+    public var recordsTaken = 0
+    public var recordsFinished = 0
+    public var deadLettered = 0
+    public var outcomes = 0
+    public var invalidTokens = 0
+    public var byStatus: [String: Int] = [:]
+    public var abandonedAtRevoke = 0
+    public var publishFailures = 0
+}
+
+/// Observes results as they are published (the `dev` command prints them; metrics count them).
+public protocol PipelineObserver: Sendable {
+    func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?)
+    func deadLettered(_ record: SourceRecord, errorClass: String, message: String)
+    func flowChanged(paused: Bool, partitions: [TopicPartition])
+}
+
+extension PipelineObserver {
+    public func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {}
+    public func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {}
+    public func flowChanged(paused: Bool, partitions: [TopicPartition]) {}
+}
+
+/// Seconds since 1970.
+func wallClockSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_REALTIME, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
+/// Seconds on a clock that never jumps, for deadlines.
+public func monotonicSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
+/// Runs records from an `EventSource` through the rules and the transport into a `ResultSink`.
+///
+/// - Important: `received`, `assigned` and `revoking` are called on the source's thread; records
+///   are processed concurrently on Swift's cooperative pool; no call here blocks that pool.
+public final class Pipeline: SourceHandler {
+    struct State {
+        var tracker = OffsetTracker()
+        var flow: FlowControl
+        var assigned: Set<TopicPartition> = []
+        var revoking: Set<TopicPartition> = []
+        var counters = PipelineCounters()
+        var receiving = true
+        var fatalError: String?
+    }
+
+    public let configuration: PipelineConfiguration
+    let source: any EventSource
+    let sink: any ResultSink
+    let planner: any NotificationPlanner
+    let transport: any PushTransport
+    let observer: (any PipelineObserver)?
+    let state: Mutex<State>
+
+    public init(
+        configuration: PipelineConfiguration, source: any EventSource, sink: any ResultSink,
+        planner: any NotificationPlanner, transport: any PushTransport, observer: (any PipelineObserver)? = nil
+    ) {
+        self.configuration = configuration
+        self.source = source
+        self.sink = sink
+        self.planner = planner
+        self.transport = transport
+        self.observer = observer
+        let cap = max(1, configuration.maxRecordsInFlight)
+        state = Mutex(State(flow: FlowControl(capacity: cap, lowWaterMark: configuration.resumeBelow ?? cap / 2)))
+    }
+
+    /// Starts consuming.
+    public func start() throws {
+        try source.start(handler: self)
+    }
+
+    public var counters: PipelineCounters { state.withLock { $0.counters } }
+    public var recordsInFlight: Int { state.withLock { $0.flow.inFlight } }
+    public var isPaused: Bool { state.withLock { $0.flow.isPaused } }
+    /// Set when results could not be published; the worker must stop without committing past it.
+    public var fatalError: String? { state.withLock { $0.fatalError } }
+
+    // MARK: SourceHandler
+
+    public func received(_ record: SourceRecord) {
+        let partition = record.topicPartition
+        let (generation, pausePartitions) = state.withLock { state -> (UInt64?, [TopicPartition]?) in
+            guard state.receiving, !state.revoking.contains(partition) else { return (nil, nil) }
+            state.assigned.insert(partition)
+            guard let generation = state.tracker.take(partition, offset: record.offset) else { return (nil, nil) }
+            state.counters.recordsTaken += 1
+            let action = state.flow.recordTaken()
+            return (generation, action == .pause ? Array(state.assigned) : nil)
+        }
+        if let pausePartitions {
+            source.pause(pausePartitions)
+            observer?.flowChanged(paused: true, partitions: pausePartitions)
+        }
+        guard let generation else { return }
+        Task {
+            await self.process(record, generation: generation)
+        }
+    }
+
+    public func assigned(_ partitions: [TopicPartition]) {
+        let paused = state.withLock { state -> Bool in
+            state.assigned.formUnion(partitions)
+            return state.flow.isPaused
+        }
+        // Newly assigned partitions join a paused pipeline paused.
+        if paused { source.pause(partitions) }
+    }
+
+    public func revoking(_ partitions: [TopicPartition], deadline: Double) {
+        state.withLock { $0.revoking.formUnion(partitions) }
+        while monotonicSeconds() < deadline {
+            let unfinished = state.withLock { state in partitions.reduce(0) { $0 + state.tracker.unfinished($1) } }
+            if unfinished == 0 { break }
+            usleep(2000)
+        }
+        state.withLock { state in
+            for partition in partitions {
+                state.counters.abandonedAtRevoke += state.tracker.forget(partition)
+                state.assigned.remove(partition)
+                state.revoking.remove(partition)
+            }
+        }
+    }
+
+    // MARK: Processing
+
+    func process(_ record: SourceRecord, generation: UInt64) async {
+        var outputs: [OutboundRecord] = []
+        var outcomes: [OutcomeRecord] = []
+        var eventTime: Double?
+        let recordSource = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
+        do {
+            let event = try PushEventDecoder.decode(record.value)
+            eventTime = event.occurredAt ?? record.timestamp
+            let plans = planner.plan(event, now: wallClockSeconds())
+            let results = await deliver(plans, event: event, source: recordSource)
+            outcomes = results.map(\.0)
+            for outcome in outcomes {
+                outputs.append(
+                    OutboundRecord(
+                        topic: configuration.outcomesTopic, key: Array(event.id.utf8), value: outcome.json.compactBytes))
+            }
+            for (plan, (outcome, report)) in zip(plans, results) {
+                guard let invalid = invalidTokenRecord(plan, outcome, report: report, event: event) else { continue }
+                outputs.append(
+                    OutboundRecord(
+                        topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
+                        value: invalid.json.compactBytes))
+            }
+        } catch {
+            outputs.append(
+                DeadLetterHeader.record(
+                    for: record, errorClass: error.kind.rawValue, message: error.message,
+                    topic: configuration.deadLetterTopic))
+            observer?.deadLettered(record, errorClass: error.kind.rawValue, message: error.message)
+        }
+        publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: eventTime)
+    }
+
+    /// Sends what the plan says to send, concurrently, and returns one outcome per planned
+    /// delivery, in plan order, with the transport's report where something was sent.
+    func deliver(_ plans: [PlannedDelivery], event: PushEvent, source: RecordSource) async
+        -> [(OutcomeRecord, DeliveryReport?)]
+    {
+        var reports = [DeliveryReport?](repeating: nil, count: plans.count)
+        await withTaskGroup(of: (Int, DeliveryReport).self) { group in
+            for (index, plan) in plans.enumerated() {
+                guard case .send(let push, _) = plan else { continue }
+                group.addTask { (index, await self.transport.deliver(push)) }
+            }
+            for await (index, report) in group { reports[index] = report }
+        }
+        let now = wallClockSeconds()
+        return plans.enumerated().map { index, plan in
+            switch plan {
+            case .send(let push, let device):
+                let report = reports[index]!
+                return (OutcomeRecord(
+                    eventID: event.id, deviceToken: push.request.deviceToken.hex, environment: device.environment,
+                    topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
+                    status: report.status, httpStatus: report.httpStatus, reason: report.reason,
+                    apnsID: report.apnsID, apnsUniqueID: report.apnsUniqueID, attempts: report.attempts,
+                    source: source, completedAt: now), report)
+            case .skip(let device, let reason, let ruleID, let topic, let pushType):
+                return OutcomeRecord(
+                    eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
+                    pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
+                    apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil)
+            case .reject(let device, let reason, _, let ruleID, let topic, let pushType):
+                return OutcomeRecord(
+                    eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
+                    pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
+                    apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil)
+            }
+        }
+    }
+
+    /// The invalid-token event for a send that Apple answered with a dead-token reason.
+    func invalidTokenRecord(
+        _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryReport?, event: PushEvent
+    ) -> InvalidTokenRecord? {
+        guard case .send(let push, let device) = plan, let report, report.tokenIsInvalid, let reason = report.reason
+        else { return nil }
+        return InvalidTokenRecord(
+            deviceToken: push.request.deviceToken.hex, environment: device.environment, topic: push.request.topic,
+            app: push.app, reason: reason, invalidSince: report.invalidSince, eventID: event.id,
+            observedAt: outcome.completedAt)
+    }
+
+    // MARK: Publishing and finishing
+
+    func publish(
+        _ outputs: [OutboundRecord], of record: SourceRecord, generation: UInt64, outcomes: [OutcomeRecord],
+        eventTime: Double?
+    ) {
+        let countdown = AcknowledgementCountdown(count: outputs.count)
+        let invalidTokens = outputs.reduce(0) { $0 + ($1.topic == configuration.invalidTokensTopic ? 1 : 0) }
+        let finish: @Sendable (Bool) -> Void = { [self] succeeded in
+            finishRecord(
+                record, generation: generation, published: succeeded, outcomes: outcomes,
+                invalidTokens: invalidTokens, eventTime: eventTime)
+        }
+        if outputs.isEmpty {
+            finish(true)
+            return
+        }
+        for output in outputs {
+            sink.publish(output) { result in
+                if let allSucceeded = countdown.acknowledge(succeeded: (try? result.get()) != nil) {
+                    finish(allSucceeded)
+                }
+            }
+        }
+    }
+
+    func finishRecord(
+        _ record: SourceRecord, generation: UInt64, published: Bool, outcomes: [OutcomeRecord], invalidTokens: Int,
+        eventTime: Double?
+    ) {
+        let partition = record.topicPartition
+        let (nextOffset, resumePartitions) = state.withLock { state -> (Int64?, [TopicPartition]?) in
+            let action = state.flow.recordsFinished()
+            let resume = action == .resume ? Array(state.assigned) : nil
+            guard published else {
+                // The record's results are not safely written: its offset must never be stored,
+                // so it stays unfinished and holds its partition back until the worker restarts.
+                state.counters.publishFailures += 1
+                state.fatalError = state.fatalError ?? "results of \(partition) offset \(record.offset) could not be published"
+                return (nil, resume)
+            }
+            state.counters.recordsFinished += 1
+            state.counters.outcomes += outcomes.count
+            state.counters.invalidTokens += invalidTokens
+            for outcome in outcomes { state.counters.byStatus[outcome.status.rawValue, default: 0] += 1 }
+            if outcomes.isEmpty { state.counters.deadLettered += 1 }
+            return (state.tracker.finish(partition, offset: record.offset, generation: generation), resume)
+        }
+        if let nextOffset { source.store(partition, nextOffset: nextOffset) }
+        if let resumePartitions, !resumePartitions.isEmpty {
+            source.resume(resumePartitions)
+            observer?.flowChanged(paused: false, partitions: resumePartitions)
+        }
+        if published, let observer {
+            for outcome in outcomes { observer.outcomePublished(outcome, eventTime: eventTime) }
+        }
+    }
+
+    // MARK: Shutdown
+
+    /// Stops taking records, waits up to `timeout` seconds for in-flight ones, flushes the sink and
+    /// closes the source (which commits what was stored). Returns the records left unfinished.
+    @discardableResult
+    public func drain(timeout: Double) async -> Int {
+        state.withLock { $0.receiving = false }
+        source.stopReceiving()
+        let deadline = monotonicSeconds() + timeout
+        while monotonicSeconds() < deadline, recordsInFlight > 0 {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        let left = recordsInFlight
+        _ = sink.flush(timeout: max(1, deadline - monotonicSeconds()))
+        try? source.close()
+        return left
+    }
+}
+
+/// Counts acknowledgements of one record's outputs; the last one reports whether all succeeded.
+final class AcknowledgementCountdown: Sendable {
+    private let remaining: Atomic<Int>
+    private let failed = Atomic<Bool>(false)
+
+    init(count: Int) { remaining = Atomic(count) }
+
+    /// Returns nil until the last acknowledgement, then whether every one succeeded.
+    func acknowledge(succeeded: Bool) -> Bool? {
+        if !succeeded { failed.store(true, ordering: .relaxed) }
+        let left = remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue
+        guard left == 0 else { return nil }
+        return !failed.load(ordering: .relaxed)
+    }
+}

@@ -1,0 +1,176 @@
+// The worker's two edges as plug-ins: it reads from an EventSource, writes to a ResultSink, and
+// sends through a PushTransport. Kafka and APNs are the production implementations; in-memory ones
+// make the pipeline's logic testable without sockets.
+import APNs
+
+/// A header of a Kafka record.
+public struct RecordHeader: Sendable, Hashable {
+    public var name: String
+    public var value: [UInt8]?
+    public init(name: String, value: [UInt8]?) {
+        self.name = name
+        self.value = value
+    }
+    public init(_ name: String, _ text: String) {
+        self.init(name: name, value: Array(text.utf8))
+    }
+}
+
+/// A record read from the input topic.
+public struct SourceRecord: Sendable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    public var key: [UInt8]?
+    public var value: [UInt8]?
+    public var headers: [RecordHeader]
+    /// The record's timestamp in UNIX seconds, when the broker gave one.
+    public var timestamp: Double?
+
+    public init(
+        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
+        headers: [RecordHeader] = [], timestamp: Double? = nil
+    ) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestamp = timestamp
+    }
+
+    public var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
+}
+
+/// A record the worker publishes: an outcome, an invalid-token event or a dead letter.
+public struct OutboundRecord: Sendable {
+    public var topic: String
+    public var key: [UInt8]?
+    public var value: [UInt8]?
+    public var headers: [RecordHeader]
+    public init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [RecordHeader] = []) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+        self.headers = headers
+    }
+}
+
+/// What the pipeline is told by its source. Called on the source's own thread.
+public protocol SourceHandler: Sendable {
+    /// A record to process. Must not block: the source's thread also serves the group protocol.
+    func received(_ record: SourceRecord)
+    /// Partitions now owned by this worker.
+    func assigned(_ partitions: [TopicPartition])
+    /// Partitions about to be taken away. Blocks until their in-flight records finish or the
+    /// deadline (monotonic seconds) passes, storing what finished; the source commits after it
+    /// returns and before it releases the partitions.
+    func revoking(_ partitions: [TopicPartition], deadline: Double)
+}
+
+/// Where records come from (Kafka in production).
+public protocol EventSource: Sendable {
+    /// Starts delivering records to `handler`, from a thread the source owns.
+    func start(handler: any SourceHandler) throws
+    /// Stores the next offset to read for a partition; committed by the source's auto-commit.
+    func store(_ partition: TopicPartition, nextOffset: Int64)
+    func pause(_ partitions: [TopicPartition])
+    func resume(_ partitions: [TopicPartition])
+    /// Stops delivering records (in-flight records still finish and store their offsets).
+    func stopReceiving()
+    /// Commits stored offsets synchronously and leaves the group.
+    func close() throws
+}
+
+/// Where results go (Kafka in production). Acknowledgements arrive asynchronously.
+public protocol ResultSink: Sendable {
+    /// Publishes a record; `acknowledged` runs exactly once, when the record is durably written or
+    /// has definitively failed.
+    func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void)
+    /// Waits up to `timeout` seconds for every published record to be acknowledged.
+    func flush(timeout: Double) -> Bool
+}
+
+/// One attempt at delivering a notification.
+public struct DeliveryAttempt: Sendable, Hashable {
+    public var apnsID: String
+    public var httpStatus: Int?
+    public var reason: String?
+    /// UNIX seconds.
+    public var startedAt: Double
+    public var latencySeconds: Double
+    public init(apnsID: String, httpStatus: Int?, reason: String?, startedAt: Double, latencySeconds: Double) {
+        self.apnsID = apnsID
+        self.httpStatus = httpStatus
+        self.reason = reason
+        self.startedAt = startedAt
+        self.latencySeconds = latencySeconds
+    }
+}
+
+/// How a notification ended after every retry.
+public enum DeliveryStatus: String, Sendable {
+    case delivered, rejected, failed, skipped
+}
+
+/// The final result of sending one notification, with every attempt.
+public struct DeliveryReport: Sendable {
+    public var status: DeliveryStatus
+    public var httpStatus: Int?
+    public var reason: String?
+    public var apnsID: String?
+    public var apnsUniqueID: String?
+    /// For a dead token, since when Apple considers it invalid (UNIX seconds), from the 410 timestamp.
+    public var invalidSince: Double?
+    /// True when the reason says the device token is dead or wrong for its topic.
+    public var tokenIsInvalid: Bool
+    public var attempts: [DeliveryAttempt]
+
+    public init(
+        status: DeliveryStatus, httpStatus: Int? = nil, reason: String? = nil, apnsID: String? = nil,
+        apnsUniqueID: String? = nil, invalidSince: Double? = nil, tokenIsInvalid: Bool = false,
+        attempts: [DeliveryAttempt] = []
+    ) {
+        self.status = status
+        self.httpStatus = httpStatus
+        self.reason = reason
+        self.apnsID = apnsID
+        self.apnsUniqueID = apnsUniqueID
+        self.invalidSince = invalidSince
+        self.tokenIsInvalid = tokenIsInvalid
+        self.attempts = attempts
+    }
+}
+
+/// Sends one notification, retrying inside as its policy says.
+public protocol PushTransport: Sendable {
+    func deliver(_ push: PlannedPush) async -> DeliveryReport
+}
+
+/// A request the rules produced for one device, ready to send.
+public struct PlannedPush: Sendable {
+    public var request: APNsRequest
+    public var app: String
+    public var ruleID: String
+    public init(request: APNsRequest, app: String, ruleID: String) {
+        self.request = request
+        self.app = app
+        self.ruleID = ruleID
+    }
+}
+
+/// What the rules decided for one device of an event.
+public enum PlannedDelivery: Sendable {
+    case send(PlannedPush, device: EventDevice)
+    /// Nothing is sent: no rule matched (`no_rule`), or a rule decided so. Outcome `skipped`.
+    case skip(device: EventDevice, reason: String, ruleID: String?, topic: String?, pushType: String?)
+    /// The rules produced something Apple would reject (too large, invalid token...). Outcome `rejected`.
+    case reject(device: EventDevice, reason: String, detail: String, ruleID: String?, topic: String?, pushType: String?)
+}
+
+/// Maps an event to what to send for each of its devices (the rules engine in production).
+public protocol NotificationPlanner: Sendable {
+    /// `now` is UNIX seconds, for relative expirations when the event has no time of its own.
+    func plan(_ event: PushEvent, now: Double) -> [PlannedDelivery]
+}

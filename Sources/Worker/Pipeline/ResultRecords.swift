@@ -1,0 +1,114 @@
+// The records the worker publishes, encoded exactly as schemas/ describes them: the outcome of
+// every (event, device), an invalid-token event per dead token, and dead letters.
+import APNs
+
+/// Where a record came from, carried into every result for tracing.
+public struct RecordSource: Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+}
+
+/// The outcome of one (event, device) pair, published to the outcomes topic keyed by event id.
+public struct OutcomeRecord: Sendable {
+    public var eventID: String
+    public var deviceToken: String
+    public var environment: String
+    public var topic: String?
+    public var pushType: String?
+    public var ruleID: String?
+    public var status: DeliveryStatus
+    public var httpStatus: Int?
+    public var reason: String?
+    public var apnsID: String?
+    public var apnsUniqueID: String?
+    public var attempts: [DeliveryAttempt]
+    public var source: RecordSource
+    /// UNIX seconds.
+    public var completedAt: Double
+
+    public var json: JSONValue {
+        var object = JSONObject()
+        object.appendUnchecked("event_id", .string(eventID))
+        object.appendUnchecked("device_token", .string(deviceToken))
+        object.appendUnchecked("environment", .string(environment))
+        object.appendUnchecked("topic", topic.map(JSONValue.string) ?? .null)
+        object.appendUnchecked("push_type", pushType.map(JSONValue.string) ?? .null)
+        object.appendUnchecked("rule_id", ruleID.map(JSONValue.string) ?? .null)
+        object.appendUnchecked("status", .string(status.rawValue))
+        object.appendUnchecked("http_status", httpStatus.map { .int(Int64($0)) } ?? .null)
+        object.appendUnchecked("reason", reason.map(JSONValue.string) ?? .null)
+        object.appendUnchecked("apns_id", apnsID.map(JSONValue.string) ?? .null)
+        object.appendUnchecked("apns_unique_id", apnsUniqueID.map(JSONValue.string) ?? .null)
+        object.appendUnchecked("attempts", .array(attempts.map(\.json)))
+        object.appendUnchecked(
+            "source",
+            [
+                "topic": .string(source.topic), "partition": .int(Int64(source.partition)),
+                "offset": .int(source.offset),
+            ])
+        object.appendUnchecked("completed_at", .string(RFC3339.format(completedAt)))
+        return .object(object)
+    }
+}
+
+extension DeliveryAttempt {
+    var json: JSONValue {
+        var object = JSONObject()
+        object.appendUnchecked("apns_id", .string(apnsID))
+        object.appendUnchecked("http_status", httpStatus.map { .int(Int64($0)) } ?? .null)
+        object.appendUnchecked("reason", reason.map(JSONValue.string) ?? .null)
+        object.appendUnchecked("started_at", .string(RFC3339.format(startedAt)))
+        object.appendUnchecked("latency_ms", .double((latencySeconds * 1_000_000).rounded() / 1000))
+        return .object(object)
+    }
+}
+
+/// A device token Apple reported dead or wrong for its topic, keyed by token so the topic compacts.
+public struct InvalidTokenRecord: Sendable {
+    public var deviceToken: String
+    public var environment: String
+    public var topic: String
+    public var app: String
+    public var reason: String
+    /// UNIX seconds, from APNs' 410 timestamp when given.
+    public var invalidSince: Double?
+    public var eventID: String
+    public var observedAt: Double
+
+    public var json: JSONValue {
+        var object = JSONObject()
+        object.appendUnchecked("device_token", .string(deviceToken))
+        object.appendUnchecked("environment", .string(environment))
+        object.appendUnchecked("topic", .string(topic))
+        object.appendUnchecked("app", .string(app))
+        object.appendUnchecked("reason", .string(reason))
+        object.appendUnchecked("invalid_since", invalidSince.map { .string(RFC3339.format($0)) } ?? .null)
+        object.appendUnchecked("event_id", .string(eventID))
+        object.appendUnchecked("observed_at", .string(RFC3339.format(observedAt)))
+        return .object(object)
+    }
+}
+
+/// Header names a dead letter carries beside the original record's own headers.
+public enum DeadLetterHeader {
+    public static let errorClass = "apns-worker.error.class"
+    public static let errorMessage = "apns-worker.error.message"
+    public static let sourceTopic = "apns-worker.source.topic"
+    public static let sourcePartition = "apns-worker.source.partition"
+    public static let sourceOffset = "apns-worker.source.offset"
+
+    /// The original record, unchanged, with headers naming why it could not be processed.
+    public static func record(for source: SourceRecord, errorClass: String, message: String, topic: String)
+        -> OutboundRecord
+    {
+        var headers = source.headers
+        headers.append(RecordHeader(Self.errorClass, errorClass))
+        // Bounded: a message quoting hostile input must not make the dead letter itself too large.
+        headers.append(RecordHeader(Self.errorMessage, String(message.prefix(1024))))
+        headers.append(RecordHeader(sourceTopic, source.topic))
+        headers.append(RecordHeader(sourcePartition, String(source.partition)))
+        headers.append(RecordHeader(sourceOffset, String(source.offset)))
+        return OutboundRecord(topic: topic, key: source.key, value: source.value, headers: headers)
+    }
+}

@@ -1,1 +1,0 @@
-// The Worker module; see ARCHITECTURE.md.

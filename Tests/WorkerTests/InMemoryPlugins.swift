@@ -1,0 +1,132 @@
+// In-memory plug-ins: a source that plays records from a list on its own thread, a sink that
+// acknowledges asynchronously (and can fail), and a transport answering from a closure.
+import APNs
+import Foundation
+import Synchronization
+@testable import Worker
+
+final class InMemoryEventSource: EventSource {
+    struct Log {
+        var stored: [TopicPartition: Int64] = [:]
+        var storeCalls: [(TopicPartition, Int64)] = []
+        var pauses = 0
+        var resumes = 0
+        var paused: Set<TopicPartition> = []
+        var closed = false
+    }
+    let records: [SourceRecord]
+    let log = Mutex(Log())
+    let stopFlag = Atomic<Bool>(false)
+
+    init(records: [SourceRecord]) { self.records = records }
+
+    func start(handler: any SourceHandler) throws {
+        let records = self.records
+        let partitions = Array(Set(records.map(\.topicPartition)))
+        let thread = Thread { [self] in
+            handler.assigned(partitions)
+            var index = 0
+            while index < records.count && !stopFlag.load(ordering: .relaxed) {
+                let record = records[index]
+                // Honour pause like a consumer: a paused partition delivers nothing more.
+                if log.withLock({ $0.paused.contains(record.topicPartition) }) {
+                    usleep(200)
+                    continue
+                }
+                handler.received(record)
+                index += 1
+            }
+        }
+        thread.start()
+    }
+
+    func store(_ partition: TopicPartition, nextOffset: Int64) {
+        log.withLock {
+            if let previous = $0.stored[partition] { precondition(nextOffset > previous, "stored offset went back") }
+            $0.stored[partition] = nextOffset
+            $0.storeCalls.append((partition, nextOffset))
+        }
+    }
+    func pause(_ partitions: [TopicPartition]) {
+        log.withLock {
+            $0.pauses += 1
+            $0.paused.formUnion(partitions)
+        }
+    }
+    func resume(_ partitions: [TopicPartition]) {
+        log.withLock {
+            $0.resumes += 1
+            $0.paused.subtract(partitions)
+        }
+    }
+    func stopReceiving() { stopFlag.store(true, ordering: .relaxed) }
+    func close() throws { log.withLock { $0.closed = true } }
+}
+
+final class InMemoryResultSink: ResultSink {
+    let published = Mutex<[OutboundRecord]>([])
+    let pending = Atomic<Int>(0)
+    let failTopic: String?
+    let delay: Double
+
+    init(failTopic: String? = nil, delay: Double = 0) {
+        self.failTopic = failTopic
+        self.delay = delay
+    }
+
+    func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        pending.add(1, ordering: .relaxed)
+        let fail = record.topic == failTopic
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+            if fail {
+                acknowledged(.failure(CocoaError(.fileWriteUnknown)))
+            } else {
+                published.withLock { $0.append(record) }
+                acknowledged(.success(()))
+            }
+            pending.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    func flush(timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while pending.load(ordering: .relaxed) > 0 && Date() < deadline { usleep(1000) }
+        return pending.load(ordering: .relaxed) == 0
+    }
+
+    func records(on topic: String) -> [OutboundRecord] { published.withLock { $0.filter { $0.topic == topic } } }
+    func json(on topic: String) -> [JSONValue] {
+        records(on: topic).compactMap { $0.value.flatMap { try? JSONValue(parsing: $0) } }
+    }
+}
+
+struct ClosureTransport: PushTransport {
+    let answer: @Sendable (PlannedPush) async -> DeliveryReport
+    func deliver(_ push: PlannedPush) async -> DeliveryReport { await answer(push) }
+}
+
+/// Sends an alert for every device, with the event's type as the alert text.
+struct OnePushPerDevicePlanner: NotificationPlanner {
+    func plan(_ event: PushEvent, now: Double) -> [PlannedDelivery] {
+        event.devices.map { device in
+            do {
+                let token = try DeviceToken(device.token)
+                let request = APNsRequest(
+                    deviceToken: token, environment: device.environment == "sandbox" ? .sandbox : .production,
+                    topic: "com.example.app", pushType: .alert, payload: ["aps": ["alert": .string(event.type)]])
+                return .send(PlannedPush(request: request, app: "com.example.app", ruleID: "all"), device: device)
+            } catch {
+                return .reject(
+                    device: device, reason: "BadDeviceToken", detail: "\(error)", ruleID: "all", topic: nil,
+                    pushType: nil)
+            }
+        }
+    }
+}
+
+func makeRecord(partition: Int32, offset: Int64, devices: [String], id: String? = nil) -> SourceRecord {
+    let deviceList = devices.map { #"{"token":"\#($0)","environment":"production"}"# }.joined(separator: ",")
+    let value = #"{"id":"\#(id ?? "e\#(partition)-\#(offset)")","type":"test","devices":[\#(deviceList)]}"#
+    return SourceRecord(
+        topic: "push.requests", partition: partition, offset: offset, key: Array("k".utf8), value: Array(value.utf8))
+}

@@ -1,0 +1,94 @@
+import Testing
+@testable import Worker
+
+@Suite struct OffsetTrackerTests {
+    let partition = TopicPartition(topic: "push.requests", partition: 3)
+
+    @Test func storesOnlyTheContiguousFinishedPrefix() throws {
+        var tracker = OffsetTracker()
+        let generation = try #require(tracker.take(partition, offset: 10))
+        _ = tracker.take(partition, offset: 11)
+        _ = tracker.take(partition, offset: 12)
+        #expect(tracker.finish(partition, offset: 12, generation: generation) == nil)
+        #expect(tracker.finish(partition, offset: 11, generation: generation) == nil)
+        #expect(tracker.committableOffset(partition) == nil)
+        #expect(tracker.finish(partition, offset: 10, generation: generation) == 13)
+        #expect(tracker.unfinishedCount == 0)
+    }
+
+    @Test func skipsGapsInOffsets() throws {
+        var tracker = OffsetTracker()
+        let generation = try #require(tracker.take(partition, offset: 100))
+        _ = tracker.take(partition, offset: 105)
+        #expect(tracker.finish(partition, offset: 100, generation: generation) == 101)
+        #expect(tracker.oldestUnfinished(partition) == 105)
+        #expect(tracker.finish(partition, offset: 105, generation: generation) == 106)
+    }
+
+    @Test func refusesRedeliveredOffsetsAndDoubleFinishes() throws {
+        var tracker = OffsetTracker()
+        let generation = try #require(tracker.take(partition, offset: 5))
+        #expect(tracker.take(partition, offset: 5) == nil)
+        #expect(tracker.take(partition, offset: 4) == nil)
+        #expect(tracker.finish(partition, offset: 5, generation: generation) == 6)
+        #expect(tracker.finish(partition, offset: 5, generation: generation) == nil)
+        #expect(tracker.take(partition, offset: 5) == nil)
+        #expect(tracker.unfinishedCount == 0)
+    }
+
+    @Test func workAbandonedAtARevokeCannotFinishALaterAssignment() throws {
+        var tracker = OffsetTracker()
+        let old = try #require(tracker.take(partition, offset: 7))
+        #expect(tracker.forget(partition) == 1)
+        #expect(tracker.unfinishedCount == 0)
+        let new = try #require(tracker.take(partition, offset: 7))
+        #expect(new != old)
+        #expect(tracker.finish(partition, offset: 7, generation: old) == nil)
+        #expect(tracker.unfinished(partition) == 1)
+        #expect(tracker.finish(partition, offset: 7, generation: new) == 8)
+    }
+
+    @Test func partitionsAreIndependent() throws {
+        var tracker = OffsetTracker()
+        let other = TopicPartition(topic: "push.requests", partition: 4)
+        let a = try #require(tracker.take(partition, offset: 1))
+        let b = try #require(tracker.take(other, offset: 1))
+        _ = tracker.take(partition, offset: 2)
+        #expect(tracker.finish(other, offset: 1, generation: b) == 2)
+        #expect(tracker.committableOffset(partition) == nil)
+        #expect(tracker.finish(partition, offset: 1, generation: a) == 2)
+        #expect(tracker.unfinishedCount == 1)
+    }
+
+    @Test func randomCompletionOrderNeverPassesAnUnfinishedRecord() throws {
+        var generator = SystemRandomNumberGenerator()
+        var tracker = OffsetTracker()
+        var generation: UInt64 = 0
+        for offset in 0..<5000 { generation = try #require(tracker.take(partition, offset: Int64(offset * 2))) }
+        var pending = Set((0..<5000).map { Int64($0 * 2) })
+        for offset in pending.shuffled(using: &generator) {
+            pending.remove(offset)
+            if let stored = tracker.finish(partition, offset: offset, generation: generation) {
+                // Everything below the stored offset is finished; the first pending one is not below it.
+                #expect(pending.allSatisfy { $0 >= stored })
+            }
+        }
+        #expect(tracker.committableOffset(partition) == 9999)
+    }
+}
+
+@Suite struct FlowControlTests {
+    @Test func pausesAtCapacityAndResumesAtTheLowWaterMark() {
+        var flow = FlowControl(capacity: 4, lowWaterMark: 1)
+        #expect(flow.recordTaken() == .none)
+        #expect(flow.recordTaken() == .none)
+        #expect(flow.recordTaken() == .none)
+        #expect(flow.recordTaken() == .pause)
+        #expect(flow.recordTaken() == .none)  // already paused: records fetched before the pause
+        #expect(flow.recordsFinished(3) == .none)
+        #expect(flow.inFlight == 2)
+        #expect(flow.recordsFinished() == .resume)
+        #expect(!flow.isPaused)
+        #expect(flow.recordsFinished() == .none)
+    }
+}

@@ -1,0 +1,183 @@
+import APNs
+import Foundation
+import Synchronization
+import Testing
+@testable import Worker
+
+@Suite struct PipelineTests {
+    static let tokens = (0..<4).map { String(format: "%064x", $0 + 1) }
+
+    func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() && Date() < deadline { try? await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    @Test func everyDeviceGetsExactlyOneOutcomeAndEveryOffsetIsStored() async throws {
+        var records: [SourceRecord] = []
+        for partition in Int32(0)..<4 {
+            for offset in Int64(0)..<250 {
+                records.append(makeRecord(partition: partition, offset: offset * 2, devices: Self.tokens))
+            }
+        }
+        let source = InMemoryEventSource(records: records.shuffled().sorted { $0.offset < $1.offset })
+        let sink = InMemoryResultSink(delay: 0.001)
+        let transport = ClosureTransport { push in
+            // Finish out of order: later records may complete before earlier ones.
+            try? await Task.sleep(for: .microseconds(Int.random(in: 0...3000)))
+            return DeliveryReport(status: .delivered, httpStatus: 200, apnsID: push.request.apnsID?.description)
+        }
+        var configuration = PipelineConfiguration()
+        configuration.maxRecordsInFlight = 64
+        let pipeline = Pipeline(
+            configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: transport)
+        try pipeline.start()
+        await waitUntil { pipeline.counters.recordsFinished == 1000 }
+
+        let outcomes = sink.json(on: "push.outcomes")
+        #expect(outcomes.count == 4000)
+        let pairs = Set(outcomes.map { "\($0["event_id"]!.stringValue!)/\($0["device_token"]!.stringValue!)" })
+        #expect(pairs.count == 4000)
+        #expect(outcomes.allSatisfy { $0["status"] == "delivered" })
+        let stored = source.log.withLock { $0.stored }
+        for partition in Int32(0)..<4 {
+            #expect(stored[TopicPartition(topic: "push.requests", partition: partition)] == 499)
+        }
+        #expect(pipeline.recordsInFlight == 0)
+    }
+
+    @Test func malformedRecordsGoToTheDeadLetterTopicAndTheirOffsetsMoveOn() async throws {
+        let bad = SourceRecord(
+            topic: "push.requests", partition: 0, offset: 1, key: Array("key-1".utf8), value: Array("{oops".utf8),
+            headers: [RecordHeader("trace", "t-1")])
+        let records = [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]]), bad,
+                       makeRecord(partition: 0, offset: 2, devices: [Self.tokens[0]])]
+        let source = InMemoryEventSource(records: records)
+        let sink = InMemoryResultSink()
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: ClosureTransport { _ in DeliveryReport(status: .delivered, httpStatus: 200) })
+        try pipeline.start()
+        await waitUntil { pipeline.counters.recordsFinished == 3 }
+
+        let letters = sink.records(on: "push.dlq")
+        try #require(letters.count == 1)
+        let letter = letters[0]
+        #expect(letter.key == Array("key-1".utf8))
+        #expect(letter.value == Array("{oops".utf8))
+        let headers = Dictionary(letter.headers.map { ($0.name, String(decoding: $0.value ?? [], as: UTF8.self)) },
+                                 uniquingKeysWith: { a, _ in a })
+        #expect(headers["trace"] == "t-1")
+        #expect(headers[DeadLetterHeader.errorClass] == "undecodable")
+        #expect(headers[DeadLetterHeader.errorMessage]?.contains("line 1, column") == true)
+        #expect(headers[DeadLetterHeader.sourceTopic] == "push.requests")
+        #expect(headers[DeadLetterHeader.sourcePartition] == "0")
+        #expect(headers[DeadLetterHeader.sourceOffset] == "1")
+        #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 3)
+        #expect(pipeline.counters.deadLettered == 1)
+    }
+
+    @Test func inFlightRecordsNeverExceedTheCapAndConsumptionResumes() async throws {
+        let records = (Int64(0)..<300).map { makeRecord(partition: Int32($0 % 3), offset: $0, devices: [Self.tokens[1]]) }
+        let source = InMemoryEventSource(records: records)
+        let sink = InMemoryResultSink()
+        let concurrent = Atomic<Int>(0)
+        let peak = Atomic<Int>(0)
+        let transport = ClosureTransport { _ in
+            let now = concurrent.add(1, ordering: .relaxed).newValue
+            peak.max(now, ordering: .relaxed)
+            try? await Task.sleep(for: .milliseconds(2))
+            concurrent.subtract(1, ordering: .relaxed)
+            return DeliveryReport(status: .delivered, httpStatus: 200)
+        }
+        var configuration = PipelineConfiguration()
+        configuration.maxRecordsInFlight = 10
+        configuration.resumeBelow = 3
+        let pipeline = Pipeline(
+            configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: transport)
+        try pipeline.start()
+        await waitUntil { pipeline.counters.recordsFinished == 300 }
+        #expect(pipeline.counters.recordsFinished == 300)
+        #expect(peak.load(ordering: .relaxed) <= 10)
+        let log = source.log.withLock { $0 }
+        #expect(log.pauses > 0)
+        #expect(log.resumes == log.pauses)
+    }
+
+    @Test func aRecordWhoseResultsCannotBePublishedHoldsItsOffsetBack() async throws {
+        // Invalid tokens fail to publish here; the record carrying one must never be committed past.
+        let records = [
+            makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]]),
+            makeRecord(partition: 0, offset: 1, devices: [Self.tokens[2]]),
+            makeRecord(partition: 0, offset: 2, devices: [Self.tokens[0]]),
+        ]
+        let source = InMemoryEventSource(records: records)
+        let sink = InMemoryResultSink(failTopic: "push.invalid-tokens")
+        let transport = ClosureTransport { push in
+            push.request.deviceToken.hex == Self.tokens[2]
+                ? DeliveryReport(status: .rejected, httpStatus: 410, reason: "Unregistered", tokenIsInvalid: true)
+                : DeliveryReport(status: .delivered, httpStatus: 200)
+        }
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: transport)
+        try pipeline.start()
+        await waitUntil { pipeline.counters.recordsFinished + pipeline.counters.publishFailures == 3 }
+        #expect(pipeline.counters.publishFailures == 1)
+        #expect(pipeline.fatalError != nil)
+        #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 1)
+    }
+
+    @Test func deadTokensProduceInvalidTokenEventsKeyedByToken() async throws {
+        let records = [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0], Self.tokens[3]], id: "evt-9")]
+        let source = InMemoryEventSource(records: records)
+        let sink = InMemoryResultSink()
+        let transport = ClosureTransport { push in
+            push.request.deviceToken.hex == Self.tokens[3]
+                ? DeliveryReport(
+                    status: .rejected, httpStatus: 410, reason: "Unregistered", invalidSince: 1_764_417_600,
+                    tokenIsInvalid: true)
+                : DeliveryReport(status: .delivered, httpStatus: 200)
+        }
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: transport)
+        try pipeline.start()
+        await waitUntil { pipeline.counters.recordsFinished == 1 }
+        let invalid = sink.records(on: "push.invalid-tokens")
+        try #require(invalid.count == 1)
+        #expect(invalid[0].key == Array(Self.tokens[3].utf8))
+        let json = try JSONValue(parsing: invalid[0].value!)
+        #expect(json["reason"] == "Unregistered")
+        #expect(json["event_id"] == "evt-9")
+        #expect(json["invalid_since"] == "2026-11-29T12:00:00.000Z")
+        #expect(json["app"] == "com.example.app")
+        #expect(pipeline.counters.invalidTokens == 1)
+    }
+
+    @Test func aRevokeWaitsForInFlightRecordsThenForgetsWhatIsLeft() async throws {
+        let gate = Atomic<Bool>(false)
+        let records = [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]])]
+        let source = InMemoryEventSource(records: records)
+        let sink = InMemoryResultSink()
+        let transport = ClosureTransport { _ in
+            while !gate.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(2)) }
+            return DeliveryReport(status: .delivered, httpStatus: 200)
+        }
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: transport)
+        try pipeline.start()
+        await waitUntil { pipeline.counters.recordsTaken == 1 }
+        let partition = TopicPartition(topic: "push.requests", partition: 0)
+        let started = Date()
+        pipeline.revoking([partition], deadline: monotonicSeconds() + 0.2)
+        #expect(Date().timeIntervalSince(started) >= 0.19)
+        #expect(pipeline.counters.abandonedAtRevoke == 1)
+        gate.store(true, ordering: .relaxed)
+        await waitUntil { pipeline.recordsInFlight == 0 }
+        // The abandoned record finished after the revoke: its offset is not stored by this worker.
+        #expect(source.log.withLock { $0.stored[partition] } == nil)
+    }
+}
