@@ -6,7 +6,8 @@ import Testing
 
     @Test func storesOnlyTheContiguousFinishedPrefix() throws {
         var tracker = OffsetTracker()
-        let generation = try #require(tracker.take(partition, offset: 10))
+        let takenGeneration = tracker.take(partition, offset: 10)
+        let generation = try #require(takenGeneration)
         _ = tracker.take(partition, offset: 11)
         _ = tracker.take(partition, offset: 12)
         #expect(tracker.finish(partition, offset: 12, generation: generation) == nil)
@@ -18,7 +19,8 @@ import Testing
 
     @Test func skipsGapsInOffsets() throws {
         var tracker = OffsetTracker()
-        let generation = try #require(tracker.take(partition, offset: 100))
+        let takenGeneration = tracker.take(partition, offset: 100)
+        let generation = try #require(takenGeneration)
         _ = tracker.take(partition, offset: 105)
         #expect(tracker.finish(partition, offset: 100, generation: generation) == 101)
         #expect(tracker.oldestUnfinished(partition) == 105)
@@ -27,7 +29,8 @@ import Testing
 
     @Test func refusesRedeliveredOffsetsAndDoubleFinishes() throws {
         var tracker = OffsetTracker()
-        let generation = try #require(tracker.take(partition, offset: 5))
+        let takenGeneration = tracker.take(partition, offset: 5)
+        let generation = try #require(takenGeneration)
         #expect(tracker.take(partition, offset: 5) == nil)
         #expect(tracker.take(partition, offset: 4) == nil)
         #expect(tracker.finish(partition, offset: 5, generation: generation) == 6)
@@ -38,10 +41,12 @@ import Testing
 
     @Test func workAbandonedAtARevokeCannotFinishALaterAssignment() throws {
         var tracker = OffsetTracker()
-        let old = try #require(tracker.take(partition, offset: 7))
+        let takenOld = tracker.take(partition, offset: 7)
+        let old = try #require(takenOld)
         #expect(tracker.forget(partition) == 1)
         #expect(tracker.unfinishedCount == 0)
-        let new = try #require(tracker.take(partition, offset: 7))
+        let takenNew = tracker.take(partition, offset: 7)
+        let new = try #require(takenNew)
         #expect(new != old)
         #expect(tracker.finish(partition, offset: 7, generation: old) == nil)
         #expect(tracker.unfinished(partition) == 1)
@@ -51,8 +56,10 @@ import Testing
     @Test func partitionsAreIndependent() throws {
         var tracker = OffsetTracker()
         let other = TopicPartition(topic: "push.requests", partition: 4)
-        let a = try #require(tracker.take(partition, offset: 1))
-        let b = try #require(tracker.take(other, offset: 1))
+        let takenA = tracker.take(partition, offset: 1)
+        let a = try #require(takenA)
+        let takenB = tracker.take(other, offset: 1)
+        let b = try #require(takenB)
         _ = tracker.take(partition, offset: 2)
         #expect(tracker.finish(other, offset: 1, generation: b) == 2)
         #expect(tracker.committableOffset(partition) == nil)
@@ -64,7 +71,10 @@ import Testing
         var generator = SystemRandomNumberGenerator()
         var tracker = OffsetTracker()
         var generation: UInt64 = 0
-        for offset in 0..<5000 { generation = try #require(tracker.take(partition, offset: Int64(offset * 2))) }
+        for offset in 0..<5000 {
+            let taken = tracker.take(partition, offset: Int64(offset * 2))
+            generation = try #require(taken)
+        }
         var pending = Set((0..<5000).map { Int64($0 * 2) })
         for offset in pending.shuffled(using: &generator) {
             pending.remove(offset)

@@ -24,7 +24,7 @@ import Testing
         let transport = ClosureTransport { push in
             // Finish out of order: later records may complete before earlier ones.
             try? await Task.sleep(for: .microseconds(Int.random(in: 0...3000)))
-            return DeliveryReport(status: .delivered, httpStatus: 200, apnsID: push.request.apnsID?.description)
+            return DeliveryReport(status: .delivered, httpStatus: 200, apnsID: push.request.apnsID.description)
         }
         var configuration = PipelineConfiguration()
         configuration.maxRecordsInFlight = 64
@@ -136,7 +136,7 @@ import Testing
         let transport = ClosureTransport { push in
             push.request.deviceToken.hex == Self.tokens[3]
                 ? DeliveryReport(
-                    status: .rejected, httpStatus: 410, reason: "Unregistered", invalidSince: 1_764_417_600,
+                    status: .rejected, httpStatus: 410, reason: "Unregistered", invalidSince: 1_795_953_600,
                     tokenIsInvalid: true)
                 : DeliveryReport(status: .delivered, httpStatus: 200)
         }

@@ -12,7 +12,7 @@ import APNs
             """#
         let event = try PushEventDecoder.decode(Array(text.utf8))
         #expect(event.id == "evt-1")
-        #expect(event.occurredAt == 1_764_414_000.25)
+        #expect(event.occurredAt == 1_795_950_000.25)
         #expect(event.devices == [
             EventDevice(token: "ab01", environment: "production"), EventDevice(token: "cd02", environment: "sandbox"),
         ])
@@ -48,8 +48,8 @@ import APNs
 @Suite struct RFC3339Tests {
     @Test func parsesOffsetsAndFractions() {
         #expect(RFC3339.parse("1970-01-01T00:00:00Z") == 0)
-        #expect(RFC3339.parse("2026-11-29T12:00:00Z") == 1_764_417_600)
-        #expect(RFC3339.parse("2026-11-29T13:30:00+01:30") == 1_764_417_600)
+        #expect(RFC3339.parse("2026-11-29T12:00:00Z") == 1_795_953_600)
+        #expect(RFC3339.parse("2026-11-29T13:30:00+01:30") == 1_795_953_600)
         #expect(RFC3339.parse("2024-02-29T00:00:00Z") == 1_709_164_800)
     }
 
@@ -61,7 +61,7 @@ import APNs
     }
 
     @Test func formatsRoundTrip() {
-        #expect(RFC3339.format(1_764_417_600.123) == "2026-11-29T12:00:00.123Z")
+        #expect(RFC3339.format(1_795_953_600.123) == "2026-11-29T12:00:00.123Z")
         #expect(RFC3339.parse(RFC3339.format(1_709_164_800.5)) == 1_709_164_800.5)
     }
 }

@@ -220,12 +220,12 @@ public final class Pipeline: SourceHandler {
                     apnsID: report.apnsID, apnsUniqueID: report.apnsUniqueID, attempts: report.attempts,
                     source: source, completedAt: now), report)
             case .skip(let device, let reason, let ruleID, let topic, let pushType):
-                return OutcomeRecord(
+                return (OutcomeRecord(
                     eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
                     pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
                     apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil)
             case .reject(let device, let reason, _, let ruleID, let topic, let pushType):
-                return OutcomeRecord(
+                return (OutcomeRecord(
                     eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
                     pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
                     apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil)

@@ -1,7 +1,7 @@
 // The worker's two edges as plug-ins: it reads from an EventSource, writes to a ResultSink, and
 // sends through a PushTransport. Kafka and APNs are the production implementations; in-memory ones
 // make the pipeline's logic testable without sockets.
-import APNs
+public import APNs
 
 /// A header of a Kafka record.
 public struct RecordHeader: Sendable, Hashable {

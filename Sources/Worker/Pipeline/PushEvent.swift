@@ -1,6 +1,6 @@
 // The input event, decoded and checked against the input schema (schemas/event.schema.json)
 // before any rule sees it. A record that fails here goes to the dead-letter topic, never dropped.
-import APNs
+public import APNs
 
 /// One device an event addresses, as the event gave it (the token is validated per device later,
 /// so one bad token rejects one request, not the whole event).
@@ -48,10 +48,10 @@ public enum PushEventDecoder {
         } catch {
             throw EventDecodingError(kind: .undecodable, message: "not valid JSON: \(error)")
         }
-        return try decode(document)
+        return try decode(document: document)
     }
 
-    public static func decode(_ document: JSONValue) throws(EventDecodingError) -> PushEvent {
+    public static func decode(document: JSONValue) throws(EventDecodingError) -> PushEvent {
         guard case .object(let object) = document else {
             throw violation("the event must be a JSON object, found \(document.typeName)")
         }

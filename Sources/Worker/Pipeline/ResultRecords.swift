@@ -1,6 +1,6 @@
 // The records the worker publishes, encoded exactly as schemas/ describes them: the outcome of
 // every (event, device), an invalid-token event per dead token, and dead letters.
-import APNs
+public import APNs
 
 /// Where a record came from, carried into every result for tracing.
 public struct RecordSource: Sendable, Hashable {
