@@ -1,0 +1,60 @@
+// Every key of worker.yaml can be overridden by an environment variable, so one ConfigMap serves
+// every deployment and Helm can set per-environment values:
+//   APNS_WORKER_<KEY>__<KEY>... e.g. APNS_WORKER_KAFKA__BROKERS, APNS_WORKER_APPS__0__CREDENTIAL__KEY_ID.
+// Inside a librdkafka property map, '_' stands for '.' (APNS_WORKER_KAFKA__PROPERTIES__SASL_MECHANISM
+// sets sasl.mechanism), since librdkafka property names have dots and no underscores.
+public import APNs
+
+public enum EnvironmentOverrides {
+    public static let prefix = "APNS_WORKER_"
+    static let propertyMaps: Set<String> = ["properties", "consumer_properties", "producer_properties"]
+
+    /// Applies every `APNS_WORKER_...` variable of `environment` to `document`. A value that parses
+    /// as JSON (a number, a boolean, a list) takes that type; anything else is a string.
+    /// Returns the names of the variables applied, for the start-up log (never their values).
+    public static func apply(_ environment: [String: String], to document: inout JSONValue) -> [String] {
+        var applied: [String] = []
+        for (name, rawValue) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix(prefix) {
+            var path = name.dropFirst(prefix.count).split(separator: "__", omittingEmptySubsequences: false)
+                .map { $0.lowercased() }
+            guard !path.isEmpty, !path.contains(where: \.isEmpty) else { continue }
+            if path.count >= 3, path[0] == "kafka", propertyMaps.contains(path[1]) {
+                path[2] = path[2...].joined(separator: "_").replacingUnderscores(with: ".")
+                path = Array(path[0...2])
+            }
+            let value = (try? JSONValue(parsing: rawValue)).flatMap { parsed -> JSONValue? in
+                if case .object = parsed { return nil }
+                return parsed
+            } ?? .string(rawValue)
+            set(value, at: path[...], in: &document)
+            applied.append(name)
+        }
+        return applied
+    }
+
+    static func set(_ value: JSONValue, at path: ArraySlice<String>, in node: inout JSONValue) {
+        guard let key = path.first else {
+            node = value
+            return
+        }
+        let rest = path.dropFirst()
+        if let index = Int(key) {
+            var array = node.arrayValue ?? []
+            while array.count <= index { array.append(.object(JSONObject())) }
+            set(value, at: rest, in: &array[index])
+            node = .array(array)
+        } else {
+            var object = node.objectValue ?? JSONObject()
+            var child = object[key] ?? .null
+            set(value, at: rest, in: &child)
+            object[key] = child
+            node = .object(object)
+        }
+    }
+}
+
+extension String {
+    fileprivate func replacingUnderscores(with replacement: Character) -> String {
+        String(map { $0 == "_" ? replacement : $0 })
+    }
+}
