@@ -1,0 +1,73 @@
+// Turns process signals into events the worker observes: SIGTERM/SIGINT start a graceful drain,
+// SIGHUP asks for a rules reload. Signals are taken through a dispatch source, never a raw handler,
+// so the handling code may lock and allocate.
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Delivers selected signals to a closure on a private queue.
+///
+/// - Important: Create it before the signals can arrive; it ignores their default action.
+public final class SignalWatcher: Sendable {
+    private let sources: Mutex<[any DispatchSourceSignal]>
+
+    /// - Parameter handler: called with the signal number, on a private serial queue.
+    public init(signals: [Int32], handler: @escaping @Sendable (Int32) -> Void) {
+        let queue = DispatchQueue(label: "apns-worker.signals")
+        var made: [any DispatchSourceSignal] = []
+        for number in signals {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { handler(number) }
+            source.resume()
+            made.append(source)
+        }
+        sources = Mutex(made)
+    }
+
+    public func cancel() {
+        sources.withLock { sources in
+            for source in sources { source.cancel() }
+            sources.removeAll()
+        }
+    }
+
+    deinit { cancel() }
+}
+
+/// A one-shot latch a service awaits to learn it should shut down.
+public final class ShutdownSignal: Sendable {
+    private let state = Mutex<(triggered: Bool, reason: String?, waiters: [CheckedContinuation<String, Never>])>(
+        (false, nil, []))
+
+    public init() {}
+
+    public var isTriggered: Bool { state.withLock { $0.triggered } }
+
+    /// Triggers the shutdown once; later calls are ignored.
+    public func trigger(reason: String) {
+        let waiters = state.withLock { state -> [CheckedContinuation<String, Never>] in
+            guard !state.triggered else { return [] }
+            state.triggered = true
+            state.reason = reason
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: reason) }
+    }
+
+    /// Returns the reason once the shutdown is triggered.
+    public func wait() async -> String {
+        await withCheckedContinuation { continuation in
+            let reason = state.withLock { state -> String? in
+                if state.triggered { return state.reason ?? "" }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let reason { continuation.resume(returning: reason) }
+        }
+    }
+}
