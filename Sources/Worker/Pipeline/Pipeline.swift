@@ -144,12 +144,12 @@ public final class Pipeline: SourceHandler {
         if paused { source.pause(partitions) }
     }
 
-    public func revoking(_ partitions: [TopicPartition], deadline: Double) {
+    public func revoking(_ partitions: [TopicPartition], deadline: Double) async {
         state.withLock { $0.revoking.formUnion(partitions) }
         while monotonicSeconds() < deadline {
             let unfinished = state.withLock { state in partitions.reduce(0) { $0 + state.tracker.unfinished($1) } }
             if unfinished == 0 { break }
-            usleep(2000)
+            try? await Task.sleep(for: .milliseconds(2))
         }
         state.withLock { state in
             for partition in partitions {

@@ -63,10 +63,10 @@ public protocol SourceHandler: Sendable {
     func received(_ record: SourceRecord)
     /// Partitions now owned by this worker.
     func assigned(_ partitions: [TopicPartition])
-    /// Partitions about to be taken away. Blocks until their in-flight records finish or the
-    /// deadline (monotonic seconds) passes, storing what finished; the source commits after it
-    /// returns and before it releases the partitions.
-    func revoking(_ partitions: [TopicPartition], deadline: Double)
+    /// Partitions about to be taken away. Returns when their in-flight records finished or the
+    /// deadline (monotonic seconds) passed, having stored what finished; the source commits after
+    /// it returns and before it releases the partitions.
+    func revoking(_ partitions: [TopicPartition], deadline: Double) async
 }
 
 /// Where records come from (Kafka in production).
