@@ -56,20 +56,21 @@ enum PKCS12Archive {
                     + "use a cipher this OpenSSL lacks: re-export it with 'openssl pkcs12 -legacy -in OLD -nodes | "
                     + "openssl pkcs12 -export -out NEW.p12'", path: source)
         }
-        guard let certificate else {
-            if let key { EVP_PKEY_free(key) }
-            for extra in chain { X509_free(extra) }
-            throw CredentialError(
-                .missingCertificate, "\(name) holds no certificate matching its key; export the push certificate "
-                    + "together with its private key", path: source)
-        }
+        // Without a key, PKCS12_parse files every certificate under the chain; so check the key first.
         guard let key else {
-            X509_free(certificate)
+            if let certificate { X509_free(certificate) }
             for extra in chain { X509_free(extra) }
             throw CredentialError(
                 .missingPrivateKey, "\(name) holds a certificate but no private key; export certificate and "
                     + "private key together (Keychain Access: expand the certificate, select both, Export)",
                 path: source)
+        }
+        guard let certificate else {
+            EVP_PKEY_free(key)
+            for extra in chain { X509_free(extra) }
+            throw CredentialError(
+                .missingCertificate, "\(name) holds a private key but no certificate matching it; export the push "
+                    + "certificate together with its private key", path: source)
         }
         return Parts(certificate: certificate, key: OpenSSLKey(taking: key), chain: chain)
     }
