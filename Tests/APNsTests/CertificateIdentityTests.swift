@@ -83,7 +83,8 @@ import Testing
 
     @Test func certificateFileIsToldApartByContent() throws {
         // The same entry point takes PKCS#12 and PEM.
-        let fromP12 = try CertificateIdentity(certificateFile: pki.path("push.p12"), password: CertificateTestPKI.p12Password)
+        let fromP12 = try CertificateIdentity(certificateFile: pki.path("push.p12"),
+                                              password: CertificateTestPKI.p12Password)
         let fromPEM = try CertificateIdentity(certificateFile: pki.path("combined.pem"))
         #expect(fromP12.subject == fromPEM.subject)
     }
@@ -139,7 +140,8 @@ import Testing
     }
 
     @Test func missingPasswordAsksForOne() {
-        expectError(.passwordRequired, containing: ["protected by a password", "--password-file", "APNS_CERT_PASSWORD"]) {
+        let fragments = ["protected by a password", "--password-file", "APNS_CERT_PASSWORD"]
+        expectError(.passwordRequired, containing: fragments) {
             _ = try p12("push.p12", password: nil)
         }
     }

@@ -89,11 +89,13 @@ final class SigningKeyFixtures: Sendable {
 
     init() throws {
         let dir = directory.path
-        try OpenSSLTool.run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", p256], in: dir)
+        try OpenSSLTool.run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", p256],
+                            in: dir)
         try OpenSSLTool.run(["pkey", "-in", p256, "-pubout", "-out", p256PublicKey], in: dir)
         try OpenSSLTool.run(["pkey", "-in", p256, "-outform", "DER", "-out", p256DER], in: dir)
         try OpenSSLTool.run(["ec", "-in", p256, "-out", p256SEC1], in: dir)
-        try OpenSSLTool.run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", p384], in: dir)
+        try OpenSSLTool.run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", p384],
+                            in: dir)
         try OpenSSLTool.run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", rsa], in: dir)
         try OpenSSLTool.run(["pkcs8", "-topk8", "-in", p256, "-v2", "aes-256-cbc", "-passout", "pass:\(Self.password)",
                              "-out", p256Encrypted], in: dir)

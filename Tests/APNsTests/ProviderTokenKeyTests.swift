@@ -72,7 +72,8 @@ import Testing
     @Test func everySignatureIsFreshAndVerifies() throws {
         let key = try load(fixtures.p256)
         let verifier = try ProviderTokenVerifier(
-            publicKeysByKeyID: [Self.keyID: String(decoding: fixtures.directory.read("AuthKey.pub.pem"), as: UTF8.self)])
+            publicKeysByKeyID: [Self.keyID: String(decoding: fixtures.directory.read("AuthKey.pub.pem"),
+                                                   as: UTF8.self)])
         var signatures: Set<String> = []
         for _ in 0..<20 {
             let token = try key.makeToken(issuedAt: 1_764_000_000)
@@ -134,7 +135,9 @@ import Testing
     }
 
     @Test func encryptedKeyWithoutPasswordAsksForOne() {
-        expectError(.passwordRequired, containing: ["encrypted", "no password"]) { _ = try load(fixtures.p256Encrypted) }
+        expectError(.passwordRequired, containing: ["encrypted", "no password"]) {
+            _ = try load(fixtures.p256Encrypted)
+        }
         expectError(.passwordRequired, containing: ["encrypted"]) { _ = try load(fixtures.p256EncryptedSEC1) }
     }
 

@@ -20,8 +20,8 @@ import Testing
         return input + "." + Base64URL.encode(signature)
     }
 
-    func expectRejection(_ token: String, _ expected: ProviderTokenVerificationError, by other: ProviderTokenVerifier? = nil,
-                         sourceLocation: SourceLocation = #_sourceLocation)
+    func expectRejection(_ token: String, _ expected: ProviderTokenVerificationError,
+                         by other: ProviderTokenVerifier? = nil, sourceLocation: SourceLocation = #_sourceLocation)
     {
         #expect(throws: expected, sourceLocation: sourceLocation) { try (other ?? verifier).verify(token) }
     }
@@ -50,7 +50,8 @@ import Testing
     }
 
     @Test func refusesADEREncodedSignature() throws {
-        let token = try forge(header: #"{"alg":"ES256","kid":"ABC123DEFG"}"#, claims: #"{"iss":"T","iat":1}"#, der: true)
+        let token = try forge(header: #"{"alg":"ES256","kid":"ABC123DEFG"}"#, claims: #"{"iss":"T","iat":1}"#,
+                              der: true)
         expectRejection(token, .derEncodedSignature)
     }
 

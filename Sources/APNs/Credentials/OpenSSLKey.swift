@@ -40,7 +40,9 @@ final class OpenSSLKey: @unchecked Sendable {
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
             defer { BIO_free(bio) }
             if let password {
-                return password.withCString { PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: $0)) }
+                return password.withCString {
+                    PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: $0))
+                }
             }
             // A callback that supplies no password, so OpenSSL never prompts on the terminal.
             return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)

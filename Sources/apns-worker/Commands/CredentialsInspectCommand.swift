@@ -15,7 +15,8 @@ struct CredentialsInspectCommand: Command {
 
         examples:
           apns-worker credentials inspect --cert-file push.p12 --password-file push.pass
-          apns-worker credentials inspect --key-file AuthKey_ABC123DEFG.p8 --key-id ABC123DEFG --team-id DEF123GHIJ --json
+          apns-worker credentials inspect --json --key-file AuthKey_ABC123DEFG.p8 \\
+              --key-id ABC123DEFG --team-id DEF123GHIJ
         """
     static let options: [OptionSpec] = [
         .value("--cert-file", "FILE", "Client certificate: PKCS#12 (.p12) or PEM."),
@@ -48,8 +49,8 @@ struct CredentialsInspectCommand: Command {
             }
         } catch let error as CredentialError {
             if json {
-                let object: JSONValue = ["usable": false,
-                                         "error": ["code": .string(error.code.description), "message": .string(error.message)]]
+                let details: JSONValue = ["code": .string(error.code.description), "message": .string(error.message)]
+                let object: JSONValue = ["usable": false, "error": details]
                 print(object.compactString)
             } else {
                 standardError("apns-worker credentials inspect: \(error.message)")
@@ -130,8 +131,8 @@ struct CredentialsInspectCommand: Command {
             let environments = report["environments"]?.arrayValue?.compactMap(\.stringValue) ?? []
             lines.append(("environments", environments.isEmpty ? "not stated" : environments.joined(separator: ", ")))
             let days = report["days_left"]?.intValue ?? 0
-            lines.append(("valid", "\(report["not_before"]?.stringValue ?? "") to \(report["not_after"]?.stringValue ?? "")"
-                + " (\(days) days left)"))
+            let from = report["not_before"]?.stringValue ?? "", to = report["not_after"]?.stringValue ?? ""
+            lines.append(("valid", "\(from) to \(to) (\(days) days left)"))
             lines.append(("chain", "\(report["chain_certificates"]?.intValue ?? 0) more certificate(s)"))
         } else {
             lines.append(("credential", "provider token key (.p8, ES256 / EC P-256)"))
