@@ -100,11 +100,11 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
                 + "Certification Authority'), otherwise the server may refuse the client certificate")
         }
         self.warnings = warnings
-        OpenSSLError.clear()
+        OpenSSLErrorQueue.clear()
 
         let subject = source.map { "'\($0)'" } ?? "the certificate"
         guard X509_check_private_key(certificate, key.pointer) == 1 else {
-            OpenSSLError.clear()
+            OpenSSLErrorQueue.clear()
             throw CredentialError(
                 .keyCertificateMismatch,
                 "the private key does not belong to the certificate in \(subject) (\(self.subject)): its public "
@@ -221,24 +221,24 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
     /// - Important: call before the context creates connections; an `SSL_CTX` must not be changed
     ///   while connections use it.
     public func install(into sslContext: OpaquePointer) throws(CredentialError) {
-        OpenSSLError.clear()
+        OpenSSLErrorQueue.clear()
         guard SSL_CTX_use_certificate(sslContext, certificate) == 1 else {
-            throw CredentialError(.tlsSetupFailed, "OpenSSL refused the client certificate: \(OpenSSLError.summary())")
+            throw CredentialError(.tlsSetupFailed, "OpenSSL refused the client certificate: \(OpenSSLErrorQueue.summary())")
         }
         guard SSL_CTX_use_PrivateKey(sslContext, key.pointer) == 1 else {
-            throw CredentialError(.tlsSetupFailed, "OpenSSL refused the private key: \(OpenSSLError.summary())")
+            throw CredentialError(.tlsSetupFailed, "OpenSSL refused the private key: \(OpenSSLErrorQueue.summary())")
         }
         // SSL_CTX_clear_chain_certs and SSL_CTX_add1_chain_cert are macros over SSL_CTX_ctrl.
         _ = SSL_CTX_ctrl(sslContext, SSL_CTRL_CHAIN, 0, nil)
         for extra in chain {
             guard SSL_CTX_ctrl(sslContext, SSL_CTRL_CHAIN_CERT, 1, UnsafeMutableRawPointer(extra)) == 1 else {
                 throw CredentialError(
-                    .tlsSetupFailed, "OpenSSL refused a chain certificate: \(OpenSSLError.summary())")
+                    .tlsSetupFailed, "OpenSSL refused a chain certificate: \(OpenSSLErrorQueue.summary())")
             }
         }
         guard SSL_CTX_check_private_key(sslContext) == 1 else {
             throw CredentialError(
-                .tlsSetupFailed, "the TLS context's key does not match its certificate: \(OpenSSLError.summary())")
+                .tlsSetupFailed, "the TLS context's key does not match its certificate: \(OpenSSLErrorQueue.summary())")
         }
     }
 

@@ -18,13 +18,13 @@ enum PKCS12Archive {
                     + "or convert it with 'openssl pkcs12 -export -in cert.pem -inkey key.pem -out cert.p12'",
                 path: source)
         }
-        OpenSSLError.clear()
+        OpenSSLErrorQueue.clear()
         let archive: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
             var cursor = buffer.baseAddress
             return d2i_PKCS12(nil, &cursor, buffer.count)
         }
         guard let archive else {
-            OpenSSLError.clear()
+            OpenSSLErrorQueue.clear()
             if let subject = X509Text.derCertificateSubject(bytes) {
                 throw CredentialError(
                     .certificateInsteadOfPKCS12,
@@ -50,7 +50,7 @@ enum PKCS12Archive {
             parsed = parse(archive, password: usedPassword)
         }
         guard let (certificate, key, chain) = parsed else {
-            let reason = OpenSSLError.summary()
+            let reason = OpenSSLErrorQueue.summary()
             throw CredentialError(
                 .corruptPKCS12, "\(name) could not be decrypted although its password is right (\(reason)); it may "
                     + "use a cipher this OpenSSL lacks: re-export it with 'openssl pkcs12 -legacy -in OLD -nodes | "
@@ -83,7 +83,7 @@ enum PKCS12Archive {
         guard PKCS12_mac_present(archive) == 1 else { return password }
         if let password, !password.isEmpty {
             let verified = password.withCString { PKCS12_verify_mac(archive, $0, -1) } == 1
-            OpenSSLError.clear()
+            OpenSSLErrorQueue.clear()
             guard verified else {
                 throw CredentialError(
                     .wrongPassword, "the password for \(name) is wrong (the archive's integrity check fails with it); "
@@ -94,7 +94,7 @@ enum PKCS12Archive {
         // Archives exported without a password use an empty or absent one.
         if PKCS12_verify_mac(archive, nil, 0) == 1 { return nil }
         if PKCS12_verify_mac(archive, "", 0) == 1 { return "" }
-        OpenSSLError.clear()
+        OpenSSLErrorQueue.clear()
         throw CredentialError(
             .passwordRequired, "\(name) is protected by a password and none was given; pass it with "
                 + "--password-file FILE or the APNS_CERT_PASSWORD environment variable", path: source)
@@ -131,7 +131,7 @@ enum PKCS12Archive {
         legacyProviderLoaded.withLock { loaded in
             if loaded { return false }
             loaded = OSSL_PROVIDER_try_load(nil, "legacy", 1) != nil
-            OpenSSLError.clear()
+            OpenSSLErrorQueue.clear()
             return loaded
         }
     }

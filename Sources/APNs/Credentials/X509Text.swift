@@ -67,7 +67,7 @@ enum X509Text {
                 certificates.append(certificate)
             }
         }
-        OpenSSLError.clear()  // the read that ends the loop leaves "no start line"
+        OpenSSLErrorQueue.clear()  // the read that ends the loop leaves "no start line"
         return certificates
     }
 
@@ -83,7 +83,7 @@ enum X509Text {
             }
             return parsed
         }
-        OpenSSLError.clear()
+        OpenSSLErrorQueue.clear()
         guard let certificate else { return nil }
         defer { X509_free(certificate) }
         return name(X509_get_subject_name(certificate))
