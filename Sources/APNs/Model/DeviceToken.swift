@@ -69,6 +69,9 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
         hex = String(decoding: digits, as: UTF8.self)
     }
 
+    /// For stand-ins and tests that already know `hex` is valid.
+    init(uncheckedHex hex: String) { self.hex = hex }
+
     /// The token's bytes.
     public var bytes: [UInt8] {
         var result: [UInt8] = []
