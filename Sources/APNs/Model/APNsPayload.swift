@@ -85,7 +85,8 @@ public enum APNsPayload {
 
     static func checkAPSKeys(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
         for member in aps {
-            let field = "payload.aps." + member.key
+            // Field names are built only for problems: this loop runs for every request.
+            var field: String { "payload.aps." + member.key }
             let value = member.value
             switch member.key {
             case "alert":
@@ -154,7 +155,7 @@ public enum APNsPayload {
             return
         case .object(let alert):
             for member in alert {
-                let field = "payload.aps.alert." + member.key
+                var field: String { "payload.aps.alert." + member.key }
                 if alertStringKeys.contains(member.key), member.value.stringValue == nil {
                     problems.append(wrongType(field, member.value, "a string"))
                 } else if alertArrayKeys.contains(member.key) {
@@ -173,7 +174,7 @@ public enum APNsPayload {
             return
         case .object(let sound):
             for member in sound {
-                let field = "payload.aps.sound." + member.key
+                var field: String { "payload.aps.sound." + member.key }
                 switch member.key {
                 case "critical":
                     if let flag = member.value.intValue {
@@ -204,26 +205,30 @@ public enum APNsPayload {
         }
     }
 
-    static func checkUnitInterval(_ value: JSONValue, field: String, name: String, problems: inout [APNsRequestProblem]) {
+    static func checkUnitInterval(
+        _ value: JSONValue, field: @autoclosure () -> String, name: String, problems: inout [APNsRequestProblem]
+    ) {
         guard let number = value.doubleValue else {
-            problems.append(wrongType(field, value, "a number from 0 to 1"))
+            problems.append(wrongType(field(), value, "a number from 0 to 1"))
             return
         }
         if !(number >= 0 && number <= 1) {
-            problems.append(outOfRange(field, "\(name) is \(value.compactString); use a number from 0 to 1"))
+            problems.append(outOfRange(field(), "\(name) is \(value.compactString); use a number from 0 to 1"))
         }
     }
 
-    static func checkSeconds(_ value: JSONValue, field: String, name: String, problems: inout [APNsRequestProblem]) {
+    static func checkSeconds(
+        _ value: JSONValue, field: @autoclosure () -> String, name: String, problems: inout [APNsRequestProblem]
+    ) {
         guard let seconds = value.intValue else {
-            problems.append(wrongType(field, value, "a whole number of UNIX seconds"))
+            problems.append(wrongType(field(), value, "a whole number of UNIX seconds"))
             return
         }
         if seconds < 0 {
-            problems.append(outOfRange(field, "\(name) is \(seconds); use a time in UNIX seconds"))
+            problems.append(outOfRange(field(), "\(name) is \(seconds); use a time in UNIX seconds"))
         } else if seconds >= APNsExpiration.millisecondsThreshold {
             problems.append(outOfRange(
-                field, "\(name) \(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))"))
+                field(), "\(name) \(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))"))
         }
     }
 
