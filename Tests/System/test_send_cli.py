@@ -91,7 +91,8 @@ def test_expiration_zero_is_sent_as_zero():
 def test_payload_from_a_file_and_from_stdin(tmp_path):
     path = tmp_path / "payload.json"
     path.write_text('{\n  "aps": {"badge": 3}\n}\n')
-    assert dry_run("--device-token", TOKEN, "--topic", "a.b", "--payload-file", str(path))["body"] == {"aps": {"badge": 3}}
+    printed = dry_run("--device-token", TOKEN, "--topic", "a.b", "--payload-file", str(path))
+    assert printed["body"] == {"aps": {"badge": 3}}
     printed = dry_run("--device-token", TOKEN, "--topic", "a.b", "--payload-file", "-", stdin='{"aps":{"sound":"x"}}')
     assert printed["body"] == {"aps": {"sound": "x"}}
 
@@ -167,8 +168,8 @@ def test_help_lists_the_options():
 def run_curl_command(command, tmp_path):
     """Runs the printed command in bash with `curl` replaced by a function that records its arguments."""
     script = 'curl() { printf "%s\\0" "$@"; }\n' + command
-    result = subprocess.run(["bash", "-c", script], capture_output=True, timeout=30, cwd=tmp_path,
-                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AUTHENTICATION_TOKEN": "eyJ.jwt.sig"})
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AUTHENTICATION_TOKEN": "eyJ.jwt.sig"}
+    result = subprocess.run(["bash", "-c", script], capture_output=True, timeout=30, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     return [arg.decode() for arg in result.stdout.split(b"\0")[:-1]]
 
