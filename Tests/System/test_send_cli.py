@@ -113,6 +113,28 @@ def test_invalid_request_prints_every_problem_and_exits_1():
     assert "use 5" in lines[2]
 
 
+@pytest.mark.parametrize("args,expected", [
+    (["--expiration", "-1"], "apns-expiration: -1 is negative"),
+    (["--expiration", "1764417600000"], "apns-expiration: 1764417600000 looks like milliseconds"),
+    (["--priority=7"], "apns-priority: 7 is not an APNs priority"),
+    (["--environment", "staging"], "environment: 'staging' is not an APNs environment"),
+    (["--push-type", "banner"], "apns-push-type: 'banner' is not an APNs push type"),
+    (["--apns-id", "1234"], "apns-id: '1234' is not a UUID"),
+    (["--collapse-id", "日" * 22], "apns-collapse-id: the collapse id is 66 bytes"),
+    (["--push-type", "liveactivity", "--payload", '{"aps":{"event":"stop","timestamp":1}}'],
+     "payload.aps.event: 'stop' is not a Live Activity event"),
+])
+def test_each_invalid_field_is_named_with_what_would_be_right(args, expected):
+    result = send("--dry-run", "--device-token", TOKEN, "--topic", "com.example.app", *args)
+    assert result.returncode == 1
+    assert result.stderr.startswith(expected), result.stderr
+
+
+def test_inline_option_values_work():
+    printed = dry_run("--device-token=" + TOKEN, "--topic=com.example.app", "--priority=5")
+    assert printed["headers"]["apns-priority"] == "5"
+
+
 def test_payload_over_the_limit_counts_multibyte_characters():
     # 4076 bytes of CJK text (1358 characters + 2 ASCII) make a 4096-byte payload; one more byte is too many.
     fits = '{"aps":{"alert":"' + "日" * 1358 + 'ab"}}'
