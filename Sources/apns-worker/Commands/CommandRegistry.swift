@@ -3,5 +3,6 @@ enum CommandRegistry {
     static let all: [any Command.Type] = [
         TokenCommand.self,
         CredentialsInspectCommand.self,
+        SendCommand.self,
     ]
 }
