@@ -30,9 +30,8 @@ extension Duration {
     var nanosecondsClamped: UInt64 {
         let (seconds, attoseconds) = components
         guard seconds >= 0 else { return 0 }
-        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return .max }
-        return whole.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000)).overflow ? .max
-            : whole + UInt64(attoseconds / 1_000_000_000)
+        let (whole, multiplyOverflowed) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, addOverflowed) = whole.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        return multiplyOverflowed || addOverflowed ? .max : total
     }
 }

@@ -48,6 +48,7 @@ public final class LogWriter: Sendable {
     }
 
     private let levelRawValue: Atomic<Int>
+    private let rateLimitIntervalSeconds: Double
     private let bufferCapacity: Int
     private let limiter: Mutex<LogRateLimiter>
     private let pending = Mutex(Pending())
@@ -70,7 +71,9 @@ public final class LogWriter: Sendable {
     ) {
         levelRawValue = Atomic(configuration.level.rawValue)
         bufferCapacity = max(4096, configuration.bufferCapacity)
-        limiter = Mutex(LogRateLimiter(burst: configuration.rateLimitBurst, interval: configuration.rateLimitInterval))
+        let rateLimiter = LogRateLimiter(burst: configuration.rateLimitBurst, interval: configuration.rateLimitInterval)
+        rateLimitIntervalSeconds = Double(rateLimiter.intervalNanoseconds) / 1e9
+        limiter = Mutex(rateLimiter)
         self.output = output
         self.wallClock = wallClock
         self.monotonic = monotonic
@@ -167,12 +170,11 @@ public final class LogWriter: Sendable {
     }
 
     private func summaryLine(_ suppression: LogRateLimiter.Suppression) -> [UInt8] {
-        let seconds = Double(limiter.withLock { $0.intervalNanoseconds }) / 1e9
-        return line(
+        line(
             level: suppression.level, message: "suppressed \(suppression.count) repeated log lines",
             fields: [
                 "repeated_message": .string(suppression.key), "suppressed": .int(Int64(suppression.count)),
-                "interval_seconds": .double(seconds),
+                "interval_seconds": .double(rateLimitIntervalSeconds),
             ])
     }
 

@@ -24,6 +24,8 @@ public final class ObservabilityServer: Sendable {
     public let address: ListenAddress
     public var port: UInt16 { address.port }
 
+    /// Reached from libmicrohttpd's thread through an unretained pointer; lives as long as the server, and
+    /// the daemon is stopped (in `stop()` or deinit) before it is released.
     private let routes: Routes
     private let daemon: Mutex<DaemonHandle?>
 
@@ -77,8 +79,6 @@ public final class ObservabilityServer: Sendable {
             return daemon
         }
         if let handle { MHD_stop_daemon(handle.pointer) }
-        // Keeps `routes` alive until the daemon that points at it is gone.
-        withExtendedLifetime(routes) {}
     }
 
     deinit {
