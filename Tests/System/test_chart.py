@@ -5,6 +5,7 @@ period shorter than the drain timeout, more replicas than partitions all fail wi
 worker.yaml it renders satisfies schemas/worker-config.schema.json."""
 
 import copy
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -325,3 +326,63 @@ def test_notes_explain_how_to_check_the_release():
     assert "KEDA scales between 3 and 24 replicas" in notes
     deployment_notes = render(with_values({}, staticMembership={"enabled": True}))["apns-worker/templates/NOTES.txt"]
     assert "set workload.kind=StatefulSet" in deployment_notes
+
+
+# ---------------------------------------------------------------------------------------------------
+# The image the chart deploys (image/Dockerfile; no Docker engine here, so its contract is checked)
+
+DOCKERFILE = ROOT / "image" / "Dockerfile"
+
+
+def runtime_stage():
+    text = DOCKERFILE.read_text()
+    return text[text.rindex("\nFROM "):]
+
+
+def runtime_packages():
+    stage = runtime_stage().replace("\\\n", " ")
+    (install,) = [line for line in stage.splitlines() if "apt-get install" in line]
+    words = install.split("apt-get install", 1)[1].split("&&", 1)[0].split()
+    return {word for word in words if not word.startswith("-")}
+
+
+def test_image_runs_as_the_non_root_user_the_chart_expects():
+    stage = runtime_stage()
+    run_as = yaml.safe_load((CHART / "values.yaml").read_text())["podSecurityContext"]
+    assert f"USER {run_as['runAsUser']}:{run_as['runAsGroup']}" in stage
+    assert f"--uid {run_as['runAsUser']}" in stage and f"--gid {run_as['runAsGroup']}" in stage
+    assert 'ENTRYPOINT ["/usr/local/bin/apns-worker", "run"]' in stage
+    assert "FROM ${SWIFT_IMAGE} AS build" in DOCKERFILE.read_text()
+    assert "ARG SWIFT_IMAGE=swift:6.3-bookworm" in DOCKERFILE.read_text()
+    assert "ARG RUNTIME_IMAGE=debian:bookworm-slim" in DOCKERFILE.read_text()
+
+
+def _package_of(library):
+    """The Debian package that ships a shared library, found through ldconfig and dpkg."""
+    listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    paths = [line.split("=>")[1].strip() for line in listing.splitlines()
+             if line.strip().startswith(library + " ") and "x86-64" in line]
+    assert paths, f"{library} not found by ldconfig"
+    for path in paths + [str(Path(paths[0]).resolve())]:
+        for candidate in {path, path.removeprefix("/usr"), "/usr" + path}:
+            found = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
+            if found.returncode == 0:
+                return found.stdout.split(":")[0]
+    raise AssertionError(f"no package owns {library}")
+
+
+def test_image_installs_exactly_the_libraries_the_binary_links():
+    binary = os.environ.get("APNS_WORKER_BIN")
+    if not binary:
+        pytest.skip("APNS_WORKER_BIN is not set (scripts/test.sh sets it to the release build)")
+    dynamic = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True, check=True).stdout
+    needed = [line.split("[")[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line]
+    # The image links the Swift runtime and Foundation statically (--static-swift-stdlib).
+    swift_runtime = ("libswift", "libFoundation", "libdispatch", "libBlocksRuntime")
+    system = [library for library in needed if not library.startswith(swift_runtime)]
+    packages = {_package_of(library) for library in system}
+    base_image = {"libc6", "libgcc-s1", "libstdc++6"}
+    installed = runtime_packages()
+    assert packages - base_image <= installed, f"the image lacks {packages - base_image - installed}"
+    # Nothing beyond what is linked, the trust store, and the static Swift runtime's C++ library.
+    assert installed - packages - {"ca-certificates", "libstdc++6"} == set(), installed - packages
