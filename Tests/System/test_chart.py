@@ -293,7 +293,8 @@ def checksum(values):
 
 def test_pods_roll_when_config_or_rules_change_and_only_then():
     base = checksum({})
-    assert checksum(with_values({}, rules="version: 1\nrules:\n  - id: other\n    match: {}\n    skip: test\n")) != base
+    other_rules = "version: 1\nrules:\n  - id: other\n    match: {}\n    skip: test\n"
+    assert checksum(with_values({}, rules=other_rules)) != base
     assert checksum(with_values({}, drainTimeoutSeconds=40)) != base
     assert checksum(with_values({}, replicaCount=5)) == base
     assert checksum(with_values({}, podLabels={"team": "x"})) == base

@@ -197,9 +197,11 @@ TOKEN = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
 
 NEGATIVE_CASES = [
     # (id, schema, example file, path, value, expected message fragment)
-    ("event without id", "push-request", "push-request.chat-message.json", "id", DELETE, "'id' is a required property"),
+    ("event without id", "push-request", "push-request.chat-message.json", "id", DELETE,
+     "'id' is a required property"),
     ("event without devices", "push-request", "push-request.chat-message.json", "devices", [], "should be non-empty"),
-    ("token not hex", "push-request", "push-request.chat-message.json", "devices.0.token", "zz" * 32, "does not match"),
+    ("token not hex", "push-request", "push-request.chat-message.json", "devices.0.token", "zz" * 32,
+     "does not match"),
     ("token too short", "push-request", "push-request.chat-message.json", "devices.0.token", "abcd", "does not match"),
     ("unknown environment", "push-request", "push-request.chat-message.json", "devices.0.environment", "prod",
      "is not one of"),
@@ -226,8 +228,8 @@ NEGATIVE_CASES = [
      "is greater than the maximum of 499"),
     ("sent without apns-id", "push-outcome", "push-outcome.delivered.json", "apns_id", None,
      "None is not of type 'string'"),
-    ("nothing sent but an HTTP status", "push-outcome", "push-outcome.rejected-before-sending.json", "http_status", 400,
-     "400 is not of type 'null'"),
+    ("nothing sent but an HTTP status", "push-outcome", "push-outcome.rejected-before-sending.json", "http_status",
+     400, "400 is not of type 'null'"),
     ("uppercase apns-id", "push-outcome", "push-outcome.delivered.json", "apns_id",
      "2F5C8D6E-5B1A-4C1E-9A7D-0C4B8E2F1A3D", "does not match"),
     ("unknown outcome field", "push-outcome", "push-outcome.delivered.json", "token_hash", "x",

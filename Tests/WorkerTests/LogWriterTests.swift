@@ -11,7 +11,8 @@ final class CapturedLog: Sendable {
     var text: String { String(decoding: bytes.withLock { $0 }, as: UTF8.self) }
 
     func lines() throws -> [JSONValue] {
-        try text.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map { try JSONValue(parsing: String($0)) }
+        try text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+            .map { try JSONValue(parsing: String($0)) }
     }
 }
 
@@ -69,7 +70,8 @@ final class CapturedLog: Sendable {
     @Test func neverWritesSecretsInFieldsMessagesOrContext() throws {
         let writer = makeWriter()
         let jwt = "eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyMyJ9.eyJpc3MiOiJURUFNMTIzIiwiaWF0IjoxNzAwMDAwMDAwfQ.AbC-dEf_123"
-        let pem = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----"
+        let pem = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n"
+            + "-----END PRIVATE KEY-----"
         let logger = Logger(writer: writer, context: ["sasl.password": "hunter2"])
         logger.error("request failed with authorization: bearer \(jwt)", [
             "password": "p4ss", "apiKey": "k-123", "provider_token": .string(jwt), "key_id": "ABC123DEFG",
@@ -169,7 +171,8 @@ final class CapturedLog: Sendable {
             for task in 0..<8 {
                 group.addTask {
                     let logger = Logger(writer: writer, context: ["task": .int(Int64(task))])
-                    for index in 0..<500 { logger.info("line \(index)", ["payload": .string(String(repeating: "y", count: 64))]) }
+                    let payload = JSONValue.string(String(repeating: "y", count: 64))
+                    for index in 0..<500 { logger.info("line \(index)", ["payload": payload]) }
                 }
             }
         }
@@ -177,7 +180,8 @@ final class CapturedLog: Sendable {
         let lines = try captured.lines()
         #expect(lines.count == 4000)
         for task in 0..<8 {
-            let mine = lines.filter { $0["fields"]?["task"] == .int(Int64(task)) }.map { $0["message"]?.stringValue ?? "" }
+            let mine = lines.filter { $0["fields"]?["task"] == .int(Int64(task)) }
+                .map { $0["message"]?.stringValue ?? "" }
             #expect(mine == (0..<500).map { "line \($0)" })
         }
     }

@@ -49,7 +49,8 @@ import Testing
             #expect(text.contains("# TYPE apns_worker_\(family) "), "missing \(family)")
         }
         #expect(text.contains(#"apns_worker_apns_requests_total{push_type="voip",status="none",reason="timeout"} 1"#))
-        #expect(text.contains(#"apns_worker_apns_response_duration_seconds_bucket{environment="production",le="0.025"} 1"#))
+        #expect(text.contains(
+            #"apns_worker_apns_response_duration_seconds_bucket{environment="production",le="0.025"} 1"#))
 
         let check = try await Promtool.checkMetrics(response.body)
         #expect(check.status == 0, "promtool: \(check.output)")
@@ -108,7 +109,8 @@ enum Promtool {
             .deletingLastPathComponent()
         let path = root.appendingPathComponent(".cache/promtool/promtool").path
         guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw TestHTTPError(description: "promtool not found at \(path): run scripts/setup.sh --test (or set PROMTOOL)")
+            throw TestHTTPError(
+                description: "promtool not found at \(path): run scripts/setup.sh --test (or set PROMTOOL)")
         }
         return path
     }

@@ -69,7 +69,11 @@ import Testing
     func rejectsNamesPrometheusWouldNot(name: String, kind: String, expected: String) {
         let registry = MetricsRegistry()
         #expect {
-            if kind == "counter" { _ = try registry.counter(name, help: "h") } else { _ = try registry.gauge(name, help: "h") }
+            if kind == "counter" {
+                _ = try registry.counter(name, help: "h")
+            } else {
+                _ = try registry.gauge(name, help: "h")
+            }
         } throws: { error in
             (error as? MetricsRegistryError)?.message.contains(expected) == true
         }
@@ -79,12 +83,16 @@ import Testing
         let registry = MetricsRegistry()
         #expect(throws: MetricsRegistryError.self) { try registry.counter("a_total", help: "h", labelNames: ["__x"]) }
         #expect(throws: MetricsRegistryError.self) { try registry.counter("b_total", help: "h", labelNames: ["a-b"]) }
-        #expect(throws: MetricsRegistryError.self) { try registry.counter("c_total", help: "h", labelNames: ["x", "x"]) }
+        #expect(throws: MetricsRegistryError.self) {
+            try registry.counter("c_total", help: "h", labelNames: ["x", "x"])
+        }
         #expect(throws: MetricsRegistryError.self) { try registry.counter("d_total", help: "") }
         #expect(throws: MetricsRegistryError.self) { try registry.histogram("e", help: "h", buckets: [1, 1]) }
         #expect(throws: MetricsRegistryError.self) { try registry.histogram("f", help: "h", buckets: [2, 1]) }
         #expect(throws: MetricsRegistryError.self) { try registry.histogram("g", help: "h", buckets: [.infinity]) }
-        #expect(throws: MetricsRegistryError.self) { try registry.histogram("h", help: "h", labelNames: ["le"], buckets: [1]) }
+        #expect(throws: MetricsRegistryError.self) {
+            try registry.histogram("h", help: "h", labelNames: ["le"], buckets: [1])
+        }
     }
 
     @Test func rejectsANameThatClashesWithAHistogramSeries() throws {

@@ -62,7 +62,8 @@ enum TestHTTPClient {
 
     private static func parse(_ bytes: [UInt8], method: String) throws -> TestHTTPResponse {
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
-        guard let end = (0...(max(0, bytes.count - 4))).first(where: { Array(bytes[$0..<min($0 + 4, bytes.count)]) == separator })
+        guard bytes.count >= 4,
+            let end = (0...(bytes.count - 4)).first(where: { Array(bytes[$0..<($0 + 4)]) == separator })
         else { throw TestHTTPError(description: "no end of headers in \(bytes.count) bytes") }
         let head = String(decoding: bytes[..<end], as: UTF8.self).components(separatedBy: "\r\n")
         let statusParts = head[0].split(separator: " ")
@@ -72,7 +73,8 @@ enum TestHTTPClient {
         var headers: [String: String] = [:]
         for line in head.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = value
         }
         let body = Array(bytes[(end + 4)...])
         if method != "HEAD", let length = headers["content-length"].flatMap(Int.init), length != body.count {

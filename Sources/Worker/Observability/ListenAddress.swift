@@ -39,7 +39,8 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
             hostPart = text[..<colon]
             portPart = text[text.index(after: colon)...]
             if hostPart.contains(":") {
-                throw ListenAddressError(message: "listen address '\(text)': put an IPv6 address in brackets; \(expected)")
+                throw ListenAddressError(
+                    message: "listen address '\(text)': put an IPv6 address in brackets; \(expected)")
             }
         }
         guard let port = UInt16(portPart) else {

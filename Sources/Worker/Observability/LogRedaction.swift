@@ -87,7 +87,9 @@ public enum LogRedaction {
     private static func mightContainSecret(_ bytes: [UInt8]) -> Bool {
         var index = 0
         while index + 3 <= bytes.count {
-            if bytes[index] == UInt8(ascii: "e") && bytes[index + 1] == UInt8(ascii: "y") && bytes[index + 2] == UInt8(ascii: "J") {
+            if bytes[index] == UInt8(ascii: "e") && bytes[index + 1] == UInt8(ascii: "y")
+                && bytes[index + 2] == UInt8(ascii: "J")
+            {
                 return true
             }
             if bytes[index] == UInt8(ascii: "-") && hasPrefix(bytes, pemBegin, at: index) { return true }
@@ -141,7 +143,8 @@ public enum LogRedaction {
     }
 
     private static func isBase64URL(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
             || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "-")
             || byte == UInt8(ascii: "_")
     }

@@ -71,7 +71,8 @@ public final class LogWriter: Sendable {
     ) {
         levelRawValue = Atomic(configuration.level.rawValue)
         bufferCapacity = max(4096, configuration.bufferCapacity)
-        let rateLimiter = LogRateLimiter(burst: configuration.rateLimitBurst, interval: configuration.rateLimitInterval)
+        let rateLimiter = LogRateLimiter(
+            burst: configuration.rateLimitBurst, interval: configuration.rateLimitInterval)
         rateLimitIntervalSeconds = Double(rateLimiter.intervalNanoseconds) / 1e9
         limiter = Mutex(rateLimiter)
         self.output = output

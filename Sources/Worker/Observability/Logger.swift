@@ -57,19 +57,22 @@ public struct Logger: Sendable {
     }
 
     public func warning(
-        _ message: @autoclosure () -> String, _ fields: @autoclosure () -> JSONObject = [:], rateLimitKey: String? = nil
+        _ message: @autoclosure () -> String, _ fields: @autoclosure () -> JSONObject = [:],
+        rateLimitKey: String? = nil
     ) {
         log(.warning, message(), fields(), rateLimitKey: rateLimitKey)
     }
 
     public func error(
-        _ message: @autoclosure () -> String, _ fields: @autoclosure () -> JSONObject = [:], rateLimitKey: String? = nil
+        _ message: @autoclosure () -> String, _ fields: @autoclosure () -> JSONObject = [:],
+        rateLimitKey: String? = nil
     ) {
         log(.error, message(), fields(), rateLimitKey: rateLimitKey)
     }
 
     public func critical(
-        _ message: @autoclosure () -> String, _ fields: @autoclosure () -> JSONObject = [:], rateLimitKey: String? = nil
+        _ message: @autoclosure () -> String, _ fields: @autoclosure () -> JSONObject = [:],
+        rateLimitKey: String? = nil
     ) {
         log(.critical, message(), fields(), rateLimitKey: rateLimitKey)
     }

@@ -43,7 +43,8 @@ public final class MetricsRegistry: Sendable {
             name: name, help: help, type: "counter", labelNames: labelNames, maxLabelSets: maxLabelSets,
             makeChild: { Counter() },
             appendSamples: { counter, name, labels, output in
-                PrometheusText.appendSample(name: name, labels: labels(nil), value: String(counter.value), into: &output)
+                PrometheusText.appendSample(
+                    name: name, labels: labels(nil), value: String(counter.value), into: &output)
             })
         try register(family, reserving: [name], labelNames: labelNames)
         return family
@@ -54,7 +55,8 @@ public final class MetricsRegistry: Sendable {
         _ name: String, help: String, labelNames: [String] = [], maxLabelSets: Int = 1000
     ) throws(MetricsRegistryError) -> GaugeFamily {
         guard !name.hasSuffix("_total") else {
-            throw MetricsRegistryError(message: "gauge '\(name)' must not end in '_total' (that suffix means a counter)")
+            throw MetricsRegistryError(
+                message: "gauge '\(name)' must not end in '_total' (that suffix means a counter)")
         }
         let family = GaugeFamily(
             name: name, help: help, type: "gauge", labelNames: labelNames, maxLabelSets: maxLabelSets,
@@ -72,8 +74,8 @@ public final class MetricsRegistry: Sendable {
     public func histogram(
         _ name: String, help: String, labelNames: [String] = [], buckets: [Double], maxLabelSets: Int = 1000
     ) throws(MetricsRegistryError) -> HistogramFamily {
-        guard !buckets.isEmpty, buckets.allSatisfy(\.isFinite), zip(buckets, buckets.dropFirst()).allSatisfy({ $0 < $1 })
-        else {
+        let ascending = zip(buckets, buckets.dropFirst()).allSatisfy { $0 < $1 }
+        guard !buckets.isEmpty, buckets.allSatisfy(\.isFinite), ascending else {
             throw MetricsRegistryError(
                 message: "histogram '\(name)': buckets must be finite and strictly ascending, got \(buckets)")
         }
@@ -88,7 +90,8 @@ public final class MetricsRegistry: Sendable {
                 let snapshot = histogram.snapshot
                 for (bound, count) in zip(bounds, snapshot.cumulativeCounts) {
                     PrometheusText.appendSample(
-                        name: name, suffix: "_bucket", labels: labels(("le", bound)), value: String(count), into: &output)
+                        name: name, suffix: "_bucket", labels: labels(("le", bound)), value: String(count),
+                        into: &output)
                 }
                 PrometheusText.appendSample(
                     name: name, suffix: "_sum", labels: labels(nil), value: PrometheusText.format(snapshot.sum),
@@ -96,7 +99,8 @@ public final class MetricsRegistry: Sendable {
                 PrometheusText.appendSample(
                     name: name, suffix: "_count", labels: labels(nil), value: String(snapshot.count), into: &output)
             })
-        try register(family, reserving: [name, name + "_bucket", name + "_sum", name + "_count"], labelNames: labelNames)
+        let series = [name, name + "_bucket", name + "_sum", name + "_count"]
+        try register(family, reserving: series, labelNames: labelNames)
         return family
     }
 
@@ -131,7 +135,8 @@ public final class MetricsRegistry: Sendable {
         }
         for label in labelNames where !PrometheusText.isValidLabelName(label) {
             throw MetricsRegistryError(
-                message: "metric '\(name)': label name '\(label)' is invalid: use [a-zA-Z_][a-zA-Z0-9_]*, not starting '__'")
+                message: "metric '\(name)': label name '\(label)' is invalid: "
+                    + "use [a-zA-Z_][a-zA-Z0-9_]*, not starting '__'")
         }
         guard Set(labelNames).count == labelNames.count else {
             throw MetricsRegistryError(message: "metric '\(name)': label names repeat: \(labelNames)")
@@ -143,7 +148,8 @@ public final class MetricsRegistry: Sendable {
             return nil
         }
         if let clash {
-            throw MetricsRegistryError(message: "metric '\(name)' clashes with an already registered series '\(clash)'")
+            throw MetricsRegistryError(
+                message: "metric '\(name)' clashes with an already registered series '\(clash)'")
         }
     }
 }

@@ -136,7 +136,8 @@ private let handleRequest: MHD_AccessHandlerCallback = { context, connection, ur
     let answer = routes.respond(method: methodName, path: path)
     let response = answer.body.withUnsafeBytes { buffer in
         MHD_create_response_from_buffer(
-            buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+            buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress),
+            MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
     }
     guard let response else { return .NO }
     defer { MHD_destroy_response(response) }
@@ -155,11 +156,15 @@ private func withSocketAddress<Result>(
         socketAddress.sin6_family = sa_family_t(AF_INET6)
         socketAddress.sin6_port = address.port.bigEndian
         _ = inet_pton(AF_INET6, address.host, &socketAddress.sin6_addr)
-        return withUnsafeMutablePointer(to: &socketAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+        return withUnsafeMutablePointer(to: &socketAddress) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body)
+        }
     }
     var socketAddress = sockaddr_in()
     socketAddress.sin_family = sa_family_t(AF_INET)
     socketAddress.sin_port = address.port.bigEndian
     _ = inet_pton(AF_INET, address.host, &socketAddress.sin_addr)
-    return withUnsafeMutablePointer(to: &socketAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+    return withUnsafeMutablePointer(to: &socketAddress) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body)
+    }
 }

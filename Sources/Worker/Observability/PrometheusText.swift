@@ -18,7 +18,8 @@ enum PrometheusText {
     private static func isValidIdentifier(_ name: String, allowsColon: Bool) -> Bool {
         guard let first = name.utf8.first else { return false }
         func isLetter(_ byte: UInt8) -> Bool {
-            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
                 || byte == UInt8(ascii: "_") || (allowsColon && byte == UInt8(ascii: ":"))
         }
         guard isLetter(first) else { return false }
@@ -77,7 +78,9 @@ enum PrometheusText {
     }
 
     /// One sample line: `name{labels} value\n`.
-    static func appendSample(name: String, suffix: String = "", labels: [UInt8], value: String, into output: inout [UInt8]) {
+    static func appendSample(
+        name: String, suffix: String = "", labels: [UInt8], value: String, into output: inout [UInt8]
+    ) {
         output.append(contentsOf: name.utf8)
         output.append(contentsOf: suffix.utf8)
         output.append(contentsOf: labels)

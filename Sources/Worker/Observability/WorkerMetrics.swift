@@ -46,7 +46,8 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_provider_token_age_seconds{credential}`: age of the JWT currently in use; set it from
     /// `registry.onCollect` so that it is current at every scrape.
     public let providerTokenAge: GaugeFamily
-    /// `apns_worker_certificate_expiry_timestamp_seconds{credential}`: the client certificate's notAfter, unix seconds.
+    /// `apns_worker_certificate_expiry_timestamp_seconds{credential}`: the client certificate's notAfter,
+    /// in unix seconds.
     public let certificateExpiry: GaugeFamily
     /// `apns_worker_apns_response_duration_seconds{environment}`: from sending a request to its response.
     public let apnsResponseDuration: HistogramFamily

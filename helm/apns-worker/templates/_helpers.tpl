@@ -80,29 +80,39 @@ blank lines (indent would pad them, and linters reject trailing spaces).
 {{- define "apns-worker.validate" -}}
 {{- $autoscaling := .Values.autoscaling }}
 {{- if and $autoscaling.hpa.enabled $autoscaling.keda.enabled }}
-{{- fail "autoscaling.hpa.enabled and autoscaling.keda.enabled are both true: KEDA manages its own HorizontalPodAutoscaler for the ScaledObject, and two autoscalers would fight over the replica count. Enable only one." }}
+{{- fail (print "autoscaling.hpa.enabled and autoscaling.keda.enabled are both true: KEDA manages its own "
+  "HorizontalPodAutoscaler for the ScaledObject, and two autoscalers would fight over the replica count. "
+  "Enable only one.") }}
 {{- end }}
 {{- $drain := int .Values.drainTimeoutSeconds }}
 {{- $grace := int (include "apns-worker.terminationGracePeriodSeconds" .) }}
 {{- if le $grace $drain }}
-{{- fail (printf "terminationGracePeriodSeconds (%d) must be longer than drainTimeoutSeconds (%d), or the kubelet kills the worker before it has drained; leave it null to get drainTimeoutSeconds + 15" $grace $drain) }}
+{{- fail (printf (print "terminationGracePeriodSeconds (%d) must be longer than drainTimeoutSeconds (%d), or the "
+  "kubelet kills the worker before it has drained; leave it null to get drainTimeoutSeconds + 15") $grace $drain) }}
 {{- end }}
 {{- range $key := list "rules" "metrics" "shutdown" }}
 {{- if hasKey $.Values.config $key }}
-{{- fail (printf "config.%s is set by the chart (rules, metrics.port, drainTimeoutSeconds); remove config.%s from your values" $key $key) }}
+{{- fail (printf (print "config.%s is set by the chart (from rules, metrics.port and drainTimeoutSeconds); "
+  "remove config.%s from your values") $key $key) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.staticMembership.enabled (hasKey (.Values.config.kafka | default dict) "group_instance_id") }}
-{{- fail "staticMembership.enabled sets kafka.group_instance_id to the pod name; remove config.kafka.group_instance_id" }}
+{{- fail (print "staticMembership.enabled sets kafka.group_instance_id to the pod name; "
+  "remove config.kafka.group_instance_id") }}
 {{- end }}
 {{- with .Values.partitionCount }}
 {{- $partitions := int . }}
 {{- $checks := dict "replicaCount" $.Values.replicaCount }}
-{{- if $autoscaling.hpa.enabled }}{{ $_ := set $checks "autoscaling.hpa.maxReplicas" $autoscaling.hpa.maxReplicas }}{{ end }}
-{{- if $autoscaling.keda.enabled }}{{ $_ := set $checks "autoscaling.keda.maxReplicas" $autoscaling.keda.maxReplicas }}{{ end }}
+{{- if $autoscaling.hpa.enabled }}
+{{- $_ := set $checks "autoscaling.hpa.maxReplicas" $autoscaling.hpa.maxReplicas }}
+{{- end }}
+{{- if $autoscaling.keda.enabled }}
+{{- $_ := set $checks "autoscaling.keda.maxReplicas" $autoscaling.keda.maxReplicas }}
+{{- end }}
 {{- range $name, $value := $checks }}
 {{- if gt (int $value) $partitions }}
-{{- fail (printf "%s (%d) is more than partitionCount (%d): a consumer beyond the partition count gets no partition and sits idle" $name (int $value) $partitions) }}
+{{- fail (printf (print "%s (%d) is more than partitionCount (%d): a consumer beyond the partition count gets no "
+  "partition and sits idle") $name (int $value) $partitions) }}
 {{- end }}
 {{- end }}
 {{- end }}
