@@ -53,7 +53,7 @@ public final class LogWriter: Sendable {
     private let limiter: Mutex<LogRateLimiter>
     private let pending = Mutex(Pending())
     /// Held while a batch is taken and written, so that batches reach the output in order.
-    private let writeTurn = Mutex(0)
+    private let writeTurn = Mutex(())
     private let wakeup = DispatchSemaphore(value: 0)
     private let writerStopped = DispatchSemaphore(value: 0)
     private let hasWriterThread: Bool
@@ -234,7 +234,7 @@ public final class LogWriter: Sendable {
     }
 
     private func drain() {
-        writeTurn.withLock { batches in
+        writeTurn.withLock { _ in
             var (bytes, dropped) = pending.withLock { pending in
                 defer {
                     pending.bytes = []
@@ -250,7 +250,6 @@ public final class LogWriter: Sendable {
             }
             guard !bytes.isEmpty else { return }
             output(bytes)
-            batches += 1
         }
     }
 
