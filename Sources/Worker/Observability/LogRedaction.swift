@@ -59,8 +59,9 @@ public enum LogRedaction {
 
     /// `text` with every JWT-looking run and every PEM block replaced by a placeholder.
     public static func scrub(_ text: String) -> String {
+        var text = text
+        guard text.withUTF8(mightContainSecret) else { return text }
         let bytes = Array(text.utf8)
-        guard mightContainSecret(bytes) else { return text }
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0
@@ -84,7 +85,7 @@ public enum LogRedaction {
     private static let dashes = Array("-----".utf8)
     private static let jwtStart = Array("eyJ".utf8)
 
-    private static func mightContainSecret(_ bytes: [UInt8]) -> Bool {
+    private static func mightContainSecret(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         while index + 3 <= bytes.count {
             if bytes[index] == UInt8(ascii: "e") && bytes[index + 1] == UInt8(ascii: "y")
@@ -92,7 +93,11 @@ public enum LogRedaction {
             {
                 return true
             }
-            if bytes[index] == UInt8(ascii: "-") && hasPrefix(bytes, pemBegin, at: index) { return true }
+            if bytes[index] == UInt8(ascii: "-") && index + pemBegin.count <= bytes.count
+                && pemBegin.indices.allSatisfy({ bytes[index + $0] == pemBegin[$0] })
+            {
+                return true
+            }
             index += 1
         }
         return false
@@ -150,25 +155,38 @@ public enum LogRedaction {
     }
 
     /// `provider_token` → [provider, token]; `apiKey` → [api, key]; `X-Authorization` → [x, authorization].
+    /// Works on UTF-8 bytes (ASCII case rules): it runs for every field of every log line.
     static func splitWords(_ name: String) -> [String] {
         var words: [String] = []
-        var current = ""
-        var previousWasLower = false
-        for character in name {
-            if !(character.isLetter || character.isNumber) {
-                if !current.isEmpty { words.append(current) }
-                current = ""
-                previousWasLower = false
-                continue
+        var name = name
+        name.withUTF8 { bytes in
+            var start = 0
+            var previousWasLower = false
+            func endWord(at end: Int) {
+                if end > start {
+                    words.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+                        .lowercased())
+                }
             }
-            if character.isUppercase && previousWasLower {
-                words.append(current)
-                current = ""
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                let isUpper = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")
+                let isWordByte = isUpper || byte >= 0x80 || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                if !isWordByte {
+                    endWord(at: index)
+                    start = index + 1
+                    previousWasLower = false
+                    continue
+                }
+                if isUpper && previousWasLower {
+                    endWord(at: index)
+                    start = index
+                }
+                previousWasLower = !isUpper
             }
-            current.append(contentsOf: character.lowercased())
-            previousWasLower = character.isLowercase || character.isNumber
+            endWord(at: bytes.count)
         }
-        if !current.isEmpty { words.append(current) }
         return words
     }
 }

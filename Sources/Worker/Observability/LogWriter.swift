@@ -135,8 +135,9 @@ public final class LogWriter: Sendable {
 
     // MARK: Emitting
 
+    /// - Parameter redactedContext: context fields that went through `LogRedaction` already.
     func emit(
-        _ level: LogLevel, message: String, fields: JSONObject, context: JSONObject, rateLimitKey: String?
+        _ level: LogLevel, message: String, fields: JSONObject, redactedContext: JSONObject, rateLimitKey: String?
     ) {
         if level >= .warning || rateLimitKey != nil {
             let key = rateLimitKey ?? message
@@ -148,12 +149,12 @@ public final class LogWriter: Sendable {
                 if let summary { append(summaryLine(summary)) }
             }
         }
-        var merged = context
-        for member in fields { merged[member.key] = member.value }
-        append(line(level: level, message: message, fields: merged))
+        var merged = redactedContext
+        for member in LogRedaction.redact(fields) { merged[member.key] = member.value }
+        append(line(level: level, message: message, redactedFields: merged))
     }
 
-    private func line(level: LogLevel, message: String, fields: JSONObject) -> [UInt8] {
+    private func line(level: LogLevel, message: String, redactedFields fields: JSONObject) -> [UInt8] {
         var line: [UInt8] = []
         line.reserveCapacity(160 + message.utf8.count)
         line.append(contentsOf: #"{"time":""#.utf8)
@@ -164,7 +165,7 @@ public final class LogWriter: Sendable {
         JSONWriter.writeString(LogRedaction.scrub(message), into: &line)
         if !fields.isEmpty {
             line.append(contentsOf: #","fields":"#.utf8)
-            JSONWriter.write(.object(LogRedaction.redact(fields)), into: &line)
+            JSONWriter.write(.object(fields), into: &line)
         }
         line.append(contentsOf: "}\n".utf8)
         return line
@@ -173,9 +174,9 @@ public final class LogWriter: Sendable {
     private func summaryLine(_ suppression: LogRateLimiter.Suppression) -> [UInt8] {
         line(
             level: suppression.level, message: "suppressed \(suppression.count) repeated log lines",
-            fields: [
-                "repeated_message": .string(suppression.key), "suppressed": .int(Int64(suppression.count)),
-                "interval_seconds": .double(rateLimitIntervalSeconds),
+            redactedFields: [
+                "repeated_message": .string(LogRedaction.scrub(suppression.key)),
+                "suppressed": .int(Int64(suppression.count)), "interval_seconds": .double(rateLimitIntervalSeconds),
             ])
     }
 
@@ -246,7 +247,7 @@ public final class LogWriter: Sendable {
             if dropped > 0 {
                 bytes += line(
                     level: .warning, message: "dropped \(dropped) log lines: the output could not keep up",
-                    fields: ["dropped": .int(Int64(dropped))])
+                    redactedFields: ["dropped": .int(Int64(dropped))])
             }
             guard !bytes.isEmpty else { return }
             output(bytes)

@@ -14,18 +14,19 @@ public import APNs
 ///   purpose; redaction is a safety net (see `LogRedaction`), not a licence.
 public struct Logger: Sendable {
     public let writer: LogWriter
-    /// Fields added to every line of this logger; a line's own fields win on a clash.
+    /// Fields added to every line of this logger, already redacted (once, here, rather than on every line);
+    /// a line's own fields win on a clash.
     public private(set) var context: JSONObject
 
     public init(writer: LogWriter, context: JSONObject = [:]) {
         self.writer = writer
-        self.context = context
+        self.context = LogRedaction.redact(context)
     }
 
     /// A logger with `fields` added to the context.
     public func with(_ fields: JSONObject) -> Logger {
         var copy = self
-        for member in fields { copy.context[member.key] = member.value }
+        for member in LogRedaction.redact(fields) { copy.context[member.key] = member.value }
         return copy
     }
 
@@ -37,7 +38,7 @@ public struct Logger: Sendable {
         rateLimitKey: String? = nil
     ) {
         guard isEnabled(level) else { return }
-        writer.emit(level, message: message(), fields: fields(), context: context, rateLimitKey: rateLimitKey)
+        writer.emit(level, message: message(), fields: fields(), redactedContext: context, rateLimitKey: rateLimitKey)
     }
 
     public func trace(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> JSONObject = [:]) {
