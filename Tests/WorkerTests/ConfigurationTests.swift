@@ -4,65 +4,79 @@ import Testing
 
 @Suite struct ConfigurationTests {
     let minimal: JSONValue = [
-        "version": 1,
-        "kafka": ["brokers": "k1:9092"],
-        "apps": [["bundle_id": "com.example.chat",
-                  "credential": ["key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"]]],
-        "rules": ["file": "/etc/apns-worker/rules.yaml"],
+        "kafka": ["brokers": ["k1:9092"]],
+        "credentials": ["team-key": ["type": "token", "key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG",
+                                     "team_id": "DEF123GHIJ"]],
+        "apps": ["com.example.chat": ["credential": "team-key"]],
     ]
 
     @Test func minimalConfigurationTakesTheDocumentedDefaults() throws {
         let configuration = try WorkerConfiguration(decoding: minimal)
-        #expect(configuration.kafka.brokers == "k1:9092")
-        #expect(configuration.kafka.groupID == "apns-worker")
+        #expect(configuration.kafka.brokers == ["k1:9092"])
+        #expect(configuration.kafka.group == "apns-worker")
         #expect(configuration.kafka.requestsTopic == "push.requests")
-        #expect(configuration.apps.first?.credential == .token(keyFile: "/s/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
-        #expect(configuration.pipeline.maxRecordsInFlight == 1000)
-        #expect(configuration.apns.retry.maxAttempts == 5)
-        #expect(configuration.observability.listen == "0.0.0.0:9090")
+        #expect(configuration.kafka.deadLetterTopic == "push.dlq")
+        #expect(configuration.credentials["team-key"]
+            == .token(keyFile: "/s/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+        #expect(configuration.apps["com.example.chat"]?.credentialName(for: .sandbox) == "team-key")
+        #expect(configuration.pipeline.maxInFlightRecords == 10_000)
+        #expect(configuration.retry.maxAttempts == 5)
+        #expect(configuration.retry.baseBackoff == 0.25)
+        #expect(configuration.apns.connections == 2)
+        #expect(configuration.drainTimeout == 25)
+        #expect(configuration.rulesFile == "/etc/apns-worker/rules.yaml")
+        #expect(configuration.metricsListen == "0.0.0.0:9090")
     }
 
     @Test func reportsEveryProblemAtOnceWithItsPath() {
         let document: JSONValue = [
-            "kafka": ["brokerz": "x", "topics": ["requests": 5]],
-            "apps": [["bundle_id": "a", "credential": ["type": "token", "key_file": "/k", "password": "hunter2"]]],
-            "apns": ["request_timeout": "ten seconds", "connections_per_pool": 0],
-            "pipeline": ["max_records_in_flight": 10, "resume_below": 10],
+            "kafka": ["brokerz": "x", "topics": ["requests": 5], "properties": ["sasl.password": "hunter2"]],
+            "credentials": ["team-key": ["type": "token", "key_file": "/k", "key_id": "short", "password": "hunter2"]],
+            "apps": ["com.example.chat": ["credential": "team-kee"]],
+            "apns": ["request_timeout": "ten seconds", "connections": 0],
+            "pipeline": ["max_in_flight_records": 10, "resume_below": 10],
+            "log": ["level": "loud"],
         ]
         #expect {
             _ = try WorkerConfiguration(decoding: document)
         } throws: { error in
             guard let error = error as? ConfigurationError else { return false }
             let text = error.description
-            return text.contains("kafka.brokerz: unknown key 'brokerz'; did you mean 'brokers'?")
-                && text.contains("kafka.brokers: is required")
-                && text.contains("apps[0].credential.key_id: is required")
-                && text.contains("apps[0].credential.password: secrets are never written inline")
-                && text.contains("apns.request_timeout: must be a duration")
-                && text.contains("apns.connections_per_pool: must be between 1 and 64, found 0")
-                && text.contains("pipeline.resume_below: must be below max_records_in_flight")
-                && text.contains("rules: is required")
-                && !text.contains("hunter2")
+            let expected = [
+                "kafka.brokerz: unknown key 'brokerz'; did you mean 'brokers'?",
+                "kafka.brokers: is required",
+                "kafka.properties.sasl.password: secrets are never written in the config",
+                "credentials.team-key.team_id: is required",
+                "credentials.team-key.key_id: must be the 10-character Key ID",
+                "credentials.team-key.password: secrets are never written inline",
+                "apps.com.example.chat.credential: names 'team-kee', which is not under credentials; known: team-key",
+                "apns.request_timeout: must be a duration",
+                "apns.connections: must be between 1 and 64, found 0",
+                "pipeline.resume_below: must be below max_in_flight_records",
+                "log.level: must be one of",
+            ]
+            let missing = expected.filter { !text.contains($0) }
+            return missing.isEmpty && !text.contains("hunter2")
         }
     }
 
     @Test func environmentVariablesOverrideAnyKey() throws {
         var document = minimal
         let applied = EnvironmentOverrides.apply([
-            "APNS_WORKER_KAFKA__BROKERS": "prod-1:9093,prod-2:9093",
+            "APNS_WORKER_KAFKA__BROKERS": #"["prod-1:9093","prod-2:9093"]"#,
             "APNS_WORKER_KAFKA__PROPERTIES__SASL_MECHANISM": "SCRAM-SHA-512",
-            "APNS_WORKER_PIPELINE__MAX_RECORDS_IN_FLIGHT": "250",
-            "APNS_WORKER_APPS__0__CREDENTIAL__KEY_ID": "ZZZ999YYYX",
-            "APNS_WORKER_APNS__RETRY__BASE_BACKOFF": "50ms",
+            "APNS_WORKER_KAFKA__GROUP_INSTANCE_ID": "apns-worker-3",
+            "APNS_WORKER_PIPELINE__MAX_IN_FLIGHT_RECORDS": "250",
+            "APNS_WORKER_RETRY__BASE_BACKOFF": "50ms",
             "HOME": "/root",
         ], to: &document)
         #expect(applied.count == 5)
         let configuration = try WorkerConfiguration(decoding: document)
-        #expect(configuration.kafka.brokers == "prod-1:9093,prod-2:9093")
+        #expect(configuration.kafka.brokers == ["prod-1:9093", "prod-2:9093"])
         #expect(configuration.kafka.properties["sasl.mechanism"] == "SCRAM-SHA-512")
-        #expect(configuration.pipeline.maxRecordsInFlight == 250)
-        #expect(configuration.apps[0].credential == .token(keyFile: "/s/AuthKey.p8", keyID: "ZZZ999YYYX", teamID: "DEF123GHIJ"))
-        #expect(abs(configuration.apns.retry.baseBackoff - 0.05) < 1e-9)
+        #expect(configuration.kafka.groupInstanceID == "apns-worker-3")
+        #expect(configuration.pipeline.maxInFlightRecords == 250)
+        #expect(abs(configuration.retry.baseBackoff - 0.05) < 1e-9)
     }
 
     @Test(arguments: [("250ms", 0.25), ("10s", 10.0), ("5m", 300.0), ("1h", 3600.0), ("2.5", 2.5)])

@@ -50,14 +50,16 @@ struct ConfigurationDecoder {
         return object
     }
 
-    mutating func string(_ object: JSONObject, _ key: String, _ path: String, required: Bool = false) -> String? {
+    mutating func string(
+        _ object: JSONObject, _ key: String, _ path: String, required: Bool = false, allowEmpty: Bool = false
+    ) -> String? {
         guard let value = object[key], !value.isNull else {
             if required { problem(join(path, key), "is required") }
             return nil
         }
         switch value {
         case .string(let text):
-            if text.isEmpty { problem(join(path, key), "must not be empty") }
+            if text.isEmpty && !allowEmpty { problem(join(path, key), "must not be empty") }
             return text
         case .int, .double, .bool:
             // A scalar YAML resolved to a number or boolean is still usable as text (e.g. a port).
@@ -151,7 +153,8 @@ struct ConfigurationDecoder {
 }
 
 extension WorkerConfiguration {
-    /// Decodes a parsed configuration document. Throws every problem found at once.
+    /// Decodes a parsed configuration document (schemas/worker-config.schema.json). Throws every
+    /// problem found at once.
     public init(decoding document: JSONValue) throws(ConfigurationError) {
         var decoder = ConfigurationDecoder()
         guard let root = document.objectValue else {
@@ -159,171 +162,231 @@ extension WorkerConfiguration {
                 ConfigurationProblem(path: "", message: "the configuration must be a mapping, found \(document.typeName)")
             ])
         }
-        decoder.checkKeys(root, at: "", known: ["version", "kafka", "apps", "apns", "pipeline", "rules", "observability"])
-        if let version = root["version"], version.intValue != 1 {
-            decoder.problem("version", "must be 1, found \(version.compactString.prefix(20))")
-        }
+        decoder.checkKeys(
+            root, at: "",
+            known: ["kafka", "credentials", "apps", "apns", "pipeline", "retry", "shutdown", "rules", "metrics", "log"])
 
         // kafka
-        var kafka = Kafka(brokers: "")
+        var kafka = Kafka(brokers: [])
         if let object = decoder.object(root["kafka"], "kafka") {
             decoder.checkKeys(
-                object, at: "kafka",
-                known: ["brokers", "group_id", "topics", "properties", "consumer_properties", "producer_properties"])
-            if let brokers = object["brokers"]?.arrayValue {
-                kafka.brokers = brokers.compactMap(\.stringValue).joined(separator: ",")
-            } else {
-                kafka.brokers = decoder.string(object, "brokers", "kafka", required: true) ?? ""
+                object, at: "kafka", known: ["brokers", "group", "group_instance_id", "topics", "properties", "property_files"])
+            switch object["brokers"] {
+            case .array(let list)?:
+                for (index, item) in list.enumerated() {
+                    guard let broker = item.stringValue, Self.isHostPort(broker) else {
+                        decoder.problem("kafka.brokers[\(index)]", "must be host:port such as kafka-0:9092")
+                        continue
+                    }
+                    kafka.brokers.append(broker)
+                }
+            case .string(let text)?:
+                kafka.brokers = text.split(separator: ",").map { String($0) }
+            case nil, .null?:
+                decoder.problem("kafka.brokers", "is required: a list of host:port bootstrap servers")
+            case let other?:
+                decoder.problem("kafka.brokers", "must be a list of host:port, found \(other.typeName)")
             }
-            kafka.groupID = decoder.string(object, "group_id", "kafka") ?? kafka.groupID
+            if kafka.brokers.isEmpty && object["brokers"] != nil {
+                decoder.problem("kafka.brokers", "must name at least one broker")
+            }
+            kafka.group = decoder.string(object, "group", "kafka") ?? kafka.group
+            kafka.groupInstanceID = decoder.string(object, "group_instance_id", "kafka", allowEmpty: true) ?? ""
             if let topics = decoder.object(object["topics"], "kafka.topics") {
-                decoder.checkKeys(topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dead_letters"])
+                decoder.checkKeys(topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq"])
                 kafka.requestsTopic = decoder.string(topics, "requests", "kafka.topics") ?? kafka.requestsTopic
                 kafka.outcomesTopic = decoder.string(topics, "outcomes", "kafka.topics") ?? kafka.outcomesTopic
                 kafka.invalidTokensTopic = decoder.string(topics, "invalid_tokens", "kafka.topics") ?? kafka.invalidTokensTopic
-                kafka.deadLetterTopic = decoder.string(topics, "dead_letters", "kafka.topics") ?? kafka.deadLetterTopic
+                kafka.deadLetterTopic = decoder.string(topics, "dlq", "kafka.topics") ?? kafka.deadLetterTopic
             }
             kafka.properties = decoder.stringMap(object, "properties", "kafka")
-            kafka.consumerProperties = decoder.stringMap(object, "consumer_properties", "kafka")
-            kafka.producerProperties = decoder.stringMap(object, "producer_properties", "kafka")
+            for name in kafka.properties.keys.sorted() {
+                if Self.isSecretProperty(name) {
+                    decoder.problem(
+                        "kafka.properties." + name,
+                        "secrets are never written in the config; put the value in a file and name it under kafka.property_files")
+                } else if Self.ownedProperties.contains(name) {
+                    decoder.problem("kafka.properties." + name, "is set by the worker itself and cannot be overridden")
+                }
+            }
+            kafka.propertyFiles = decoder.stringMap(object, "property_files", "kafka")
         } else {
             decoder.problem("kafka", "is required: at least kafka.brokers")
         }
 
-        // apps
-        var apps: [App] = []
-        if let list = root["apps"]?.arrayValue, !list.isEmpty {
-            for (index, value) in list.enumerated() {
-                let path = "apps[\(index)]"
-                guard let object = decoder.object(value, path) else { continue }
-                decoder.checkKeys(object, at: path, known: ["bundle_id", "credential", "environments"])
-                let bundleID = decoder.string(object, "bundle_id", path, required: true) ?? ""
-                if apps.contains(where: { $0.bundleID == bundleID }) {
-                    decoder.problem(path + ".bundle_id", "'\(bundleID)' is configured twice")
-                }
-                var environments: [APNsEnvironment] = [.production, .sandbox]
-                if let list = object["environments"]?.arrayValue {
-                    environments = []
-                    for item in list {
-                        if let name = item.stringValue, let environment = try? APNsEnvironment(parsing: name) {
-                            environments.append(environment)
-                        } else {
-                            decoder.problem(path + ".environments", "entries must be production or sandbox")
+        // credentials
+        var credentials: [String: Credential] = [:]
+        if let object = decoder.object(root["credentials"], "credentials"), !object.isEmpty {
+            for member in object {
+                let path = "credentials." + member.key
+                guard let credential = decoder.object(member.value, path) else { continue }
+                switch credential["type"]?.stringValue {
+                case "token":
+                    decoder.checkKeys(credential, at: path, known: ["type", "key_file", "key_id", "team_id"] + Self.inlineSecretKeys)
+                    let keyFile = decoder.string(credential, "key_file", path, required: true)
+                    let keyID = decoder.string(credential, "key_id", path, required: true)
+                    let teamID = decoder.string(credential, "team_id", path, required: true)
+                    for (value, key) in [(keyID, "key_id"), (teamID, "team_id")] {
+                        if let value, !Self.isAppleIdentifier(value) {
+                            decoder.problem(
+                                path + "." + key,
+                                "must be the 10-character \(key == "key_id" ? "Key" : "Team") ID (A-Z, 0-9) from Apple's developer account, found '\(value.prefix(20))'")
                         }
                     }
-                }
-                guard let credential = decoder.object(object["credential"], path + ".credential") else {
-                    decoder.problem(path + ".credential", "is required: a token (key_file, key_id, team_id) or a certificate (cert_file)")
-                    continue
-                }
-                let credentialPath = path + ".credential"
-                let decoded: Credential?
-                switch credential["type"]?.stringValue ?? (credential["cert_file"] != nil ? "certificate" : "token") {
-                case "token":
-                    decoder.checkKeys(credential, at: credentialPath, known: ["type", "key_file", "key_id", "team_id"])
-                    let keyFile = decoder.string(credential, "key_file", credentialPath, required: true)
-                    let keyID = decoder.string(credential, "key_id", credentialPath, required: true)
-                    let teamID = decoder.string(credential, "team_id", credentialPath, required: true)
                     if let keyFile, let keyID, let teamID {
-                        decoded = .token(keyFile: keyFile, keyID: keyID, teamID: teamID)
-                    } else {
-                        decoded = nil
+                        credentials[member.key] = .token(keyFile: keyFile, keyID: keyID, teamID: teamID)
                     }
                 case "certificate":
-                    decoder.checkKeys(credential, at: credentialPath, known: ["type", "cert_file", "password_file"])
-                    let certFile = decoder.string(credential, "cert_file", credentialPath, required: true)
-                    let passwordFile = decoder.string(credential, "password_file", credentialPath)
-                    decoded = certFile.map { .certificate(certFile: $0, passwordFile: passwordFile) }
+                    decoder.checkKeys(
+                        credential, at: path, known: ["type", "cert_file", "password_file", "key_file"] + Self.inlineSecretKeys)
+                    let certFile = decoder.string(credential, "cert_file", path, required: true)
+                    let passwordFile = decoder.string(credential, "password_file", path)
+                    let keyFile = decoder.string(credential, "key_file", path)
+                    if let certFile {
+                        credentials[member.key] = .certificate(certFile: certFile, passwordFile: passwordFile, keyFile: keyFile)
+                    }
                 case let other:
-                    decoder.problem(credentialPath + ".type", "must be token or certificate, found '\(other.prefix(30))'")
-                    decoded = nil
-                }
-                for secretKey in ["key", "password", "private_key", "p8"] where credential[secretKey] != nil {
                     decoder.problem(
-                        credentialPath + "." + secretKey,
+                        path + ".type",
+                        other == nil ? "is required: token or certificate" : "must be token or certificate, found '\(other!.prefix(30))'")
+                }
+                for secretKey in Self.inlineSecretKeys where credential[secretKey] != nil {
+                    decoder.problem(
+                        path + "." + secretKey,
                         "secrets are never written inline; put the secret in a file and name it with key_file or password_file")
                 }
-                if let decoded { apps.append(App(bundleID: bundleID, credential: decoded, environments: environments)) }
             }
         } else {
-            decoder.problem("apps", "is required: a list of apps with bundle_id and credential")
+            decoder.problem("credentials", "is required: at least one credential (a .p8 key or a certificate) by name")
+        }
+
+        // apps
+        var apps: [String: App] = [:]
+        if let object = decoder.object(root["apps"], "apps"), !object.isEmpty {
+            for member in object {
+                let path = "apps." + member.key
+                guard let app = decoder.object(member.value, path) else { continue }
+                decoder.checkKeys(app, at: path, known: ["credential", "sandbox_credential"])
+                let credential = decoder.string(app, "credential", path, required: true)
+                let sandbox = decoder.string(app, "sandbox_credential", path)
+                for (name, key) in [(credential, "credential"), (sandbox, "sandbox_credential")] {
+                    if let name, credentials[name] == nil, root["credentials"]?[name] == nil {
+                        let known = root["credentials"]?.objectValue?.keys.sorted() ?? []
+                        decoder.problem(
+                            path + "." + key,
+                            "names '\(name)', which is not under credentials"
+                                + (known.isEmpty ? "" : "; known: " + known.joined(separator: ", ")))
+                    }
+                }
+                if let credential {
+                    apps[member.key] = App(bundleID: member.key, credential: credential, sandboxCredential: sandbox)
+                }
+            }
+        } else {
+            decoder.problem("apps", "is required: the apps to notify, by bundle id, each naming its credential")
         }
 
         // apns
         var apns = APNs()
         if let object = decoder.object(root["apns"], "apns") {
-            decoder.checkKeys(
-                object, at: "apns",
-                known: ["production_url", "sandbox_url", "ca_file", "connections_per_pool", "max_queued_requests",
-                        "request_timeout", "connect_timeout", "retry"])
-            for (key, keyPath) in [("production_url", \APNs.productionURL), ("sandbox_url", \APNs.sandboxURL)] {
-                guard let url = decoder.string(object, key, "apns") else { continue }
-                if url.hasPrefix("https://") { apns[keyPath: keyPath] = url } else {
-                    decoder.problem("apns." + key, "must be an https:// URL, found '\(url.prefix(60))'")
+            decoder.checkKeys(object, at: "apns", known: ["endpoints", "ca_file", "connections", "max_streams", "request_timeout"])
+            if let endpoints = decoder.object(object["endpoints"], "apns.endpoints") {
+                decoder.checkKeys(endpoints, at: "apns.endpoints", known: ["production", "sandbox"])
+                for (key, keyPath) in [("production", \APNs.productionURL), ("sandbox", \APNs.sandboxURL)] {
+                    guard let url = decoder.string(endpoints, key, "apns.endpoints") else { continue }
+                    if url.hasPrefix("https://") { apns[keyPath: keyPath] = url } else {
+                        decoder.problem("apns.endpoints." + key, "must be an https:// URL, found '\(url.prefix(60))'")
+                    }
                 }
             }
             apns.caFile = decoder.string(object, "ca_file", "apns")
-            apns.connectionsPerPool = decoder.integer(object, "connections_per_pool", "apns", range: 1...64) ?? apns.connectionsPerPool
-            apns.maxQueuedRequests = decoder.integer(object, "max_queued_requests", "apns", range: 1...1_000_000)
-                ?? apns.maxQueuedRequests
+            apns.connections = decoder.integer(object, "connections", "apns", range: 1...64) ?? apns.connections
+            apns.maxStreams = decoder.integer(object, "max_streams", "apns", range: 1...10_000) ?? apns.maxStreams
             apns.requestTimeout = decoder.duration(object, "request_timeout", "apns", range: 0.1...300) ?? apns.requestTimeout
-            apns.connectTimeout = decoder.duration(object, "connect_timeout", "apns", range: 0.1...120) ?? apns.connectTimeout
-            if let retry = decoder.object(object["retry"], "apns.retry") {
-                decoder.checkKeys(retry, at: "apns.retry", known: ["max_attempts", "base_backoff", "max_backoff", "max_total_time"])
-                apns.retry.maxAttempts = decoder.integer(retry, "max_attempts", "apns.retry", range: 1...100) ?? apns.retry.maxAttempts
-                apns.retry.baseBackoff = decoder.duration(retry, "base_backoff", "apns.retry", range: 0.001...60) ?? apns.retry.baseBackoff
-                apns.retry.maxBackoff = decoder.duration(retry, "max_backoff", "apns.retry", range: 0.001...3600) ?? apns.retry.maxBackoff
-                apns.retry.maxTotalTime = decoder.duration(retry, "max_total_time", "apns.retry", range: 0.001...86_400)
-                    ?? apns.retry.maxTotalTime
-                if apns.retry.baseBackoff > apns.retry.maxBackoff {
-                    decoder.problem("apns.retry.base_backoff", "must not exceed max_backoff")
-                }
-            }
         }
 
         // pipeline
         var pipeline = Pipeline()
         if let object = decoder.object(root["pipeline"], "pipeline") {
-            decoder.checkKeys(object, at: "pipeline", known: ["max_records_in_flight", "resume_below", "revoke_timeout", "drain_timeout"])
-            pipeline.maxRecordsInFlight = decoder.integer(object, "max_records_in_flight", "pipeline", range: 1...1_000_000)
-                ?? pipeline.maxRecordsInFlight
+            decoder.checkKeys(object, at: "pipeline", known: ["max_in_flight_records", "resume_below", "revoke_timeout"])
+            pipeline.maxInFlightRecords = decoder.integer(object, "max_in_flight_records", "pipeline", range: 1...1_000_000)
+                ?? pipeline.maxInFlightRecords
             pipeline.resumeBelow = decoder.integer(object, "resume_below", "pipeline", range: 0...1_000_000)
-            if let resume = pipeline.resumeBelow, resume >= pipeline.maxRecordsInFlight {
-                decoder.problem("pipeline.resume_below", "must be below max_records_in_flight (\(pipeline.maxRecordsInFlight))")
+            if let resume = pipeline.resumeBelow, resume >= pipeline.maxInFlightRecords {
+                decoder.problem(
+                    "pipeline.resume_below", "must be below max_in_flight_records (\(pipeline.maxInFlightRecords))")
             }
             pipeline.revokeTimeout = decoder.duration(object, "revoke_timeout", "pipeline", range: 0...600) ?? pipeline.revokeTimeout
-            pipeline.drainTimeout = decoder.duration(object, "drain_timeout", "pipeline", range: 0...3600) ?? pipeline.drainTimeout
         }
 
-        // rules
-        var rules = Rules(file: "")
+        // retry
+        var retry = Retry()
+        if let object = decoder.object(root["retry"], "retry") {
+            decoder.checkKeys(object, at: "retry", known: ["max_attempts", "base_backoff", "max_backoff", "max_total_time"])
+            retry.maxAttempts = decoder.integer(object, "max_attempts", "retry", range: 1...20) ?? retry.maxAttempts
+            retry.baseBackoff = decoder.duration(object, "base_backoff", "retry", range: 0.001...60) ?? retry.baseBackoff
+            retry.maxBackoff = decoder.duration(object, "max_backoff", "retry", range: 0.001...3600) ?? retry.maxBackoff
+            retry.maxTotalTime = decoder.duration(object, "max_total_time", "retry", range: 0.001...86_400) ?? retry.maxTotalTime
+            if retry.baseBackoff > retry.maxBackoff {
+                decoder.problem("retry.base_backoff", "must not exceed max_backoff")
+            }
+        }
+
+        var configuration = WorkerConfiguration(kafka: kafka, credentials: credentials, apps: apps, apns: apns,
+                                                pipeline: pipeline, retry: retry)
+        if let object = decoder.object(root["shutdown"], "shutdown") {
+            decoder.checkKeys(object, at: "shutdown", known: ["drain_timeout"])
+            configuration.drainTimeout = decoder.duration(object, "drain_timeout", "shutdown", range: 0...3600)
+                ?? configuration.drainTimeout
+        }
         if let object = decoder.object(root["rules"], "rules") {
-            decoder.checkKeys(object, at: "rules", known: ["file", "watch"])
-            rules.file = decoder.string(object, "file", "rules", required: true) ?? ""
-            rules.watch = decoder.bool(object, "watch", "rules") ?? rules.watch
-        } else {
-            decoder.problem("rules", "is required: rules.file names the rules file")
+            decoder.checkKeys(object, at: "rules", known: ["file"])
+            configuration.rulesFile = decoder.string(object, "file", "rules") ?? configuration.rulesFile
         }
-
-        // observability
-        var observability = Observability()
-        if let object = decoder.object(root["observability"], "observability") {
-            decoder.checkKeys(object, at: "observability", known: ["listen", "log_level"])
-            if let listen = decoder.string(object, "listen", "observability") {
-                if listen.split(separator: ":").last.flatMap({ Int($0) }).map({ (0...65535).contains($0) }) == true {
-                    observability.listen = listen
-                } else {
-                    decoder.problem("observability.listen", "must be host:port such as 0.0.0.0:9090, found '\(listen.prefix(60))'")
+        if let object = decoder.object(root["metrics"], "metrics") {
+            decoder.checkKeys(object, at: "metrics", known: ["listen"])
+            if let listen = decoder.string(object, "listen", "metrics") {
+                if Self.isHostPort(listen, allowEmptyHost: true) { configuration.metricsListen = listen } else {
+                    decoder.problem("metrics.listen", "must be HOST:PORT such as 0.0.0.0:9090, found '\(listen.prefix(60))'")
                 }
             }
-            if let level = decoder.string(object, "log_level", "observability") {
-                if ["debug", "info", "warning", "error"].contains(level) { observability.logLevel = level } else {
-                    decoder.problem("observability.log_level", "must be debug, info, warning or error, found '\(level.prefix(20))'")
+        }
+        if let object = decoder.object(root["log"], "log") {
+            decoder.checkKeys(object, at: "log", known: ["level"])
+            let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+            if let level = decoder.string(object, "level", "log") {
+                if levels.contains(level) { configuration.logLevel = level } else {
+                    decoder.problem("log.level", "must be one of \(levels.joined(separator: ", ")), found '\(level.prefix(20))'")
                 }
             }
         }
 
         guard decoder.problems.isEmpty else { throw ConfigurationError(problems: decoder.problems) }
-        self.init(kafka: kafka, apps: apps, apns: apns, pipeline: pipeline, rules: rules, observability: observability)
+        self = configuration
+    }
+
+    /// Keys people try for inline secrets; each gets the message that secrets live in files.
+    static let inlineSecretKeys = ["key", "password", "private_key", "p8", "secret"]
+
+    /// Properties the worker sets itself for its delivery guarantees.
+    static let ownedProperties: Set<String> = [
+        "bootstrap.servers", "metadata.broker.list", "group.id", "group.instance.id", "enable.auto.commit",
+        "enable.auto.offset.store", "enable.idempotence",
+    ]
+
+    static func isSecretProperty(_ name: String) -> Bool {
+        name.contains("password") || name.contains("secret") || name.hasSuffix(".pem") || name.hasPrefix("ssl.key.")
+            || name.contains("oauthbearer.config")
+    }
+
+    static func isAppleIdentifier(_ text: String) -> Bool {
+        text.utf8.count == 10 && text.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) }
+    }
+
+    static func isHostPort(_ text: String, allowEmptyHost: Bool = false) -> Bool {
+        guard let colon = text.lastIndex(of: ":") else { return false }
+        let host = text[..<colon]
+        guard let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return false }
+        return allowEmptyHost || !host.isEmpty
     }
 }

@@ -5,38 +5,45 @@ public import APNs
 /// Everything the worker is configured with. Defaults are the documented ones (schemas/worker.schema.json).
 public struct WorkerConfiguration: Sendable {
     public struct Kafka: Sendable {
-        /// `bootstrap.servers`.
-        public var brokers: String
+        /// `bootstrap.servers`, host:port each.
+        public var brokers: [String]
         /// `group.id`. Default: `apns-worker`.
-        public var groupID = "apns-worker"
+        public var group = "apns-worker"
+        /// `group.instance.id` for static membership; empty means dynamic membership.
+        public var groupInstanceID = ""
         public var requestsTopic = "push.requests"
         public var outcomesTopic = "push.outcomes"
         public var invalidTokensTopic = "push.invalid-tokens"
         public var deadLetterTopic = "push.dlq"
-        /// librdkafka properties for both clients (security.protocol, sasl.*, ssl.*, ...).
+        /// librdkafka properties for both clients (security.protocol, sasl.*, ssl.*, ...); never secrets.
         public var properties: [String: String] = [:]
-        public var consumerProperties: [String: String] = [:]
-        public var producerProperties: [String: String] = [:]
+        /// librdkafka properties whose values are read from files (sasl.password, ...): name → path.
+        public var propertyFiles: [String: String] = [:]
     }
 
-    /// How one app authenticates to APNs.
+    /// How to authenticate to APNs; apps name one.
     public enum Credential: Sendable, Equatable {
         case token(keyFile: String, keyID: String, teamID: String)
-        case certificate(certFile: String, passwordFile: String?)
+        case certificate(certFile: String, passwordFile: String?, keyFile: String?)
     }
 
     public struct App: Sendable {
         public var bundleID: String
-        public var credential: Credential
-        /// Environments this app sends to; default both.
-        public var environments: [APNsEnvironment] = [.production, .sandbox]
+        /// A key of `credentials`.
+        public var credential: String
+        /// The credential for the sandbox environment; default `credential`.
+        public var sandboxCredential: String?
+
+        public func credentialName(for environment: APNsEnvironment) -> String {
+            environment == .sandbox ? sandboxCredential ?? credential : credential
+        }
     }
 
     public struct Retry: Sendable {
         /// Attempts in all, the first included. Default: `5`.
         public var maxAttempts = 5
-        /// Seconds. Default: `0.2`.
-        public var baseBackoff = 0.2
+        /// Seconds. Default: `0.25`.
+        public var baseBackoff = 0.25
         /// Seconds. Default: `30`.
         public var maxBackoff = 30.0
         /// Seconds from the first attempt after which no new attempt starts. Default: `300`.
@@ -49,47 +56,41 @@ public struct WorkerConfiguration: Sendable {
         public var sandboxURL = "https://api.sandbox.push.apple.com"
         /// Trust this CA instead of the system store (test servers only).
         public var caFile: String?
-        /// Connections per (environment, credential) pool. Default: `4`.
-        public var connectionsPerPool = 4
-        /// Requests waiting for a free stream, per pool, before callers are pushed back. Default: `10000`.
-        public var maxQueuedRequests = 10_000
+        /// Connections per (environment, credential) pool. Default: `2`.
+        public var connections = 2
+        /// Streams per connection at most (the server's setting may lower it). Default: `1000`.
+        public var maxStreams = 1000
         /// Seconds. Default: `10`.
         public var requestTimeout = 10.0
-        /// Seconds. Default: `5`.
-        public var connectTimeout = 5.0
-        public var retry = Retry()
+
+        public func url(for environment: APNsEnvironment) -> String {
+            environment == .sandbox ? sandboxURL : productionURL
+        }
     }
 
     public struct Pipeline: Sendable {
-        /// Default: `1000`.
-        public var maxRecordsInFlight = 1000
-        /// Default: half of `maxRecordsInFlight`.
+        /// Default: `10000`.
+        public var maxInFlightRecords = 10_000
+        /// Default: half of `maxInFlightRecords`.
         public var resumeBelow: Int?
-        /// Seconds. Default: `10`.
+        /// Seconds a revoke waits for in-flight records of the revoked partitions. Default: `10`.
         public var revokeTimeout = 10.0
-        /// Seconds a SIGTERM waits for in-flight work before committing and exiting. Default: `25`.
-        public var drainTimeout = 25.0
-    }
-
-    public struct Rules: Sendable {
-        public var file: String
-        /// Reload when the file changes (checked every few seconds) and on SIGHUP. Default: `true`.
-        public var watch = true
-    }
-
-    public struct Observability: Sendable {
-        /// `host:port` of /metrics, /healthz and /readyz. Default: `0.0.0.0:9090`.
-        public var listen = "0.0.0.0:9090"
-        /// debug, info, warning or error. Default: `info`.
-        public var logLevel = "info"
     }
 
     public var kafka: Kafka
-    public var apps: [App]
+    /// By name.
+    public var credentials: [String: Credential]
+    /// By bundle id.
+    public var apps: [String: App]
     public var apns = APNs()
     public var pipeline = Pipeline()
-    public var rules: Rules
-    public var observability = Observability()
-
-    public func app(bundleID: String) -> App? { apps.first { $0.bundleID == bundleID } }
+    public var retry = Retry()
+    /// Seconds a SIGTERM waits for in-flight work before committing and exiting. Default: `25`.
+    public var drainTimeout = 25.0
+    /// Default: `/etc/apns-worker/rules.yaml`.
+    public var rulesFile = "/etc/apns-worker/rules.yaml"
+    /// `host:port` of /metrics, /healthz and /readyz. Default: `0.0.0.0:9090`.
+    public var metricsListen = "0.0.0.0:9090"
+    /// trace, debug, info, notice, warning, error or critical. Default: `info`.
+    public var logLevel = "info"
 }
