@@ -14,14 +14,18 @@ internal import CRdKafka
 /// ```
 ///
 /// - Important: Threading. librdkafka is polled on a thread the consumer owns (never on Swift's
-///   cooperative pool). Received records go into a hand-off of at most `bufferCapacity` records;
-///   ``messages`` drains it. When the hand-off is full the consumer pauses every assigned partition
-///   (librdkafka drops what it had prefetched and refetches from the next undelivered offset on
-///   resume) and resumes once half of it has been taken, so memory stays bounded even if the reader
-///   stops. The poll thread keeps polling meanwhile, so rebalances and heartbeats go on.
-///   For flow control of records in flight (taken but not finished), the owner pauses partitions
-///   with ``pause(_:)`` and resumes them with ``resume(_:)``; up to `bufferCapacity` records
-///   already in the hand-off may still arrive after a pause.
+///   cooperative pool). Received records go into a hand-off of at most `bufferCapacity` records that
+///   ``messages`` drains. When the hand-off is full the poll thread waits for room, so a slow reader
+///   slows fetching without extra work (librdkafka's own prefetch queue is bounded by
+///   `queued.max.messages.kbytes`). If the reader takes nothing for `stallTimeout`, the consumer
+///   pauses every assigned partition (librdkafka drops what it prefetched and later refetches from
+///   the next undelivered offset) and goes on polling so rebalances are still served; it resumes them
+///   once half of the hand-off has been taken. Memory stays bounded even if the reader stops.
+///
+///   Flow control of records in flight (taken but not finished) is the owner's job: pause
+///   partitions with ``pause(_:)`` when too much is in flight and ``resume(_:)`` them below a
+///   low-water mark. Up to `bufferCapacity` records already in the hand-off may still arrive after
+///   a pause.
 ///
 /// Offsets: nothing is committed unless stored. Store the offset of the NEXT record to read
 /// (`message.offset + 1`) once a record and every earlier record of its partition are finished;
@@ -50,7 +54,8 @@ public final class KafkaConsumer: Sendable {
         eventHandler: KafkaEventHandler? = nil
     ) throws(KafkaError) {
         let core = ConsumerCore(
-            capacity: configuration.bufferCapacity, rebalanceDeadline: configuration.rebalanceDeadline,
+            capacity: configuration.bufferCapacity, stallTimeout: configuration.stallTimeout,
+            rebalanceDeadline: configuration.rebalanceDeadline,
             rebalanceHandler: rebalanceHandler, eventHandler: eventHandler
         )
         let properties = configuration.librdkafkaProperties()
@@ -223,23 +228,17 @@ public final class KafkaConsumer: Sendable {
     /// - Throws: the error librdkafka reported while closing, if any.
     public func close() async throws(KafkaError) {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            core.state.withLock { state in
-                switch state.lifecycle {
-                case .closed:
-                    continuation.resume()
-                case .running, .closing:
-                    state.lifecycle = .closing
-                    state.closeWaiters.append(continuation)
-                }
+            let closed = core.state.withLock { state in
+                if state.lifecycle != .closed { state.closeWaiters.append(continuation) }
+                return state.lifecycle == .closed
             }
+            if closed { continuation.resume() } else { core.requestClose() }
         }
         if let error = core.state.withLock({ $0.closeError }) { throw error }
     }
 
     private func requestClose() {
-        core.state.withLock { state in
-            if state.lifecycle == .running { state.lifecycle = .closing }
-        }
+        core.requestClose()
     }
 
     // MARK: Poll thread
@@ -249,6 +248,7 @@ public final class KafkaConsumer: Sendable {
     private static func pollLoop(client: RDKafkaClient, core: ConsumerCore) {
         let rk = client.handle
         while core.isRunning {
+            if !core.waitForRoom() { core.throttle() }
             guard let message = rd_kafka_consumer_poll(rk, pollTimeoutMilliseconds) else { continue }
             defer { rd_kafka_message_destroy(message) }
             let response = message.pointee.err

@@ -46,9 +46,12 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// How often librdkafka emits statistics JSON as ``KafkaEvent/statistics(_:)``
     /// (`statistics.interval.ms`). Default: `nil` (off).
     public var statisticsInterval: Duration?
-    /// How many received messages the hand-off between the poll thread and ``KafkaConsumer/messages``
-    /// holds. When it is full the consumer pauses fetching (see ``KafkaConsumer``). Default: 256.
+    /// How many received records the hand-off between the poll thread and ``KafkaConsumer/messages``
+    /// holds. When it is full the poll thread waits for room (see ``KafkaConsumer``). Default: 256.
     public var bufferCapacity: Int = 256
+    /// How long the poll thread waits for room in a full hand-off before it pauses the assigned
+    /// partitions so that it can go on polling (serving rebalances). Default: 1 second.
+    public var stallTimeout: Duration = .seconds(1)
     /// How long a rebalance handler may take for revoked (or assigned) partitions before the consumer
     /// commits what is stored and releases them anyway. Default: 10 seconds.
     public var rebalanceDeadline: Duration = .seconds(10)

@@ -49,25 +49,31 @@ final class ConsumerCore: Sendable {
         var pausedByOwner: Set<KafkaTopicPartition> = []
         /// Paused by the hand-off because it was full (and not also paused by the owner).
         var pausedForBuffer: Set<KafkaTopicPartition> = []
-        /// Whether the hand-off is full and fetching is paused until it drains below the threshold.
+        /// Whether the hand-off stayed full and fetching is paused until it drains to the threshold.
         var isThrottled = false
+        /// Whether the poll thread waits on `roomAvailable`.
+        var pollerIsWaiting = false
         var closeWaiters: [CheckedContinuation<Void, Never>] = []
         var closeError: KafkaError?
     }
 
     let state = Mutex(State())
+    /// Signalled when a reader makes room while the poll thread waits for it.
+    private let roomAvailable = DispatchSemaphore(value: 0)
     let capacity: Int
     let resumeThreshold: Int
+    let stallTimeout: Duration
     let rebalanceDeadline: Duration
     let rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?
     let eventHandler: KafkaEventHandler?
 
     init(
-        capacity: Int, rebalanceDeadline: Duration,
+        capacity: Int, stallTimeout: Duration, rebalanceDeadline: Duration,
         rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?, eventHandler: KafkaEventHandler?
     ) {
         self.capacity = max(1, capacity)
         self.resumeThreshold = max(0, self.capacity / 2)
+        self.stallTimeout = stallTimeout
         self.rebalanceDeadline = rebalanceDeadline
         self.rebalanceHandler = rebalanceHandler
         self.eventHandler = eventHandler
@@ -77,7 +83,7 @@ final class ConsumerCore: Sendable {
 
     // MARK: Hand-off, poll-thread side
 
-    /// Hands a received record to a waiting reader or buffers it; pauses fetching when the buffer fills.
+    /// Hands a received record to a waiting reader or buffers it.
     func deliver(_ message: KafkaConsumerMessage) {
         state.withLock { state in
             // A record of a partition revoked meanwhile is dropped: it is redelivered to its new owner.
@@ -94,12 +100,53 @@ final class ConsumerCore: Sendable {
                     Self.setPaused(true, [partition], handle: state.handle)
                     state.pausedForBuffer.insert(partition)
                 }
-            } else if state.buffer.count >= capacity {
-                let toPause = state.assignment.subtracting(state.pausedByOwner)
-                Self.setPaused(true, toPause, handle: state.handle)
-                state.pausedForBuffer = toPause
-                state.isThrottled = true
             }
+        }
+    }
+
+    /// Waits (on the poll thread) until the hand-off has room, at most `stallTimeout`.
+    /// Returns `false` if it is still full: the caller then throttles so it can keep polling.
+    func waitForRoom() -> Bool {
+        let deadline = DispatchTime.now() + .milliseconds(Int(clamping: stallTimeout.wholeMilliseconds))
+        while true {
+            let hasRoom = state.withLock { state in
+                if state.buffer.count < capacity || state.isThrottled || state.lifecycle != .running { return true }
+                state.pollerIsWaiting = true
+                return false
+            }
+            if hasRoom { return true }
+            if roomAvailable.wait(timeout: deadline) == .timedOut {
+                return state.withLock { state in
+                    state.pollerIsWaiting = false
+                    return state.buffer.count < capacity || state.lifecycle != .running
+                }
+            }
+        }
+    }
+
+    /// Pauses every assigned partition the owner has not paused, because the hand-off stayed full.
+    /// librdkafka drops what it prefetched for them and refetches from the next undelivered offset.
+    func throttle() {
+        state.withLock { state in
+            guard !state.isThrottled, state.buffer.count >= capacity else { return }
+            let toPause = state.assignment.subtracting(state.pausedByOwner)
+            Self.setPaused(true, toPause, handle: state.handle)
+            state.pausedForBuffer = toPause
+            state.isThrottled = true
+        }
+    }
+
+    /// Wakes the poll thread if it waits for room (called with the lock held).
+    private func wakePoller(_ state: inout State) {
+        guard state.pollerIsWaiting else { return }
+        state.pollerIsWaiting = false
+        roomAvailable.signal()
+    }
+
+    func requestClose() {
+        state.withLock { state in
+            if state.lifecycle == .running { state.lifecycle = .closing }
+            wakePoller(&state)
         }
     }
 
@@ -137,6 +184,7 @@ final class ConsumerCore: Sendable {
                 state.withLock { state in
                     if let message = state.buffer.popFirst() {
                         resumeIfDrained(&state)
+                        if state.buffer.count < capacity { wakePoller(&state) }
                         continuation.resume(returning: message)
                     } else if let failure = state.failure {
                         continuation.resume(throwing: failure)

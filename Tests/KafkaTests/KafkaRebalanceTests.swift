@@ -1,0 +1,188 @@
+// Two consumers in one group on the mock cluster: partitions split, revoke/assign sequences for
+// EAGER and COOPERATIVE protocols, store-and-commit on revoke, the revoke deadline, stalled readers,
+// and a clean leave on close.
+import Kafka
+import Synchronization
+import Testing
+
+/// A rebalance event reduced to text, e.g. "assigned 0,1" or "revoked 2,3".
+private func describe(_ event: KafkaRebalanceEvent) -> String {
+    switch event {
+    case .assigned(let partitions):
+        return "assigned " + partitions.map { String($0.partition) }.joined(separator: ",")
+    case .revoked(let revocation):
+        return (revocation.isLost ? "lost " : "revoked ") + revocation.partitions.map { String($0.partition) }
+            .joined(separator: ",")
+    }
+}
+
+private func numbers(_ partitions: [KafkaTopicPartition]) -> String {
+    partitions.map { String($0.partition) }.joined(separator: ",")
+}
+
+/// Waits until two consumers hold disjoint, non-empty shares of all `count` partitions.
+private func waitForSplit(_ a: KafkaConsumer, _ b: KafkaConsumer, count: Int) async throws -> Bool {
+    try await eventually(within: .seconds(15)) {
+        let first = try a.assignment()
+        let second = try b.assignment()
+        return !first.isEmpty && !second.isEmpty && first.count + second.count == count
+            && Set(first).isDisjoint(with: second)
+    }
+}
+
+@Suite("KafkaConsumer rebalancing")
+struct KafkaRebalanceTests {
+    @Test(
+        "two consumers split the partitions; the first sees the protocol's revoke/assign sequence",
+        arguments: [KafkaConsumerConfiguration.AssignmentStrategy.range, .cooperativeSticky]
+    )
+    func twoConsumersSplitPartitions(strategy: KafkaConsumerConfiguration.AssignmentStrategy) async throws {
+        let cluster = try startCluster(topic: "in", partitions: 4)
+        let configuration = testConsumerConfiguration(cluster, group: "g", strategy: strategy)
+        let eventsA = Recorder<String>()
+        let eventsB = Recorder<String>()
+        let a = try KafkaConsumer(configuration: configuration) { eventsA.append(describe($0)) }
+        try a.subscribe(topics: ["in"])
+        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 4 })
+
+        let b = try KafkaConsumer(configuration: configuration) { eventsB.append(describe($0)) }
+        try b.subscribe(topics: ["in"])
+        #expect(try await waitForSplit(a, b, count: 4))
+        let finalA = numbers(try a.assignment())
+        let finalB = numbers(try b.assignment())
+
+        if strategy == .cooperativeSticky {
+            // Incremental: A gives up only what moves to B and keeps the rest throughout.
+            #expect(eventsA.all == ["assigned 0,1,2,3", "revoked \(finalB)"])
+        } else {
+            // Eager: A gives up everything, then gets its new share.
+            #expect(eventsA.all == ["assigned 0,1,2,3", "revoked 0,1,2,3", "assigned \(finalA)"])
+        }
+        #expect(eventsB.all == ["assigned \(finalB)"])
+        try await a.close()
+        try await b.close()
+    }
+
+    @Test("offsets stored in the revoke handler are committed before the partitions move")
+    func revokeHandlerStoresAndCommitsBeforeRelease() async throws {
+        let cluster = try startCluster(topic: "in", partitions: 4)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 40, partitions: 4)  // offsets 0...9 in each
+        var configuration = testConsumerConfiguration(cluster, group: "g")
+        configuration.enableAutoCommit = false  // so only the revoke path commits
+
+        let nextOffsets = Mutex<[KafkaTopicPartition: Int64]>([:])
+        let revokedByA = Recorder<KafkaTopicPartition>()
+        let holder = Mutex<KafkaConsumer?>(nil)
+        let a = try KafkaConsumer(configuration: configuration) { event in
+            guard case .revoked(let revocation) = event, let consumer = holder.withLock({ $0 }) else { return }
+            let finished = nextOffsets.withLock { $0 }
+            for partition in revocation.partitions {
+                revokedByA.append(partition)
+                if let next = finished[partition] {
+                    try? consumer.storeOffset(topic: partition.topic, partition: partition.partition, nextOffset: next)
+                }
+            }
+        }
+        holder.withLock { $0 = a }
+        try a.subscribe(topics: ["in"])
+        for message in try await receive(40, from: a, within: .seconds(15)) {
+            nextOffsets.withLock { $0[message.topicPartition] = message.offset + 1 }
+        }
+        #expect(nextOffsets.withLock { $0.count } == 4)
+
+        let b = try KafkaConsumer(configuration: configuration)
+        try b.subscribe(topics: ["in"])
+        #expect(try await waitForSplit(a, b, count: 4))
+        let moved = revokedByA.all
+        #expect(Set(moved) == Set(try b.assignment()))
+
+        let committed = try await KafkaCommittedOffsets.read(
+            groupID: "g", partitions: (0..<4).map { KafkaTopicPartition(topic: "in", partition: $0) },
+            configuration: configuration.client
+        )
+        #expect(committed == Dictionary(uniqueKeysWithValues: moved.map { ($0, 10) }))
+
+        // B starts where A left off: it sees only the records written after the handover.
+        try await produce(producer, topic: "in", count: 8, partitions: 4, prefix: "late")
+        let atB = try await receive(4, from: b, within: .seconds(10))
+        #expect(atB.count == 4)
+        #expect(atB.allSatisfy { $0.valueString.hasPrefix("late") && $0.offset >= 10 })
+        try await producer.close(timeout: .seconds(5))
+        try await a.close()
+        try await b.close()
+    }
+
+    @Test("a revoke handler that overruns the deadline does not hold the partitions")
+    func revokeDeadlineIsEnforced() async throws {
+        let cluster = try startCluster(topic: "in", partitions: 2)
+        var configuration = testConsumerConfiguration(cluster, group: "g")
+        configuration.rebalanceDeadline = .milliseconds(500)
+        let errors = Recorder<KafkaError>()
+        let a = try KafkaConsumer(
+            configuration: configuration,
+            rebalanceHandler: { event in
+                if case .revoked = event { try? await Task.sleep(for: .seconds(30)) }
+            },
+            eventHandler: { event in if case .error(let error) = event { errors.append(error) } }
+        )
+        try a.subscribe(topics: ["in"])
+        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 2 })
+        let b = try KafkaConsumer(configuration: configuration)
+        try b.subscribe(topics: ["in"])
+        #expect(try await waitForSplit(a, b, count: 2))
+        #expect(errors.all.contains { $0.code == .timeout })
+        try await b.close()
+    }
+
+    @Test("a consumer whose reader stalls still gives up partitions in a rebalance")
+    func stalledReaderDoesNotBlockRebalance() async throws {
+        let cluster = try startCluster(topic: "in", partitions: 2)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 100, partitions: 2)
+        try await producer.close(timeout: .seconds(5))
+        var configuration = testConsumerConfiguration(cluster, group: "g")
+        configuration.bufferCapacity = 4
+        configuration.stallTimeout = .milliseconds(200)
+        let stalled = try KafkaConsumer(configuration: configuration)
+        try stalled.subscribe(topics: ["in"])
+        #expect(await eventually(within: .seconds(10)) { stalled.bufferedMessageCount == 4 })
+
+        let reader = try KafkaConsumer(configuration: configuration)
+        try reader.subscribe(topics: ["in"])
+        #expect(try await waitForSplit(stalled, reader, count: 2))
+        // The partition that moved arrives complete at the new owner, since nothing was stored for it.
+        let moved = try #require(try reader.assignment().first)
+        let received = try await receive(50, from: reader, within: .seconds(10))
+        #expect(received.map(\.offset) == Array(0..<50))
+        #expect(received.allSatisfy { $0.topicPartition == moved })
+        #expect(stalled.bufferedMessageCount <= 4)
+        try await stalled.close()
+        try await reader.close()
+    }
+
+    @Test("close leaves the group: the final revoke is surfaced, the stream ends, the other member takes over")
+    func closeLeavesGroupCleanly() async throws {
+        let cluster = try startCluster(topic: "in", partitions: 4)
+        let configuration = testConsumerConfiguration(cluster, group: "g")
+        let eventsA = Recorder<String>()
+        let a = try KafkaConsumer(configuration: configuration) { eventsA.append(describe($0)) }
+        try a.subscribe(topics: ["in"])
+        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 4 })
+        let b = try KafkaConsumer(configuration: configuration)
+        try b.subscribe(topics: ["in"])
+        #expect(try await waitForSplit(a, b, count: 4))
+        let keptByA = numbers(try a.assignment())
+
+        let reader = Task { () -> Int in
+            var count = 0
+            for try await _ in a.messages { count += 1 }
+            return count
+        }
+        try await a.close()
+        #expect(eventsA.all.last == "revoked \(keptByA)")
+        #expect(try await reader.value == 0)  // the stream ended
+        #expect(try await eventually(within: .seconds(10)) { try b.assignment().count == 4 })
+        try await b.close()
+    }
+}
