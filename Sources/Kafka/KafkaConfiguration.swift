@@ -49,13 +49,23 @@ public struct KafkaConfiguration: Sendable {
 }
 
 /// Replaces the values of secret properties wherever they appear in text from librdkafka.
+///
+/// librdkafka sometimes quotes only part of a value (for example the unrecognised rest of
+/// `sasl.oauthbearer.config`), so compound values are also redacted piece by piece.
 struct SecretRedactor: Sendable {
     private let secrets: [String]
 
     init(properties: [(String, String)]) {
+        var secrets: Set<String> = []
+        for (name, value) in properties where KafkaConfiguration.isSecret(name) {
+            if value.count >= 3 { secrets.insert(value) }
+            let separators: Set<Character> = [" ", "\t", "\n", "=", ",", ";", ":", "\"", "'"]
+            for piece in value.split(whereSeparator: { separators.contains($0) }) where piece.count >= 4 {
+                secrets.insert(String(piece))
+            }
+        }
         // Longest first, so a secret that contains another is replaced whole.
-        secrets = properties.filter { KafkaConfiguration.isSecret($0.0) && $0.1.count >= 3 }
-            .map(\.1).sorted { $0.count > $1.count }
+        self.secrets = secrets.sorted { $0.count > $1.count }
     }
 
     func redact(_ text: String) -> String {
