@@ -261,7 +261,8 @@ public final class KafkaConsumer: Sendable {
             } else if response != RD_KAFKA_RESP_ERR__PARTITION_EOF {
                 var context = String(cString: rd_kafka_message_errstr(message))
                 if let topic = message.pointee.rkt {
-                    context = "\(String(cString: rd_kafka_topic_name(topic)))[\(message.pointee.partition)]: " + context
+                    let name = String(cString: rd_kafka_topic_name(topic))
+                    context = "\(name)[\(message.pointee.partition)]: " + context
                 }
                 core.eventHandler?(.error(KafkaError(.client, client.callbacks.redactor.redact(context),
                                                      response: response)))

@@ -332,7 +332,9 @@ final class ConsumerCore: Sendable {
             }
         }
         if cooperative {
-            if let error = rd_kafka_incremental_unassign(rk, list) { report(.rebalance, "incremental unassign", error) }
+            if let error = rd_kafka_incremental_unassign(rk, list) {
+                report(.rebalance, "incremental unassign", error)
+            }
         } else {
             let response = rd_kafka_assign(rk, nil)
             if response != RD_KAFKA_RESP_ERR_NO_ERROR {

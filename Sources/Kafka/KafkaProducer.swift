@@ -200,7 +200,9 @@ private func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPoi
     guard let bytes else { return body(nil) }
     if bytes.isEmpty {
         // An empty key or value is not the same as none: pass a valid pointer with size 0.
-        return withUnsafeTemporaryAllocation(byteCount: 1, alignment: 1) { body(UnsafeRawBufferPointer(start: $0.baseAddress, count: 0)) }
+        return withUnsafeTemporaryAllocation(byteCount: 1, alignment: 1) { storage in
+            body(UnsafeRawBufferPointer(start: storage.baseAddress, count: 0))
+        }
     }
     return bytes.withUnsafeBytes { body($0) }
 }
@@ -221,7 +223,9 @@ private final class CHeaderCopies {
             _ = UnsafeMutableBufferPointer(start: name, count: utf8.count).initialize(from: utf8)
             guard let bytes = header.value else { return Header(name: name, value: nil, size: 0) }
             let value = UnsafeMutableRawPointer.allocate(byteCount: max(1, bytes.count), alignment: 1)
-            bytes.withUnsafeBytes { value.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(value), byteCount: $0.count) }
+            bytes.withUnsafeBytes { source in
+                value.copyMemory(from: source.baseAddress ?? UnsafeRawPointer(value), byteCount: source.count)
+            }
             return Header(name: name, value: value, size: bytes.count)
         }
     }

@@ -45,11 +45,15 @@ public final class MockKafkaCluster: Sendable {
         let (client, reason) = withErrorBuffer { buffer, size in rd_kafka_new(RD_KAFKA_PRODUCER, conf, buffer, size) }
         guard let client else {
             rd_kafka_conf_destroy(conf)
-            throw KafkaError(code: .mockCluster, message: "could not create the mock cluster's client handle: \(reason)")
+            throw KafkaError(
+                code: .mockCluster, message: "could not create the mock cluster's client handle: \(reason)"
+            )
         }
         guard let cluster = rd_kafka_mock_cluster_new(client, Int32(brokers)) else {
             rd_kafka_destroy(client)
-            throw KafkaError(code: .mockCluster, message: "librdkafka could not start a mock cluster of \(brokers) brokers")
+            throw KafkaError(
+                code: .mockCluster, message: "librdkafka could not start a mock cluster of \(brokers) brokers"
+            )
         }
         bootstrapServers = String(cString: rd_kafka_mock_cluster_bootstraps(cluster))
         brokerCount = brokers
@@ -60,7 +64,9 @@ public final class MockKafkaCluster: Sendable {
     /// (at most the broker count). Leaders are spread over the brokers.
     public func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1) throws(KafkaError) {
         guard partitions >= 1 else {
-            throw KafkaError(code: .mockCluster, message: "topic '\(name)' needs at least 1 partition, got \(partitions)")
+            throw KafkaError(
+                code: .mockCluster, message: "topic '\(name)' needs at least 1 partition, got \(partitions)"
+            )
         }
         guard (1...brokerCount).contains(replicationFactor) else {
             throw KafkaError(

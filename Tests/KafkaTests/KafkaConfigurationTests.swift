@@ -35,7 +35,8 @@ struct KafkaConfigurationTests {
 
     @Test("the producer is idempotent by default")
     func producerDefaults() {
-        let applied = Dictionary(producerConfiguration([:]).librdkafkaProperties(), uniquingKeysWith: { _, last in last })
+        let properties = producerConfiguration([:]).librdkafkaProperties()
+        let applied = Dictionary(properties, uniquingKeysWith: { _, last in last })
         #expect(applied["enable.idempotence"] == "true")
     }
 
@@ -86,7 +87,9 @@ struct KafkaConfigurationTests {
                 }
             }
         )
-        #expect(await eventually(within: .seconds(5)) { events.all.contains { $0.contains("sasl.oauthbearer.config") } })
+        #expect(await eventually(within: .seconds(5)) {
+            events.all.contains { $0.contains("sasl.oauthbearer.config") }
+        })
         #expect(events.all.contains { $0.contains("[redacted]") })
         #expect(!events.all.contains { $0.contains("hunter2") })
         try? await producer.close(timeout: .milliseconds(100))

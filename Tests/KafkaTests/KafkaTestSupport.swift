@@ -6,7 +6,8 @@ import Testing
 
 /// Group timings short enough for the mock cluster to rebalance in about a second.
 func testConsumerConfiguration(
-    _ cluster: MockKafkaCluster, group: String, strategy: KafkaConsumerConfiguration.AssignmentStrategy = .cooperativeSticky
+    _ cluster: MockKafkaCluster, group: String,
+    strategy: KafkaConsumerConfiguration.AssignmentStrategy = .cooperativeSticky
 ) -> KafkaConsumerConfiguration {
     var configuration = KafkaConsumerConfiguration(
         client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, clientID: "kafka-tests"),

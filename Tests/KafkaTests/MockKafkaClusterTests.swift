@@ -19,7 +19,9 @@ struct MockKafkaClusterTests {
     @Test("bad arguments are rejected with what would be right")
     func badArgumentsAreExplained() throws {
         let cluster = try MockKafkaCluster(brokers: 2)
-        let replication = #expect(throws: KafkaError.self) { try cluster.createTopic("t", partitions: 3, replicationFactor: 3) }
+        let replication = #expect(throws: KafkaError.self) {
+            try cluster.createTopic("t", partitions: 3, replicationFactor: 3)
+        }
         #expect(replication?.message.contains("1...2") == true)
         let partitions = #expect(throws: KafkaError.self) { try cluster.createTopic("t", partitions: 0) }
         #expect(partitions?.message.contains("at least 1 partition") == true)

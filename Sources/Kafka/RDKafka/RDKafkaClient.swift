@@ -83,11 +83,15 @@ final class RDKafkaClient: @unchecked Sendable {
     }
 
     /// Builds an `rd_kafka_conf_t`; the caller owns the result.
-    static func makeConf(properties: [(String, String)], redactor: SecretRedactor) throws(KafkaError) -> OpaquePointer {
+    static func makeConf(
+        properties: [(String, String)], redactor: SecretRedactor
+    ) throws(KafkaError) -> OpaquePointer {
         let conf = rd_kafka_conf_new()!
         var rejected: [String] = []
         for (name, value) in properties {
-            let (result, reason) = withErrorBuffer { buffer, size in rd_kafka_conf_set(conf, name, value, buffer, size) }
+            let (result, reason) = withErrorBuffer { buffer, size in
+                rd_kafka_conf_set(conf, name, value, buffer, size)
+            }
             guard result != RD_KAFKA_CONF_OK else { continue }
             let shown = KafkaConfiguration.isSecret(name) ? "(value hidden)" : "\"\(value)\""
             rejected.append("property '\(name)' = \(shown): \(redactor.redact(reason))")

@@ -43,7 +43,9 @@ final class RDKafkaTopicPartitionList {
         return (0..<count).map { index in
             let element = elements[index]
             return RDKafkaPartitionEntry(
-                topicPartition: KafkaTopicPartition(topic: String(cString: element.topic), partition: element.partition),
+                topicPartition: KafkaTopicPartition(
+                    topic: String(cString: element.topic), partition: element.partition
+                ),
                 offset: element.offset, error: element.err
             )
         }

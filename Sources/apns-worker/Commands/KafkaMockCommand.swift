@@ -59,7 +59,9 @@ struct KafkaMockCommand: Command {
                     + "of a-z, A-Z, 0-9, '.', '_' and '-'")
             }
             guard (1...10_000).contains(partitions) else {
-                throw UsageError(message: "--topics entry '\(entry)': partitions must be 1 to 10000, got \(partitions)")
+                throw UsageError(
+                    message: "--topics entry '\(entry)': partitions must be 1 to 10000, got \(partitions)"
+                )
             }
             guard !topics.contains(where: { $0.name == name }) else {
                 throw UsageError(message: "--topics names '\(name)' more than once")
