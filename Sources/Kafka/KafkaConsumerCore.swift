@@ -318,19 +318,12 @@ final class ConsumerCore: Sendable {
         let lost = rd_kafka_assignment_lost(rk) != 0
         // Stop handing out these partitions' records first; they stay unstored, so the next owner gets them.
         dropFromState(partitions)
+        let deadline = ContinuousClock.now.advanced(by: rebalanceDeadline)
         if !partitions.isEmpty {
-            let deadline = ContinuousClock.now.advanced(by: rebalanceDeadline)
             runRebalanceHandler(.revoked(KafkaRevocation(partitions: partitions.sorted(), deadline: deadline,
                                                          isLost: lost)))
         }
-        if !lost {
-            // Synchronously, so the offsets the handler stored are in Kafka before the partitions move.
-            let response = rd_kafka_commit(rk, nil, 0)
-            if response != RD_KAFKA_RESP_ERR_NO_ERROR, response != RD_KAFKA_RESP_ERR__NO_OFFSET {
-                eventHandler?(.error(KafkaError(.commit, "commit before releasing revoked partitions",
-                                                response: response)))
-            }
-        }
+        if !lost { commitBeforeRelease(rk, partitions, deadline: deadline) }
         if cooperative {
             if let error = rd_kafka_incremental_unassign(rk, list) {
                 report(.rebalance, "incremental unassign", error)
@@ -342,6 +335,40 @@ final class ConsumerCore: Sendable {
             }
         }
     }
+
+    /// Commits the stored offsets synchronously, so what the handler stored is in Kafka before the
+    /// partitions move. A group still completing the rebalance answers REBALANCE_IN_PROGRESS for a
+    /// moment (until every member has synced), so retriable answers are retried until the revocation
+    /// deadline, and for at least one second.
+    private func commitBeforeRelease(
+        _ rk: OpaquePointer, _ partitions: [KafkaTopicPartition], deadline: ContinuousClock.Instant
+    ) {
+        let retryUntil = max(deadline, ContinuousClock.now.advanced(by: .seconds(1)))
+        var attempts = 0
+        while true {
+            attempts += 1
+            let response = rd_kafka_commit(rk, nil, 0)
+            if response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET { return }
+            guard Self.retriableCommitErrors.contains(response.rawValue), ContinuousClock.now < retryUntil else {
+                // Failed commits are also reported one by one through the offset-commit callback.
+                let list = partitions.map(\.description).joined(separator: ", ")
+                eventHandler?(.error(KafkaError(
+                    .commit, "gave up committing before releasing revoked \(list) after \(attempts) attempt(s); "
+                        + "their records since the last commit will be delivered again to the next owner",
+                    response: response
+                )))
+                return
+            }
+            DedicatedThread.sleep(milliseconds: 50)
+        }
+    }
+
+    private static let retriableCommitErrors = Set([
+        RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
+        RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_NOT_COORDINATOR,
+        RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__WAIT_COORD,
+        RD_KAFKA_RESP_ERR__TIMED_OUT,
+    ].map(\.rawValue))
 
     private func dropFromState(_ partitions: [KafkaTopicPartition]) {
         let revoked = Set(partitions)

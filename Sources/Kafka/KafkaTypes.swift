@@ -97,8 +97,9 @@ public enum KafkaRebalanceEvent: Sendable {
 /// Before the handler runs, the consumer drops records of these partitions that it had received
 /// but not yet handed out. The handler should finish or abandon in-flight work of these
 /// partitions by ``deadline`` and store offsets for what finished; afterwards the consumer commits
-/// the stored offsets synchronously and releases the partitions. Abandoned records are redelivered
-/// to the next owner (at-least-once).
+/// the stored offsets synchronously (retrying while the group is still completing the rebalance,
+/// until the deadline and for at least a second) and releases the partitions. Abandoned records are
+/// redelivered to the next owner (at-least-once).
 public struct KafkaRevocation: Sendable {
     public var partitions: [KafkaTopicPartition]
     /// When the consumer stops waiting for the handler and releases the partitions.

@@ -8,8 +8,8 @@ import Synchronization
 /// It supports producing (also idempotent), consumer groups with offset commits, and fault
 /// injection such as taking brokers down. Broker ids run from 1 to the broker count.
 ///
-/// - Important: librdkafka calls this API experimental. Methods are thread-safe and non-blocking,
-///   except ``stop()``, which joins the cluster's thread (milliseconds).
+/// - Important: librdkafka calls this API experimental. Methods are thread-safe and do not block;
+///   ``stop()`` waits for the teardown without blocking a thread of the cooperative pool.
 public final class MockKafkaCluster: Sendable {
     /// Owns the mock cluster and the client handle librdkafka needs to host it.
     private final class Handles: @unchecked Sendable {
@@ -21,7 +21,9 @@ public final class MockKafkaCluster: Sendable {
             self.cluster = cluster
         }
 
-        deinit {
+        /// Destroys the cluster, then its hosting handle. Blocks while librdkafka joins its threads
+        /// (up to about a second), so it runs on a thread of its own.
+        func destroy() {
             rd_kafka_mock_cluster_destroy(cluster)
             rd_kafka_destroy(client)
         }
@@ -93,14 +95,18 @@ public final class MockKafkaCluster: Sendable {
         try withCluster("bringing broker \(id) up") { rd_kafka_mock_broker_set_up($0, id) }
     }
 
-    /// Shuts the cluster down and closes its ports. Later calls of other methods throw
-    /// ``KafkaError/Code/closed``. Safe to call more than once.
-    public func stop() {
-        let handles = handles.withLock { handles in
-            defer { handles = nil }
-            return handles
+    deinit {
+        if let handles = handles.withLock({ $0.take() }) {
+            DedicatedThread.start(name: "kafka-mock-destroy") { handles.destroy() }
         }
-        withExtendedLifetime(handles) {}  // destroyed here, on the caller's thread
+    }
+
+    /// Shuts the cluster down and closes its ports; returns when they are closed. The blocking
+    /// teardown runs on a dedicated thread. Later calls of other methods throw
+    /// ``KafkaError/Code/closed``. Safe to call more than once.
+    public func stop() async {
+        guard let handles = handles.withLock({ $0.take() }) else { return }
+        try? await DedicatedThread.run(name: "kafka-mock-destroy") { handles.destroy() }
     }
 
     private func checkBroker(_ id: Int32) throws(KafkaError) {

@@ -66,6 +66,12 @@ struct KafkaRebalanceTests {
         #expect(try await waitForSplit(a, b, count: 4))
         let finalA = numbers(try a.assignment())
         let finalB = numbers(try b.assignment())
+        // The handlers run just after librdkafka applied the assignment; wait until both reported it.
+        let settled = await eventually(within: .seconds(5)) {
+            eventsB.all.last == "assigned \(finalB)"
+                && eventsA.all.last == (strategy == .cooperativeSticky ? "revoked \(finalB)" : "assigned \(finalA)")
+        }
+        #expect(settled, "A: \(eventsA.all), B: \(eventsB.all)")
 
         if strategy == .cooperativeSticky {
             // Incremental: A gives up only what moves to B and keeps the rest throughout.
@@ -92,8 +98,9 @@ struct KafkaRebalanceTests {
 
         let nextOffsets = Mutex<[KafkaTopicPartition: Int64]>([:])
         let revokedByA = Recorder<KafkaTopicPartition>()
+        let errorsAtA = Recorder<KafkaError>()
         let holder = Mutex<KafkaConsumer?>(nil)
-        let a = try KafkaConsumer(configuration: configuration) { event in
+        let a = try KafkaConsumer(configuration: configuration, rebalanceHandler: { event in
             guard case .revoked(let revocation) = event, let consumer = holder.withLock({ $0 }) else { return }
             let finished = nextOffsets.withLock { $0 }
             for partition in revocation.partitions {
@@ -102,7 +109,9 @@ struct KafkaRebalanceTests {
                     try? consumer.storeOffset(topic: partition.topic, partition: partition.partition, nextOffset: next)
                 }
             }
-        }
+        }, eventHandler: { event in
+            if case .error(let error) = event { errorsAtA.append(error) }
+        })
         holder.withLock { $0 = a }
         try a.subscribe(topics: ["in"])
         for message in try await receive(40, from: a, within: .seconds(15)) {
@@ -120,13 +129,30 @@ struct KafkaRebalanceTests {
             groupID: "g", partitions: (0..<4).map { KafkaTopicPartition(topic: "in", partition: $0) },
             configuration: configuration.client
         )
-        #expect(committed == Dictionary(uniqueKeysWithValues: moved.map { ($0, 10) }))
-
-        // B starts where A left off: it sees only the records written after the handover.
         try await produce(producer, topic: "in", count: 8, partitions: 4, prefix: "late")
         let atB = try await receive(4, from: b, within: .seconds(10))
-        #expect(atB.count == 4)
-        #expect(atB.allSatisfy { $0.valueString.hasPrefix("late") && $0.offset >= 10 })
+
+        // librdkafka 2.0.2's mock coordinator refuses commits while a rebalance round is open (a real
+        // broker accepts them then). Rarely, under heavy load, another round opens just before the
+        // revoke commit; the consumer then reports that it gave up, and the partitions fall back to
+        // redelivery from the last commit. Only that exact, reported case is tolerated.
+        let gaveUp = errorsAtA.all.contains { error in
+            error.code == .commit && error.message.contains("gave up committing before releasing")
+                && ["REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION"].contains(error.librdkafkaName ?? "")
+        }
+        withKnownIssue("mock coordinator refused the revoke commit during a new rebalance round",
+                       isIntermittent: true) {
+            #expect(committed == Dictionary(uniqueKeysWithValues: moved.map { ($0, 10) }))
+            // B starts where A left off: it sees only the records written after the handover.
+            #expect(atB.count == 4)
+            #expect(atB.allSatisfy { $0.valueString.hasPrefix("late") && $0.offset >= 10 })
+        } when: {
+            gaveUp
+        }
+        if gaveUp {
+            // The fallback: B starts again from the beginning of the moved partitions.
+            #expect(atB.first?.offset == 0)
+        }
         try await producer.close(timeout: .seconds(5))
         try await a.close()
         try await b.close()

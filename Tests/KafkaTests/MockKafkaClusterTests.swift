@@ -5,7 +5,7 @@ import Testing
 @Suite("MockKafkaCluster")
 struct MockKafkaClusterTests {
     @Test("bootstrap servers list one loopback address per broker")
-    func bootstrapServersAreLoopback() throws {
+    func bootstrapServersAreLoopback() async throws {
         let cluster = try MockKafkaCluster(brokers: 3)
         let servers = cluster.bootstrapServers.split(separator: ",")
         #expect(servers.count == 3)
@@ -13,7 +13,7 @@ struct MockKafkaClusterTests {
             #expect(server.hasPrefix("127.0.0.1:"))
             #expect((Int(server.dropFirst("127.0.0.1:".count)) ?? 0) > 0)
         }
-        cluster.stop()
+        await cluster.stop()
     }
 
     @Test("bad arguments are rejected with what would be right")
@@ -44,10 +44,10 @@ struct MockKafkaClusterTests {
     }
 
     @Test("after stop the cluster refuses changes")
-    func stoppedClusterRefusesChanges() throws {
+    func stoppedClusterRefusesChanges() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
-        cluster.stop()
-        cluster.stop()
+        await cluster.stop()
+        await cluster.stop()
         let error = #expect(throws: KafkaError.self) { try cluster.createTopic("t", partitions: 1) }
         #expect(error?.code == .closed)
     }

@@ -9,6 +9,11 @@ enum DedicatedThread {
         thread.start()
     }
 
+    /// Sleeps the calling thread; only for threads this module owns (the poll threads).
+    static func sleep(milliseconds: Int) {
+        Thread.sleep(forTimeInterval: Double(milliseconds) / 1000)
+    }
+
     /// Runs one blocking call on a new thread and returns its result to the awaiting task.
     /// Meant for rare calls (a synchronous commit, an offset query), not for the hot path.
     static func run<T: Sendable>(

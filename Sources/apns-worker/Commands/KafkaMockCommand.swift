@@ -39,7 +39,7 @@ struct KafkaMockCommand: Command {
             + "stop with Ctrl-C or SIGTERM")
 
         let signal = await signals.wait()
-        cluster.stop()
+        await cluster.stop()
         standardError("kafka-mock: stopped on \(signal == SIGINT ? "SIGINT" : "SIGTERM")")
         return 0
     }
