@@ -139,6 +139,12 @@ public final class KafkaProducer: Sendable {
     /// Records enqueued or in flight, not yet reported (`rd_kafka_outq_len`).
     public var queuedMessageCount: Int { Int(rd_kafka_outq_len(client.handle)) }
 
+    /// For tests of fatal-error handling: makes librdkafka raise a fabricated fatal error
+    /// (`rd_kafka_test_fatal_error`), reported like a real one.
+    func raiseFatalErrorForTesting(reason: String) {
+        rd_kafka_test_fatal_error(client.handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
+    }
+
     /// Calls `rd_kafka_produceva`; returns its error, if any. Key, value and headers are copied.
     private static func produce(
         _ rk: OpaquePointer, topic: String, partition: Int32, key: [UInt8]?, value: [UInt8]?,

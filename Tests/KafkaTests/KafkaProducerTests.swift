@@ -1,6 +1,6 @@
 // The idempotent producer against the mock cluster: delivery reports, the callback API, flush,
 // close, and a broker outage that loses nothing.
-import Kafka
+@testable import Kafka
 import Testing
 
 @Suite("KafkaProducer")
@@ -68,6 +68,30 @@ struct KafkaProducerTests {
         #expect(values.count == 400)
         #expect(values.contains("before0") && values.contains("during299"))
         try await consumer.close()
+    }
+
+    @Test("a fatal error is reported once, kept in fatalError, and fails every later send")
+    func fatalErrorStopsTheProducer() async throws {
+        let cluster = try startCluster(topic: "out", partitions: 1)
+        let fatals = Recorder<KafkaError>()
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster)) { event in
+            if case .fatal(let error) = event { fatals.append(error) }
+        }
+        _ = try await producer.send(topic: "out", key: nil, value: [1])
+        #expect(producer.fatalError == nil)
+
+        producer.raiseFatalErrorForTesting(reason: "sequence gap")
+        #expect(await eventually(within: .seconds(5)) { !fatals.all.isEmpty })
+        #expect(fatals.all.count == 1)
+        let fatal = try #require(producer.fatalError)
+        #expect(fatal.code == .fatal)
+        #expect(fatal.librdkafkaName == "OUT_OF_ORDER_SEQUENCE_NUMBER")
+        #expect(fatal.message.contains("sequence gap"))
+        let error = await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(topic: "out", key: nil, value: [2])
+        }
+        #expect(error?.code == .fatal)
+        try? await producer.close(timeout: .seconds(1))
     }
 
     @Test("send after close fails with .closed")
