@@ -95,7 +95,8 @@ public final class KafkaConsumer: Sendable {
     // MARK: Subscription and records
 
     /// Subscribes to `topics` (replacing any earlier subscription); the group assigns partitions.
-    /// Non-blocking; assignments arrive through the rebalance handler.
+    /// Returns at once (it waits only for librdkafka's main thread, no network I/O); assignments
+    /// arrive through the rebalance handler.
     public func subscribe(topics: [String]) throws(KafkaError) {
         let list = RDKafkaTopicPartitionList(
             topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) }
@@ -113,7 +114,8 @@ public final class KafkaConsumer: Sendable {
     /// How many received records wait in the hand-off (at most `bufferCapacity`, see ``KafkaConsumer``).
     public var bufferedMessageCount: Int { core.bufferedCount }
 
-    /// The partitions currently assigned to this consumer, as librdkafka sees them.
+    /// The partitions currently assigned to this consumer, as librdkafka sees them. Waits only for
+    /// librdkafka's main thread (microseconds), no network I/O.
     public func assignment() throws(KafkaError) -> [KafkaTopicPartition] {
         var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
         let response = rd_kafka_assignment(client.handle, &list)

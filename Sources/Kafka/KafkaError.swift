@@ -10,17 +10,16 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible, Equatable {
     /// What kind of failure this is.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: String, Sendable {
-            case invalidConfiguration, clientCreation, subscription, rebalance, partitionState
+            case invalidConfiguration, subscription, rebalance, partitionState
             case offsetStore, commit, produce, queueFull, delivery, fatal, timeout, closed
             case query, mockCluster, client
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
 
-        /// A configuration property was rejected, or the combination of properties is invalid.
+        /// A configuration property was rejected, or librdkafka refused to create a client from the
+        /// properties (an impossible combination, an unreadable key or certificate, ...).
         public static let invalidConfiguration = Code(.invalidConfiguration)
-        /// librdkafka could not create the client for another reason.
-        public static let clientCreation = Code(.clientCreation)
         /// Subscribing to topics failed.
         public static let subscription = Code(.subscription)
         /// Applying a rebalance (assign / unassign) failed.

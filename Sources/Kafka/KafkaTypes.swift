@@ -43,6 +43,11 @@ public struct KafkaTimestamp: Hashable, Sendable {
     }
     public var millisecondsSince1970: Int64
     public var kind: Kind
+
+    public init(millisecondsSince1970: Int64, kind: Kind) {
+        self.millisecondsSince1970 = millisecondsSince1970
+        self.kind = kind
+    }
 }
 
 /// A record received by a ``KafkaConsumer``.
@@ -58,6 +63,20 @@ public struct KafkaConsumerMessage: Sendable {
     public var timestamp: KafkaTimestamp?
 
     public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
+
+    /// For test doubles of a record source; the consumer makes these from what it receives.
+    public init(
+        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
+        headers: [KafkaHeader] = [], timestamp: KafkaTimestamp? = nil
+    ) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestamp = timestamp
+    }
 }
 
 /// Where a produced record landed.
@@ -67,6 +86,12 @@ public struct KafkaDeliveryReport: Hashable, Sendable {
     /// The record's offset, or `nil` when librdkafka does not know it (this can happen for
     /// records that were retried by the idempotent producer; the record is still stored once).
     public var offset: Int64?
+
+    public init(topic: String, partition: Int32, offset: Int64?) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+    }
 }
 
 /// How far a consumer is behind in one partition, from librdkafka's local view (no broker call).
