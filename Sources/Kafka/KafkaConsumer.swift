@@ -62,19 +62,7 @@ public final class KafkaConsumer: Sendable {
         let callbacks = RDKafkaCallbacks(
             eventHandler: eventHandler, redactor: SecretRedactor(properties: properties),
             onFatal: { [core] error in core.fail(error) },
-            onRebalance: { [core] rk, code, list in core.rebalance(rk, code, list) },
-            onCommit: { code, offsets in
-                guard code != RD_KAFKA_RESP_ERR_NO_ERROR, code != RD_KAFKA_RESP_ERR__NO_OFFSET else {
-                    // A commit may still fail per partition.
-                    if let offsets, let failed = RDKafkaTopicPartitionList.entries(of: offsets)
-                        .first(where: { $0.error != RD_KAFKA_RESP_ERR_NO_ERROR }) {
-                        eventHandler?(.error(KafkaError(.commit, "committing \(failed.topicPartition)",
-                                                        response: failed.error)))
-                    }
-                    return
-                }
-                eventHandler?(.error(KafkaError(.commit, "committing offsets", response: code)))
-            }
+            onRebalance: { [core] rk, code, list in core.rebalance(rk, code, list) }
         )
         let client = try RDKafkaClient.make(.consumer, properties: properties, callbacks: callbacks)
         // Route the main queue (errors, statistics, rebalances) through rd_kafka_consumer_poll.
@@ -175,8 +163,9 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
-    /// Starts committing the stored offsets and returns at once; a failure is reported to the
-    /// event handler as ``KafkaEvent/error(_:)`` with code ``KafkaError/Code/commit``.
+    /// Starts committing the stored offsets and returns at once. A failure (like that of a background
+    /// auto-commit) is reported to the event handler as ``KafkaEvent/error(_:)`` with code
+    /// ``KafkaError/Code/commit``.
     public func scheduleCommit() throws(KafkaError) {
         let response = rd_kafka_commit(client.handle, nil, 1)
         guard response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET else {

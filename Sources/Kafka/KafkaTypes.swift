@@ -122,9 +122,10 @@ public enum KafkaRebalanceEvent: Sendable {
 /// Before the handler runs, the consumer drops records of these partitions that it had received
 /// but not yet handed out. The handler should finish or abandon in-flight work of these
 /// partitions by ``deadline`` and store offsets for what finished; afterwards the consumer commits
-/// the stored offsets synchronously (retrying while the group is still completing the rebalance,
-/// until the deadline and for at least a second) and releases the partitions. Abandoned records are
-/// redelivered to the next owner (at-least-once).
+/// the stored offsets synchronously (with the cooperative protocol retrying while the group completes
+/// the round, until the deadline and for at least a second) and releases the partitions. Abandoned records, and finished ones
+/// whose commit failed (reported as a ``KafkaError/Code/commit`` error event), are redelivered to
+/// the next owner: at-least-once.
 public struct KafkaRevocation: Sendable {
     public var partitions: [KafkaTopicPartition]
     /// When the consumer stops waiting for the handler and releases the partitions.
@@ -149,7 +150,8 @@ public enum KafkaEvent: Sendable {
     /// A log line from librdkafka. Delivered on librdkafka's internal threads.
     case log(KafkaLogMessage)
     /// An error librdkafka reports and usually recovers from on its own (broker down, topic
-    /// unknown, commit failed). Delivered on the client's poll thread.
+    /// unknown, commit failed). Delivered on the client's poll thread, except failed background
+    /// commits, which come from librdkafka's main thread.
     case error(KafkaError)
     /// A fatal error: the client stops working and must be recreated. Delivered on the poll thread.
     case fatal(KafkaError)

@@ -8,26 +8,22 @@ final class RDKafkaCallbacks: Sendable {
     typealias RebalanceCallback = @Sendable (
         OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
     ) -> Void
-    typealias CommitCallback = @Sendable (rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?)
-        -> Void
 
     let eventHandler: KafkaEventHandler?
     let redactor: SecretRedactor
     /// Called on the poll thread when librdkafka reports a fatal error.
     let onFatal: @Sendable (KafkaError) -> Void
     let onRebalance: RebalanceCallback?
-    let onCommit: CommitCallback?
 
     init(
         eventHandler: KafkaEventHandler?, redactor: SecretRedactor,
         onFatal: @escaping @Sendable (KafkaError) -> Void = { _ in },
-        onRebalance: RebalanceCallback? = nil, onCommit: CommitCallback? = nil
+        onRebalance: RebalanceCallback? = nil
     ) {
         self.eventHandler = eventHandler
         self.redactor = redactor
         self.onFatal = onFatal
         self.onRebalance = onRebalance
-        self.onCommit = onCommit
     }
 
     func emit(_ event: KafkaEvent) { eventHandler?(event) }
@@ -114,7 +110,13 @@ final class RDKafkaClient: @unchecked Sendable {
                 level: level, facility: facility.map { String(cString: $0) } ?? "",
                 message: callbacks.redactor.redact(line.map { String(cString: $0) } ?? "")
             )
-            callbacks.emit(.log(message))
+            // Without an offset-commit callback librdkafka reports failed background (auto or
+            // scheduled) commits only as this log line; synchronous commits return their error.
+            if message.facility == "COMMITFAIL" {
+                callbacks.emit(.error(KafkaError(code: .commit, message: message.message)))
+            } else {
+                callbacks.emit(.log(message))
+            }
         }
         rd_kafka_conf_set_error_cb(conf) { rk, code, reason, opaque in
             guard let rk, let callbacks = RDKafkaCallbacks.from(opaque) else { return }
@@ -146,11 +148,6 @@ final class RDKafkaClient: @unchecked Sendable {
                 rd_kafka_conf_set_rebalance_cb(conf) { rk, code, partitions, opaque in
                     guard let rk, let partitions, let callbacks = RDKafkaCallbacks.from(opaque) else { return }
                     callbacks.onRebalance?(rk, code, partitions)
-                }
-            }
-            if callbacks.onCommit != nil {
-                rd_kafka_conf_set_offset_commit_cb(conf) { _, code, offsets, opaque in
-                    RDKafkaCallbacks.from(opaque)?.onCommit?(code, offsets)
                 }
             }
         }
