@@ -4,5 +4,6 @@ enum CommandRegistry {
         TokenCommand.self,
         CredentialsInspectCommand.self,
         SendCommand.self,
+        KafkaMockCommand.self,
     ]
 }
