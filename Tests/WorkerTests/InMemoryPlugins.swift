@@ -60,7 +60,7 @@ final class InMemoryEventSource: EventSource {
         }
     }
     func stopReceiving() { stopFlag.store(true, ordering: .relaxed) }
-    func close() throws { log.withLock { $0.closed = true } }
+    func close() async throws { log.withLock { $0.closed = true } }
 }
 
 final class InMemoryResultSink: ResultSink {
@@ -88,7 +88,7 @@ final class InMemoryResultSink: ResultSink {
         }
     }
 
-    func flush(timeout: Double) -> Bool {
+    func flush(timeout: Double) async -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while pending.load(ordering: .relaxed) > 0 && Date() < deadline { usleep(1000) }
         return pending.load(ordering: .relaxed) == 0

@@ -144,9 +144,9 @@ public final class Pipeline: SourceHandler {
         if paused { source.pause(partitions) }
     }
 
-    public func revoking(_ partitions: [TopicPartition], deadline: Double) async {
+    public func revoking(_ partitions: [TopicPartition], deadline: ContinuousClock.Instant) async {
         state.withLock { $0.revoking.formUnion(partitions) }
-        while monotonicSeconds() < deadline {
+        while ContinuousClock.now < deadline {
             let unfinished = state.withLock { state in partitions.reduce(0) { $0 + state.tracker.unfinished($1) } }
             if unfinished == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
@@ -316,8 +316,8 @@ public final class Pipeline: SourceHandler {
             try? await Task.sleep(for: .milliseconds(5))
         }
         let left = recordsInFlight
-        _ = sink.flush(timeout: max(1, deadline - monotonicSeconds()))
-        try? source.close()
+        _ = await sink.flush(timeout: max(1, deadline - monotonicSeconds()))
+        try? await source.close()
         return left
     }
 }

@@ -64,9 +64,9 @@ public protocol SourceHandler: Sendable {
     /// Partitions now owned by this worker.
     func assigned(_ partitions: [TopicPartition])
     /// Partitions about to be taken away. Returns when their in-flight records finished or the
-    /// deadline (monotonic seconds) passed, having stored what finished; the source commits after
-    /// it returns and before it releases the partitions.
-    func revoking(_ partitions: [TopicPartition], deadline: Double) async
+    /// deadline passed, having stored what finished; the source commits after it returns and
+    /// before it releases the partitions.
+    func revoking(_ partitions: [TopicPartition], deadline: ContinuousClock.Instant) async
 }
 
 /// Where records come from (Kafka in production).
@@ -79,8 +79,8 @@ public protocol EventSource: Sendable {
     func resume(_ partitions: [TopicPartition])
     /// Stops delivering records (in-flight records still finish and store their offsets).
     func stopReceiving()
-    /// Commits stored offsets synchronously and leaves the group.
-    func close() throws
+    /// Commits stored offsets and leaves the group.
+    func close() async throws
 }
 
 /// Where results go (Kafka in production). Acknowledgements arrive asynchronously.
@@ -89,7 +89,7 @@ public protocol ResultSink: Sendable {
     /// has definitively failed.
     func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void)
     /// Waits up to `timeout` seconds for every published record to be acknowledged.
-    func flush(timeout: Double) -> Bool
+    func flush(timeout: Double) async -> Bool
 }
 
 /// One attempt at delivering a notification.

@@ -1,0 +1,148 @@
+// The production edges of the pipeline on Kafka: a group consumer as the EventSource and the
+// idempotent producer as the ResultSink. Only translation lives here; Kafka semantics live in
+// the Kafka module.
+public import Kafka
+import Synchronization
+
+/// Consumes the requests topic in a consumer group and hands records to the pipeline.
+public final class KafkaEventSource: EventSource {
+    let consumer: KafkaConsumer
+    let topics: [String]
+    let reader = Mutex<Task<Void, Never>?>(nil)
+    let handlerBox = Mutex<(any SourceHandler)?>(nil)
+    /// Called with errors worth logging (a store for a partition just revoked, a failed commit).
+    let report: @Sendable (String) -> Void
+
+    /// - Parameters:
+    ///   - configuration: the consumer's settings (the worker's properties already applied).
+    ///   - report: told about non-fatal problems, for the log.
+    public init(
+        configuration: KafkaConsumerConfiguration, topics: [String], eventHandler: KafkaEventHandler? = nil,
+        report: @escaping @Sendable (String) -> Void
+    ) throws(KafkaError) {
+        let handlerBox = self.handlerBox
+        consumer = try KafkaConsumer(
+            configuration: configuration,
+            rebalanceHandler: { event in
+                guard let handler = handlerBox.withLock({ $0 }) else { return }
+                switch event {
+                case .assigned(let partitions):
+                    handler.assigned(partitions.map(TopicPartition.init))
+                case .revoked(let revocation):
+                    await handler.revoking(revocation.partitions.map(TopicPartition.init), deadline: revocation.deadline)
+                }
+            },
+            eventHandler: eventHandler)
+        self.topics = topics
+        self.report = report
+    }
+
+    public func start(handler: any SourceHandler) throws {
+        handlerBox.withLock { $0 = handler }
+        try consumer.subscribe(topics: topics)
+        let messages = consumer.messages
+        let report = self.report
+        let task = Task {
+            do {
+                for try await message in messages {
+                    handler.received(SourceRecord(message))
+                }
+            } catch {
+                report("the consumer stopped: \(error)")
+            }
+        }
+        reader.withLock { $0 = task }
+    }
+
+    public func store(_ partition: TopicPartition, nextOffset: Int64) {
+        do {
+            try consumer.storeOffset(topic: partition.topic, partition: partition.partition, nextOffset: nextOffset)
+        } catch {
+            // A partition revoked meanwhile: its next owner redoes the record (at-least-once).
+            report("offset \(nextOffset) of \(partition) not stored: \(error)")
+        }
+    }
+
+    public func pause(_ partitions: [TopicPartition]) {
+        for partition in partitions {
+            try? consumer.pause([KafkaTopicPartition(partition)])
+        }
+    }
+
+    public func resume(_ partitions: [TopicPartition]) {
+        for partition in partitions {
+            try? consumer.resume([KafkaTopicPartition(partition)])
+        }
+    }
+
+    public func stopReceiving() {
+        if let assigned = try? consumer.assignment() { try? consumer.pause(assigned) }
+        reader.withLock { $0?.cancel() }
+    }
+
+    public func close() async throws {
+        try await consumer.close()
+    }
+
+    /// Records behind the high watermark, per assigned partition.
+    public func lags() -> [(TopicPartition, Int64)] {
+        ((try? consumer.partitionLags()) ?? []).compactMap { lag in
+            guard let position = lag.position, let high = lag.highWatermark else { return nil }
+            return (TopicPartition(lag.topicPartition), max(0, high - position))
+        }
+    }
+}
+
+/// Publishes results with the idempotent producer; acknowledgements are its delivery reports.
+public final class KafkaResultSink: ResultSink {
+    let producer: KafkaProducer
+
+    public init(producer: KafkaProducer) {
+        self.producer = producer
+    }
+
+    public func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        let producer = self.producer
+        Task {
+            do {
+                try await producer.send(
+                    topic: record.topic, key: record.key, value: record.value,
+                    headers: record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }, partition: nil,
+                    onDelivery: { result in
+                        switch result {
+                        case .success: acknowledged(.success(()))
+                        case .failure(let error): acknowledged(.failure(error))
+                        }
+                    })
+            } catch {
+                acknowledged(.failure(error))
+            }
+        }
+    }
+
+    public func flush(timeout: Double) async -> Bool {
+        do {
+            try await producer.flush(timeout: .milliseconds(Int(timeout * 1000)))
+            return true
+        } catch {
+            return false
+        }
+    }
+}
+
+extension TopicPartition {
+    init(_ partition: KafkaTopicPartition) { self.init(topic: partition.topic, partition: partition.partition) }
+}
+
+extension KafkaTopicPartition {
+    init(_ partition: TopicPartition) { self.init(topic: partition.topic, partition: partition.partition) }
+}
+
+extension SourceRecord {
+    init(_ message: KafkaConsumerMessage) {
+        self.init(
+            topic: message.topic, partition: message.partition, offset: message.offset, key: message.key,
+            value: message.value, headers: message.headers.map { RecordHeader(name: $0.name, value: $0.value) },
+            timestamp: message.timestamp.map { Double($0.millisecondsSince1970) / 1000 })
+    }
+}
