@@ -9,7 +9,7 @@ public final class KafkaEventSource: EventSource {
     let consumer: KafkaConsumer
     let topics: [String]
     let reader = Mutex<Task<Void, Never>?>(nil)
-    let handlerBox = Mutex<(any SourceHandler)?>(nil)
+    let handlerSlot = HandlerSlot()
     /// Called with errors worth logging (a store for a partition just revoked, a failed commit).
     let report: @Sendable (String) -> Void
 
@@ -20,11 +20,11 @@ public final class KafkaEventSource: EventSource {
         configuration: KafkaConsumerConfiguration, topics: [String], eventHandler: KafkaEventHandler? = nil,
         report: @escaping @Sendable (String) -> Void
     ) throws(KafkaError) {
-        let handlerBox = self.handlerBox
+        let handlerSlot = self.handlerSlot
         consumer = try KafkaConsumer(
             configuration: configuration,
             rebalanceHandler: { event in
-                guard let handler = handlerBox.withLock({ $0 }) else { return }
+                guard let handler = handlerSlot.handler else { return }
                 switch event {
                 case .assigned(let partitions):
                     handler.assigned(partitions.map(TopicPartition.init))
@@ -38,7 +38,7 @@ public final class KafkaEventSource: EventSource {
     }
 
     public func start(handler: any SourceHandler) throws {
-        handlerBox.withLock { $0 = handler }
+        handlerSlot.handler = handler
         try consumer.subscribe(topics: topics)
         let messages = consumer.messages
         let report = self.report
@@ -90,6 +90,15 @@ public final class KafkaEventSource: EventSource {
             guard let position = lag.position, let high = lag.highWatermark else { return nil }
             return (TopicPartition(lag.topicPartition), max(0, high - position))
         }
+    }
+}
+
+/// The pipeline, once started; the rebalance callback exists before it does.
+final class HandlerSlot: Sendable {
+    private let slot = Mutex<(any SourceHandler)?>(nil)
+    var handler: (any SourceHandler)? {
+        get { slot.withLock { $0 } }
+        set { slot.withLock { $0 = newValue } }
     }
 }
 
