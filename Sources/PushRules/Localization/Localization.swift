@@ -1,0 +1,68 @@
+// Server-side localized strings: tables of templates per locale, chosen by the recipient's locale
+// through a fallback chain (fr-CA → fr → the default locale), read in templates with `'key' | t`.
+import APNs
+
+/// The locale tables of a rule set. Every key exists in the default locale's table (the loader
+/// checks), so a lookup that reaches the end of the chain always finds its string.
+struct Localization: Sendable {
+    /// Normalized tag (lowercase, `-` separators) of the last locale in every chain.
+    let defaultLocale: String
+    /// Tables by normalized tag.
+    let tables: [String: LocaleTable]
+
+    static let none = Localization(defaultLocale: "", tables: [:])
+
+    /// The chain for a requested locale such as `fr_CA` or `fr-CA`: each table found among
+    /// `fr-ca`, `fr`, then the default's.
+    func resolve(_ requested: String?) -> ResolvedLocale {
+        guard !tables.isEmpty else { return ResolvedLocale(tag: requested ?? "", tables: []) }
+        var chain: [LocaleTable] = []
+        if let requested, !requested.isEmpty, requested.utf8.count <= 64 {
+            var tag = Self.normalize(requested)
+            while true {
+                if let table = tables[tag], !chain.contains(where: { $0.tag == tag }) { chain.append(table) }
+                guard let dash = tag.lastIndex(of: "-") else { break }
+                tag = String(tag[..<dash])
+            }
+        }
+        if let fallback = tables[defaultLocale], !chain.contains(where: { $0.tag == defaultLocale }) {
+            chain.append(fallback)
+        }
+        return ResolvedLocale(tag: chain.first?.name ?? defaultLocale, tables: chain)
+    }
+
+    static func normalize(_ tag: String) -> String {
+        String(tag.lowercased().map { $0 == "_" ? "-" : $0 })
+    }
+}
+
+/// One locale's strings, each a compiled template.
+struct LocaleTable: Sendable {
+    /// Normalized tag, e.g. `fr-ca`.
+    let tag: String
+    /// The tag as the rules file writes it, e.g. `fr-CA`; what `{{ locale }}` renders.
+    let name: String
+    let strings: [String: Template]
+}
+
+/// The tables to search, most specific first, for one recipient.
+struct ResolvedLocale: Sendable {
+    /// The locale actually used: the most specific one that has a table (or the default).
+    let tag: String
+    let tables: [LocaleTable]
+
+    func render(key: String, context: RenderContext) throws(TemplateRenderError) -> JSONValue {
+        for table in tables {
+            if let template = table.strings[key] {
+                let value = try template.render(context)
+                if case .string = value { return value }
+                return .string(value.compactString)
+            }
+        }
+        if tables.isEmpty {
+            throw TemplateRenderError("'\(key)' | t: the rules file has no localization tables")
+        }
+        throw TemplateRenderError(
+            "'\(key)' | t: no locale in \(tables.map(\.name).joined(separator: " → ")) has this key")
+    }
+}
