@@ -39,6 +39,9 @@ struct SourceNode: Sendable {
 
     var content: Content
     var position: SourcePosition
+    /// Where the node ends (just past its last character); for scalars, used to tell whether the
+    /// text was written with escapes, so template errors can point at the exact column.
+    var end: SourcePosition
 
     /// The JSON value of this subtree (keys kept as written, scalars resolved).
     var json: JSONValue {

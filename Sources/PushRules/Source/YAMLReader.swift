@@ -67,6 +67,7 @@ private struct TreeBuilder {
 
     mutating func handle(_ event: yaml_event_t) throws(YAMLSyntaxError) {
         let position = SourcePosition(line: event.start_mark.line + 1, column: event.start_mark.column + 1)
+        let end = SourcePosition(line: event.end_mark.line + 1, column: event.end_mark.column + 1)
         switch event.type {
         case YAML_DOCUMENT_START_EVENT:
             documents += 1
@@ -86,7 +87,7 @@ private struct TreeBuilder {
             default: style = .plain
             }
             let value = try resolve(text: text, style: style, tag: tag, position: position)
-            let node = SourceNode(content: .scalar(text: text, style: style, value: value), position: position)
+            let node = SourceNode(content: .scalar(text: text, style: style, value: value), position: position, end: end)
             try add(node, anchor: scalar.anchor.map { String(cString: $0) }, size: 1)
         case YAML_SEQUENCE_START_EVENT:
             try open(position: position)
@@ -100,10 +101,10 @@ private struct TreeBuilder {
             guard let top = stack.popLast() else { return }
             switch top {
             case .sequence(let start, let anchor, let elements):
-                try add(SourceNode(content: .sequence(elements), position: start), anchor: anchor,
+                try add(SourceNode(content: .sequence(elements), position: start, end: end), anchor: anchor,
                         size: 1 + elements.count)
             case .mapping(let start, let anchor, let entries, _):
-                try add(SourceNode(content: .mapping(entries), position: start), anchor: anchor,
+                try add(SourceNode(content: .mapping(entries), position: start, end: end), anchor: anchor,
                         size: 1 + entries.count)
             }
         case YAML_ALIAS_EVENT:

@@ -180,4 +180,7 @@ struct RenderContext {
     let event: JSONValue
     var device: JSONValue
     let locale: ResolvedLocale
+    /// The event's `occurred_at` in UNIX seconds (the evaluation's `now` when the event has none),
+    /// or why it could not be read.
+    let eventTime: Result<Int64, TemplateRenderError>
 }
