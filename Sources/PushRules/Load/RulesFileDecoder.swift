@@ -97,7 +97,7 @@ struct RulesFileDecoder {
             defaultsEntry.value, "defaults", example: "defaults: {push_type: alert, ttl: 1h}")
         {
             checkKeys(entries, allowed: PushField.allNames, in: "defaults")
-            for entry in entries where PushField.allNames.contains(entry.key) {
+            for entry in entries where PushField.allNames.contains(entry.key) && entry.value.scalarValue?.isNull != true {
                 defaults[entry.key] = FieldSource(entry: entry, fromDefaults: true)
             }
             // Check the defaults on their own too, so a mistake there is found even if no rule uses it.
@@ -165,7 +165,9 @@ struct RulesFileDecoder {
             } else {
                 var fields = defaults
                 for entry in entries where PushField.allNames.contains(entry.key) {
-                    fields[entry.key] = FieldSource(entry: entry, fromDefaults: false)
+                    // `sound: null` in a rule removes the default's sound.
+                    let isNull = entry.value.scalarValue?.isNull == true
+                    fields[entry.key] = isNull ? nil : FieldSource(entry: entry, fromDefaults: false)
                 }
                 action = decodePushPlan(fields, at: element.position, checkingDefaultsOnly: false).map { .send($0) }
             }

@@ -2,5 +2,8 @@
 enum CommandRegistry {
     static let all: [any Command.Type] = [
         SendCommand.self,
+        RulesCheckCommand.self,
+        RulesRenderCommand.self,
+        RulesExplainCommand.self,
     ]
 }
