@@ -21,6 +21,8 @@ struct PushPlan: Sendable {
     let apsKeys: Set<String>
     let shorten: [ShortenPath]
     let readsDevice: Bool
+    /// True when some template reads the locale, so the event's locale chain must be resolved.
+    let readsLocale: Bool
 
     /// The parts of a request that do not depend on the device token.
     struct Rendered {
@@ -130,9 +132,16 @@ struct PushPlan: Sendable {
             }
         }
 
+        return .success(Rendered(
+            topic: topicText, priority: priority, expiration: expiration, collapseID: collapse,
+            payload: payloadValue, notes: notes))
+    }
+
+    /// Shortens the payload to the push type's limit, or says why it cannot be done.
+    func fit(_ payload: JSONValue) -> Result<PayloadFitting.Fitted, Failure> {
         var finalSize = 0
         guard let fitted = PayloadFitting.fit(
-            payloadValue, limit: pushType.payloadLimit, paths: shorten, finalByteCount: &finalSize)
+            payload, limit: pushType.payloadLimit, paths: shorten, finalByteCount: &finalSize)
         else {
             let shortened = shorten.isEmpty ? "no field to shorten (set shorten: on the rule)"
                 : "after shortening " + shorten.map(\.name).joined(separator: ", ")
@@ -141,10 +150,7 @@ struct PushPlan: Sendable {
                 ["the payload is \(finalSize) bytes, over the \(pushType.payloadLimit)-byte limit for "
                     + "\(pushType) pushes, \(shortened)"]))
         }
-        notes += fitted.notes
-        return .success(Rendered(
-            topic: topicText, priority: priority, expiration: expiration, collapseID: collapse,
-            payload: fitted.payload, notes: notes))
+        return .success(fitted)
     }
 
     private func text(_ value: JSONValue, field: String) throws(TemplateRenderError) -> String {

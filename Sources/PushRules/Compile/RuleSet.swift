@@ -2,9 +2,10 @@
 // what the worker calls per event; `explain` backs `apns-worker rules explain`.
 public import APNs
 import Foundation
+import Synchronization
 
-/// One rule, compiled.
-struct CompiledRule: Sendable {
+/// One rule, compiled. A class so that the matched rules of an event are collected without copying.
+final class CompiledRule: Sendable {
     enum Action: Sendable {
         case send(PushPlan)
         /// Matched events get a `skipped_by_rule` outcome with this reason.
@@ -16,6 +17,14 @@ struct CompiledRule: Sendable {
     let pattern: EventPattern
     let continues: Bool
     let action: Action
+
+    init(id: String, position: SourcePosition, pattern: EventPattern, continues: Bool, action: Action) {
+        self.id = id
+        self.position = position
+        self.pattern = pattern
+        self.continues = continues
+        self.action = action
+    }
 }
 
 /// A compiled rules file.
@@ -26,15 +35,23 @@ public final class RuleSet: Sendable {
     /// The file it was loaded from, as given (for messages).
     public let file: String
     let rules: [CompiledRule]
+    let index: RuleIndex
     let localization: Localization
     /// Compiled templates, for the summary.
     let templateCount: Int
+    /// Request ids: a random seed per rule set and a counter, so ids cost no system call per request.
+    private let idSeed: UInt64
+    private let idCounter = Atomic<UInt64>(0)
+    let validation = RequestValidation()
 
     init(file: String, rules: [CompiledRule], localization: Localization, templateCount: Int) {
         self.file = file
         self.rules = rules
+        self.index = RuleIndex(patterns: rules.map(\.pattern))
         self.localization = localization
         self.templateCount = templateCount
+        var generator = SystemRandomNumberGenerator()
+        self.idSeed = generator.next()
     }
 
     /// The ids of the rules, in file order.
@@ -92,7 +109,9 @@ public final class RuleSet: Sendable {
     ///   size of the event and the rules.
     public func evaluate(_ event: JSONValue, now: Int64) -> EventDecisions {
         var matched: [CompiledRule] = []
-        for rule in rules where rule.pattern.matches(event) {
+        for ruleIndex in index.candidates(for: event) {
+            let rule = rules[ruleIndex]
+            guard rule.pattern.matches(event) else { continue }
             matched.append(rule)
             if !rule.continues { break }
         }
@@ -118,22 +137,29 @@ public final class RuleSet: Sendable {
                 matchedRuleIDs: [])
         }
 
-        let context = RenderContext(
-            event: event, device: .null, locale: localization.resolve(event["recipient"]?["locale"]?.stringValue),
-            eventTime: Self.eventTime(of: event, now: now))
+        // The locale chain costs a few lookups; work it out only when a matched rule reads it.
+        let readsLocale = matched.contains { rule in
+            if case .send(let plan) = rule.action { return plan.readsLocale }
+            return false
+        }
+        let locale = readsLocale ? localization.resolve(event["recipient"]?["locale"]?.stringValue)
+            : ResolvedLocale(tag: "", tables: [])
+        let context = RenderContext(event: event, device: .null, locale: locale,
+                                    eventTime: Self.eventTime(of: event, now: now))
         let overrides = EventOverrides(event["apns"])
 
-        // Per rule, the rendering shared by all devices (nil when the rule reads `device`).
-        var shared: [Result<PushPlan.Rendered, PushPlan.Failure>?] = []
+        // Per rule, the request shared by all devices, validated once (nil when the rule reads `device`).
+        var shared: [Result<PreparedRequest, PushPlan.Failure>?] = []
         shared.reserveCapacity(matched.count)
         for rule in matched {
             if case .send(let plan) = rule.action, !plan.readsDevice {
-                shared.append(plan.render(context, overrides: overrides, now: now))
+                shared.append(prepare(plan, context, overrides, now))
             } else {
                 shared.append(nil)
             }
         }
 
+        var ids = RequestIDs(seed: idSeed, counter: idCounter.add(1, ordering: .relaxed).oldValue)
         var decisions: [PushDecision] = []
         decisions.reserveCapacity(devices.count * matched.count)
         for (deviceIndex, device) in devices.enumerated() {
@@ -144,29 +170,66 @@ public final class RuleSet: Sendable {
                     decisions.append(.skip(SkippedPush(reason: .rule, ruleID: rule.id, device: reference,
                                                        detail: reason)))
                 case .send(let plan):
-                    let rendered: Result<PushPlan.Rendered, PushPlan.Failure>
+                    let prepared: Result<PreparedRequest, PushPlan.Failure>
                     if let cached = shared[ruleIndex] {
-                        rendered = cached
+                        prepared = cached
                     } else {
                         var deviceContext = context
                         deviceContext.device = device
-                        rendered = plan.render(deviceContext, overrides: overrides, now: now)
+                        prepared = prepare(plan, deviceContext, overrides, now)
                     }
-                    decisions.append(Self.decision(rule: rule, plan: plan, rendered: rendered, device: device,
-                                                   reference: reference))
+                    decisions.append(Self.decision(rule: rule, prepared: prepared, reference: reference, ids: &ids))
                 }
             }
         }
         return EventDecisions(decisions: decisions, matchedRuleIDs: matchedIDs)
     }
 
-    private static func decision(
-        rule: CompiledRule, plan: PushPlan, rendered: Result<PushPlan.Rendered, PushPlan.Failure>,
-        device: JSONValue, reference: DeviceReference
-    ) -> PushDecision {
+    /// A request for a stand-in device, validated; each device gets a copy with its token.
+    struct PreparedRequest {
+        var request: APNsRequest
+        var notes: [String]
+    }
+
+    private static let standInToken = try! DeviceToken(bytes: [UInt8](repeating: 0, count: 32))
+
+    private func prepare(_ plan: PushPlan, _ context: RenderContext, _ overrides: EventOverrides,
+                                _ now: Int64) -> Result<PreparedRequest, PushPlan.Failure>
+    {
         let parts: PushPlan.Rendered
-        switch rendered {
+        switch plan.render(context, overrides: overrides, now: now) {
         case .success(let value): parts = value
+        case .failure(let failure): return .failure(failure)
+        }
+        var request = APNsRequest(
+            deviceToken: Self.standInToken, environment: .production, topic: parts.topic, pushType: plan.pushType,
+            priority: parts.priority, expiration: parts.expiration, collapseID: parts.collapseID,
+            apnsID: APNsID(high: 0, low: 0), payload: parts.payload)
+        var notes = parts.notes
+        // What validate() checks does not depend on the device, so once serves every device. It also
+        // measures the payload, so the common case serialises it only here.
+        var problems = validation.problems(request)
+        if problems.contains(where: { $0.code == .payloadTooLarge }) {
+            switch plan.fit(parts.payload) {
+            case .success(let fitted):
+                request.payload = fitted.payload
+                notes += fitted.notes
+                problems = validation.problems(request)
+            case .failure(let failure):
+                return .failure(failure)
+            }
+        }
+        if !problems.isEmpty { return .failure(.reject(.invalidRequest, problems.map(\.description))) }
+        return .success(PreparedRequest(request: request, notes: notes))
+    }
+
+    private static func decision(
+        rule: CompiledRule, prepared: Result<PreparedRequest, PushPlan.Failure>, reference: DeviceReference,
+        ids: inout RequestIDs
+    ) -> PushDecision {
+        let shared: PreparedRequest
+        switch prepared {
+        case .success(let value): shared = value
         case .failure(.reject(let reason, let problems)):
             return .reject(RejectedPush(reason: reason, ruleID: rule.id, device: reference, problems: problems))
         case .failure(.skip(let reason, let detail)):
@@ -176,31 +239,32 @@ public final class RuleSet: Sendable {
         var token: DeviceToken?
         var environment: APNsEnvironment?
         if let text = reference.token {
-            do { token = try DeviceToken(text) } catch { problems.append("devices[\(reference.index)].token: \(error.message)") }
+            do { token = try DeviceToken(text) } catch {
+                problems.append("devices[\(reference.index)].token: \(error.message)")
+            }
         } else {
             problems.append("devices[\(reference.index)] has no token (a hex text)")
         }
         if let text = reference.environment {
-            do { environment = try APNsEnvironment(parsing: text) } catch {
-                problems.append("devices[\(reference.index)].environment: \(error.message)")
+            switch text {
+            case "production": environment = .production
+            case "sandbox", "development": environment = .sandbox
+            default:
+                do { environment = try APNsEnvironment(parsing: text) } catch {
+                    problems.append("devices[\(reference.index)].environment: \(error.message)")
+                }
             }
         } else {
             problems.append("devices[\(reference.index)] has no environment (production or sandbox)")
         }
         guard let token, let environment else {
-            _ = device
             return .reject(RejectedPush(reason: .invalidDevice, ruleID: rule.id, device: reference, problems: problems))
         }
-        let request = APNsRequest(
-            deviceToken: token, environment: environment, topic: parts.topic, pushType: plan.pushType,
-            priority: parts.priority, expiration: parts.expiration, collapseID: parts.collapseID,
-            payload: parts.payload)
-        let invalid = request.validate()
-        if !invalid.isEmpty {
-            return .reject(RejectedPush(
-                reason: .invalidRequest, ruleID: rule.id, device: reference, problems: invalid.map(\.description)))
-        }
-        return .send(PreparedPush(ruleID: rule.id, device: reference, request: request, notes: parts.notes))
+        var request = shared.request
+        request.deviceToken = token
+        request.environment = environment
+        request.apnsID = ids.next()
+        return .send(PreparedPush(ruleID: rule.id, device: reference, request: request, notes: shared.notes))
     }
 
     /// `occurred_at` in UNIX seconds; `now` when the event has none.
@@ -228,5 +292,34 @@ public final class RuleSet: Sendable {
             if matched && !rule.continues { reached = false }
             return explanation
         }
+    }
+}
+
+/// Version 4 UUIDs for `apns-id` from SplitMix64 over a random seed and a per-event counter: unique
+/// in practice and cheap. They are placeholders in any case: the sender sets a fresh id per attempt.
+struct RequestIDs {
+    private var state: UInt64
+
+    /// Each event starts at a scrambled point of the sequence, so two events' ids never line up.
+    init(seed: UInt64, counter: UInt64) {
+        state = Self.mix(seed ^ Self.mix(counter))
+    }
+
+    private static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    private mutating func nextWord() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        return Self.mix(state)
+    }
+
+    mutating func next() -> APNsID {
+        let high = nextWord() & 0xFFFF_FFFF_FFFF_0FFF | 0x0000_0000_0000_4000
+        let low = nextWord() & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
+        return APNsID(high: high, low: low)
     }
 }

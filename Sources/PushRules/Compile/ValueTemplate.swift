@@ -25,6 +25,15 @@ indirect enum ValueTemplate: Sendable {
         }
     }
 
+    var readsLocale: Bool {
+        switch self {
+        case .constant, .eventTime: return false
+        case .template(let template, _, _): return template.readsLocale
+        case .object(let members): return members.contains { $0.value.readsLocale }
+        case .array(let elements): return elements.contains { $0.readsLocale }
+        }
+    }
+
     /// Renders the tree. Members whose template renders null (through `default(null)`) are left out.
     func render(_ context: RenderContext) throws(TemplateRenderError) -> JSONValue {
         switch self {

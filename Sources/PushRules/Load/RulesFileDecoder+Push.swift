@@ -123,7 +123,9 @@ extension RulesFileDecoder {
             pushType: pushType, app: app, topic: topic, priority: priority, ttl: ttl, collapseID: collapseID,
             payload: payload, acceptedOverrides: accepted, apsKeys: Set(aps.map(\.key)).union(
                 carried.map { $0.replacingUnderscores() }),
-            shorten: shorten, readsDevice: readsDevice)
+            shorten: shorten, readsDevice: readsDevice,
+            readsLocale: (app?.readsLocale ?? false) || (topic?.readsLocale ?? false)
+                || (collapseID?.readsLocale ?? false) || payload.readsLocale)
     }
 
     private mutating func decodePriority(_ field: FieldSource?, pushType: PushType, checkingDefaultsOnly: Bool)

@@ -32,7 +32,17 @@ struct Localization: Sendable {
     }
 
     static func normalize(_ tag: String) -> String {
-        String(tag.lowercased().map { $0 == "_" ? "-" : $0 })
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(tag.utf8.count)
+        for byte in tag.utf8 {
+            guard byte < 0x80 else { return String(tag.lowercased().map { $0 == "_" ? "-" : $0 }) }
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): bytes.append(byte + 0x20)
+            case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "-"))
+            default: bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

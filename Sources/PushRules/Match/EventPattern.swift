@@ -37,7 +37,7 @@ struct MatchCondition: Sendable {
             return false
         case .values(let tests):
             var found = false
-            if Self.anyValue(at: path[...], in: event, found: &found, where: tests) { return true }
+            if Self.anyValue(at: path, from: 0, in: event, found: &found, where: tests) { return true }
             if !found {
                 for test in tests { if case .exists(false) = test { return true } }
             }
@@ -45,22 +45,26 @@ struct MatchCondition: Sendable {
         }
     }
 
-    /// Walks `path`, descending into every element of any array on the way (and at the end), as
-    /// EventBridge does; true when some value there passes one of `tests`.
-    private static func anyValue(at path: ArraySlice<String>, in value: JSONValue, found: inout Bool,
+    /// Walks `path` from `step`, descending into every element of any array on the way (and at the
+    /// end), as EventBridge does; true when some value there passes one of `tests`.
+    private static func anyValue(at path: [String], from step: Int, in value: JSONValue, found: inout Bool,
                                  where tests: [ValueTest]) -> Bool
     {
-        if case .array(let elements) = value {
-            for element in elements where anyValue(at: path, in: element, found: &found, where: tests) { return true }
+        switch value {
+        case .array(let elements):
+            for element in elements where anyValue(at: path, from: step, in: element, found: &found, where: tests) {
+                return true
+            }
             return false
-        }
-        guard let key = path.first else {
+        case .object(let object) where step < path.count:
+            guard let next = object[path[step]] else { return false }
+            return anyValue(at: path, from: step + 1, in: next, found: &found, where: tests)
+        default:
+            guard step == path.count else { return false }
             found = true
             for test in tests where test.matches(value) { return true }
             return false
         }
-        guard case .object(let object) = value, let next = object[key] else { return false }
-        return anyValue(at: path.dropFirst(), in: next, found: &found, where: tests)
     }
 
     /// Every value at the path, for explanations.

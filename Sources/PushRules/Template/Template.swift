@@ -20,6 +20,12 @@ struct Template: Sendable {
         parts.contains { if case .expression(let e) = $0 { return e.readsDevice }; return false }
     }
 
+    /// True when the template reads the recipient's locale (`locale`, or `| t`), so the locale
+    /// fallback chain must be worked out for the event.
+    var readsLocale: Bool {
+        parts.contains { if case .expression(let e) = $0 { return e.readsLocale }; return false }
+    }
+
     /// True when the template has no expression at all.
     var constantText: String? {
         if parts.isEmpty { return "" }
@@ -59,6 +65,17 @@ struct TemplateExpression: Sendable {
 
     var readsDevice: Bool {
         operand.readsDevice || filters.contains { if case .defaultValue(let o) = $0 { return o.readsDevice }; return false }
+    }
+
+    var readsLocale: Bool {
+        if case .variable(let path) = operand, path.root == .locale { return true }
+        return filters.contains { filter in
+            switch filter {
+            case .translate: return true
+            case .defaultValue(.variable(let path)): return path.root == .locale
+            default: return false
+            }
+        }
     }
 
     /// The value, or nil when it is missing (or null) and no `default` filter supplied one.

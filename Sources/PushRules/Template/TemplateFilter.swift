@@ -98,6 +98,8 @@ enum TemplateFilter: Sendable {
     /// At most `length` characters (grapheme clusters, so an emoji or accented letter is never split),
     /// ending in "…" when anything was cut.
     static func truncate(_ string: String, to length: Int) -> String {
+        // Every character takes at least one byte, so a short enough text needs no counting.
+        if string.utf8.count <= length { return string }
         guard let end = string.index(string.startIndex, offsetBy: length, limitedBy: string.endIndex),
             end != string.endIndex
         else { return string }

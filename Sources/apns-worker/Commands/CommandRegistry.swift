@@ -5,5 +5,6 @@ enum CommandRegistry {
         RulesCheckCommand.self,
         RulesRenderCommand.self,
         RulesExplainCommand.self,
+        BenchRulesCommand.self,
     ]
 }
