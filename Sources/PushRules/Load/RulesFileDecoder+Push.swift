@@ -19,7 +19,7 @@ enum PushField {
     ]
     static let alertListKeys = ["title_loc_args", "subtitle_loc_args", "loc_args"]
     static let liveActivityKeys = [
-        "event", "timestamp", "content_state", "stale_date", "dismissal_date", "attributes_type", "attributes",
+        "timestamp", "event", "content_state", "stale_date", "dismissal_date", "attributes_type", "attributes",
         "input_push_token",
     ]
 
