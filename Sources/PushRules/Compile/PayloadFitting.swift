@@ -26,6 +26,8 @@ enum PayloadFitting {
             let overflow = size - limit
             let budget = escapedByteCount(text) - overflow - ellipsisByteCount
             let shortened = prefix(of: text, escapedByteBudget: max(0, budget)) + ellipsis
+            // A text already shorter than an ellipsis gains nothing.
+            if escapedByteCount(shortened) >= escapedByteCount(text) { continue }
             payload = replacing(in: payload, at: path.wire[...], with: .string(shortened))
             size = payload.compactByteCount
             notes.append(

@@ -143,12 +143,12 @@ struct PushPlan: Sendable {
         guard let fitted = PayloadFitting.fit(
             payload, limit: pushType.payloadLimit, paths: shorten, finalByteCount: &finalSize)
         else {
-            let shortened = shorten.isEmpty ? "no field to shorten (set shorten: on the rule)"
-                : "after shortening " + shorten.map(\.name).joined(separator: ", ")
+            let why = shorten.isEmpty ? "the rule names no field to shorten (shorten:)"
+                : "shortening " + shorten.map(\.name).joined(separator: ", ") + " cannot make it fit"
             return .failure(.reject(
                 .payloadTooLarge,
                 ["the payload is \(finalSize) bytes, over the \(pushType.payloadLimit)-byte limit for "
-                    + "\(pushType) pushes, \(shortened)"]))
+                    + "\(pushType) pushes; \(why)"]))
         }
         return .success(fitted)
     }
