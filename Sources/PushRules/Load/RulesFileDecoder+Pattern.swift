@@ -51,6 +51,10 @@ extension RulesFileDecoder {
             }
             return [MatchCondition(path: path, test: .values(tests), position: position)]
         case .mapping(let entries):
+            if entries.count > 1, entries.allSatisfy({ Self.operators.contains($0.key) }) {
+                _ = operatorTest(entries, at: node.position, path: name)
+                return []
+            }
             if entries.count == 1, Self.operators.contains(entries[0].key) {
                 guard let test = operatorTest(entries, at: node.position, path: name) else { return [] }
                 return [MatchCondition(path: path, test: .values([test]), position: position)]

@@ -344,9 +344,10 @@ extension RulesFileDecoder {
         case "update": required = ["content_state"]
         default: required = []
         }
-        for key in required where node.entry(key) == nil {
+        let missing = required.filter { node.entry($0) == nil }
+        if !missing.isEmpty {
             report(node.position, "a Live Activity \(event.value.scalarValue?.stringValue ?? "") needs "
-                + "live_activity.\(key)")
+                + missing.map { "live_activity.\($0)" }.joined(separator: ", "))
         }
         return members
     }

@@ -126,7 +126,7 @@ struct RulesFileDecoder {
         }
         var rules: [CompiledRule] = []
         var seenIDs: [String: SourcePosition] = [:]
-        var catchAll: (id: String, position: SourcePosition)?
+        var catchAll: (id: String?, position: SourcePosition)?
         for element in elements {
             ruleID = element.entry("id")?.value.scalarValue?.stringValue
             defer { ruleID = nil }
@@ -136,8 +136,10 @@ struct RulesFileDecoder {
 
             let id = decodeRuleID(element, seen: &seenIDs)
             if let catchAll {
-                report(element.position, "this rule can never match: rule '\(catchAll.id)' (line "
-                    + "\(catchAll.position.line)) matches every event and does not continue")
+                let earlier = catchAll.id.map { "rule '\($0)' (line \(catchAll.position.line))" }
+                    ?? "the rule at line \(catchAll.position.line)"
+                report(element.position, "this rule can never match: \(earlier) matches every event and does not "
+                    + "continue")
             }
 
             var pattern = EventPattern(conditions: [])
@@ -175,8 +177,8 @@ struct RulesFileDecoder {
                 rules.append(CompiledRule(id: id, position: element.position, pattern: pattern, continues: continues,
                                           action: action))
             }
-            if pattern.conditions.isEmpty, !continues, catchAll == nil, element.entry("match") != nil {
-                catchAll = (id ?? "?", element.position)
+            if element.entry("match")?.value.entries?.isEmpty == true, !continues, catchAll == nil {
+                catchAll = (id, element.position)
             }
         }
         return rules

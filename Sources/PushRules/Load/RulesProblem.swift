@@ -51,7 +51,7 @@ enum Spelling {
     }
 
     static func suggestion(for name: String, among candidates: some Sequence<String>) -> String {
-        closest(to: name, among: candidates).map { "; did you mean '\($0)'?" } ?? ""
+        closest(to: name, among: candidates).map { " (did you mean '\($0)'?)" } ?? ""
     }
 
     /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of neighbours.
