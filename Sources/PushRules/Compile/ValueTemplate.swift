@@ -101,7 +101,12 @@ enum FieldType: Sendable {
             switch value {
             case .string: return value
             case .int, .double, .bool: return .string(value.compactString)
-            default: throw TemplateRenderError("\(field) must be text, but the template gave \(value.typeName)")
+            case .array:
+                throw TemplateRenderError("\(field) must be text, but the template gave a list; use | join(', ') "
+                    + "or | json")
+            default:
+                throw TemplateRenderError("\(field) must be text, but the template gave \(value.typeName); pick a "
+                    + "field or use | json")
             }
         case .integer(let minimum):
             let number: Int64?
