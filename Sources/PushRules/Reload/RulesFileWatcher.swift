@@ -54,9 +54,10 @@ public final class RulesFileWatcher: Sendable {
         source?.cancel()
     }
 
-    /// One check, as the timer runs it; public so that a SIGHUP handler can ask for one now.
+    /// One check, as the timer runs it. (A SIGHUP handler should call `store.reload()`, which also
+    /// repeats the problems of a version already rejected.)
     public func check() {
-        let result = store.reload()
+        let result = store.reloadIfChanged()
         switch result {
         case .unchanged: break
         case .replaced, .rejected: onReload(result)

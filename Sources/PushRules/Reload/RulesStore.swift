@@ -26,6 +26,8 @@ public final class RulesStore: Sendable {
     private struct State {
         var current: RuleSet
         var fingerprint: UInt64?
+        /// The last version that failed to load, so it is compiled (and reported by the watcher) once.
+        var rejected: (fingerprint: UInt64, error: RulesLoadError)?
     }
 
     private let state: Mutex<State>
@@ -42,20 +44,31 @@ public final class RulesStore: Sendable {
                 message: "the rules file does not exist or cannot be read")])
         }
         let rules = try RuleSet(bytes: bytes, file: path)
-        state = Mutex(State(current: rules, fingerprint: Self.fingerprint(bytes)))
+        state = Mutex(State(current: rules, fingerprint: Self.fingerprint(bytes), rejected: nil))
     }
 
     /// Starts from rules already loaded (the file's current bytes are compared on the first reload).
     public init(path: String, initial: RuleSet) {
         self.path = path
-        state = Mutex(State(current: initial, fingerprint: nil))
+        state = Mutex(State(current: initial, fingerprint: nil, rejected: nil))
     }
 
     /// The rules in force.
     public var current: RuleSet { state.withLock { $0.current } }
 
-    /// Re-reads the file; installs its rules if the bytes changed and they load cleanly.
+    /// Re-reads the file; installs its rules if the bytes changed and they load cleanly. A version
+    /// that was rejected before is rejected again with the same problems, without compiling it again.
     public func reload() -> RulesReloadResult {
+        reload(reportingRepeatedRejections: true)
+    }
+
+    /// As `reload()`, but a version already rejected counts as unchanged (what a watcher wants:
+    /// each bad version reported once).
+    public func reloadIfChanged() -> RulesReloadResult {
+        reload(reportingRepeatedRejections: false)
+    }
+
+    private func reload(reportingRepeatedRejections: Bool) -> RulesReloadResult {
         reloading.withLock { _ in
             guard let bytes = Self.read(path) else {
                 return .rejected(RulesLoadError(problems: [RulesProblem(
@@ -63,21 +76,26 @@ public final class RulesStore: Sendable {
                     message: "the rules file does not exist or cannot be read; keeping the rules in force")]))
             }
             let fingerprint = Self.fingerprint(bytes)
-            if state.withLock({ $0.fingerprint }) == fingerprint { return .unchanged }
+            let known = state.withLock { ($0.fingerprint, $0.rejected) }
+            if known.0 == fingerprint { return .unchanged }
+            if let rejected = known.1, rejected.fingerprint == fingerprint {
+                return reportingRepeatedRejections ? .rejected(rejected.error) : .unchanged
+            }
             let rules: RuleSet
             do { rules = try RuleSet(bytes: bytes, file: path) } catch let error as RulesLoadError {
+                state.withLock { $0.rejected = (fingerprint, error) }
                 return .rejected(error)
             } catch {
                 return .rejected(RulesLoadError(problems: []))
             }
-            state.withLock { $0 = State(current: rules, fingerprint: fingerprint) }
+            state.withLock { $0 = State(current: rules, fingerprint: fingerprint, rejected: nil) }
             return .replaced(rules)
         }
     }
 
     /// Installs rules built elsewhere (tests, an admin endpoint).
     public func replace(with rules: RuleSet) {
-        reloading.withLock { _ in state.withLock { $0 = State(current: rules, fingerprint: nil) } }
+        reloading.withLock { _ in state.withLock { $0 = State(current: rules, fingerprint: nil, rejected: nil) } }
     }
 
     private static func read(_ path: String) -> [UInt8]? {
