@@ -44,6 +44,7 @@ final class RequestValidation: Sendable {
                 memo[key] = headerProblems
             }
         }
-        return headerProblems + APNsPayload.validate(request.payload, pushType: request.pushType)
+        return headerProblems + APNsPayload.validate(
+            request.payload, pushType: request.pushType, byteCount: PayloadSize.compactByteCount(of: request.payload))
     }
 }

@@ -108,6 +108,7 @@ public final class RuleSet: Sendable {
     /// - Important: Thread-safe and non-blocking; call it from any task. Pure CPU work, bounded by the
     ///   size of the event and the rules.
     public func evaluate(_ event: JSONValue, now: Int64) -> EventDecisions {
+        let rules = self.rules
         var matched: [CompiledRule] = []
         for ruleIndex in index.candidates(for: event) {
             let rule = rules[ruleIndex]
@@ -162,9 +163,10 @@ public final class RuleSet: Sendable {
         var ids = RequestIDs(seed: idSeed, counter: idCounter.add(1, ordering: .relaxed).oldValue)
         var decisions: [PushDecision] = []
         decisions.reserveCapacity(devices.count * matched.count)
-        for (deviceIndex, device) in devices.enumerated() {
+        for deviceIndex in devices.indices {
             let reference = references[deviceIndex]
-            for (ruleIndex, rule) in matched.enumerated() {
+            for ruleIndex in matched.indices {
+                let rule = matched[ruleIndex]
                 switch rule.action {
                 case .skip(let reason):
                     decisions.append(.skip(SkippedPush(reason: .rule, ruleID: rule.id, device: reference,
@@ -175,7 +177,7 @@ public final class RuleSet: Sendable {
                         prepared = cached
                     } else {
                         var deviceContext = context
-                        deviceContext.device = device
+                        deviceContext.device = devices[deviceIndex]
                         prepared = prepare(plan, deviceContext, overrides, now)
                     }
                     decisions.append(Self.decision(rule: rule, prepared: prepared, reference: reference, ids: &ids))
