@@ -101,7 +101,9 @@ import Testing
         let wrongData = try Self.checkSafe(Self.event(data: ["sender": "not an object", "text": ["a", "list"]]))
         guard case .reject(let rejection) = wrongData[0] else { Issue.record("\(wrongData)"); return }
         #expect(rejection.reason == .templateError)
-        #expect(rejection.problems == ["alert.body must be text, but the template gave a list; use | join(', ') or | json"])
+        #expect(rejection.problems == [
+            "alert.body must be text, but the template gave a list; use | join(', ') or | json",
+        ])
         let numericID = try Self.checkSafe(Self.event(data: ["text": "x"], id: 12345))
         guard case .send(let push) = numericID[0] else { Issue.record("\(numericID)"); return }
         #expect(push.request.collapseID?.value == "12345")
@@ -117,7 +119,8 @@ import Testing
             event["occurred_at"] = generator.next() % 5 == 0 ? Self.randomValue(&generator, depth: 0)
                 : "2026-11-29T12:00:00Z"
             event["app"] = generator.next() % 7 == 0 ? Self.randomValue(&generator, depth: 0) : "com.example.chat"
-            event["recipient"] = ["locale": generator.next() % 2 == 0 ? "fr-CA" : Self.randomValue(&generator, depth: 1)]
+            let locale = generator.next() % 2 == 0 ? "fr-CA" : Self.randomValue(&generator, depth: 1)
+            event["recipient"] = ["locale": locale]
             event["devices"] = generator.next() % 9 == 0 ? Self.randomValue(&generator, depth: 1)
                 : [["token": .string(Golden.token), "environment": "production"]]
             event["data"] = Self.randomValue(&generator, depth: 0, object: true)

@@ -71,7 +71,8 @@ import Testing
             "rules.yaml:10:18: rule 'a': data.other: unknown operator 'wildcard'; operators: prefix, suffix, "
                 + "equals-ignore-case, anything-but, numeric, exists",
             "rules.yaml:11:15: rule 'a': data.both: an operator object has exactly one key, one of prefix, suffix, "
-                + "equals-ignore-case, anything-but, numeric, exists; to combine, list them: [{prefix: a}, {suffix: b}]",
+                + "equals-ignore-case, anything-but, numeric, exists; to combine, list them: "
+                + "[{prefix: a}, {suffix: b}]",
             "rules.yaml:12:15: rule 'a': data.none: an empty list matches nothing; list the values to match",
             "rules.yaml:13:24: rule 'a': data.flag: exists takes true or false",
             "rules.yaml:14:7: rule 'a': unknown '$and' in a pattern; the only $ key is $or",
@@ -120,8 +121,10 @@ import Testing
             "rules.yaml:7:21: rule 'a': alert.subtitle: template error: unknown variable 'evnt' (did you mean "
                 + "'event'?); templates can read event, device and locale",
             "rules.yaml:8:16: rule 'a': alert.body: template error: '{{' is never closed; add '}}'",
-            "rules.yaml:10:11: rule 'a': custom.a: template error: empty {{ }}; put a value inside, e.g. {{ event.id }}",
-            "rules.yaml:11:24: rule 'a': custom.b: template error: truncate needs a length from 1 up, e.g. truncate(40)",
+            "rules.yaml:10:11: rule 'a': custom.a: template error: empty {{ }}; put a value inside, "
+                + "e.g. {{ event.id }}",
+            "rules.yaml:11:24: rule 'a': custom.b: template error: truncate needs a length from 1 up, "
+                + "e.g. truncate(40)",
             "rules.yaml:12:24: rule 'a': custom.c: template error: filter default is written default(value)",
             "rules.yaml:13:24: rule 'a': custom.d: template error: join takes a quoted separator, e.g. join(', ')",
             "rules.yaml:14:24: rule 'a': custom.e: template error: filter upper takes no arguments",
@@ -268,7 +271,8 @@ import Testing
             "rules.yaml:10:9: rule 'bad id!': id 'bad id!' must be 1 to 64 letters, digits, '.', '_' or '-', "
                 + "starting with a letter or digit",
             "rules.yaml:16:5: rule 'skipper': a rule with 'skip' sends nothing, so 'alert' has no effect; remove it",
-            "rules.yaml:17:5: a rule must be a mapping, found a string; e.g. - id: chat-message\n  match: {type: chat.message}",
+            "rules.yaml:17:5: a rule must be a mapping, found a string; e.g. - id: chat-message\n"
+                + "  match: {type: chat.message}",
         ])
     }
 
@@ -324,7 +328,8 @@ import Testing
 
     @Test func yamlSyntaxErrorsHaveTheirPosition() {
         #expect(Golden.problems("version: 1\nrules:\n  - id: a\n    match: {type: [a, b}\n")
-            == ["rules.yaml:4:24: did not find expected ',' or ']' (while parsing a flow sequence that began at line 4)"])
+            == ["rules.yaml:4:24: did not find expected ',' or ']' "
+                + "(while parsing a flow sequence that began at line 4)"])
         #expect(Golden.problems("version: 1\nversion: 1\n") == [
             "rules.yaml:2:1: duplicate key 'version' (first at line 1)",
         ])

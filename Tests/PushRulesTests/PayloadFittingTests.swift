@@ -56,7 +56,9 @@ import Testing
         let body = decision["body"]?["aps"]?["alert"]?["body"]?.stringValue ?? ""
         #expect(body.hasSuffix("a…"))
         #expect(body.utf8.count == 4096 - #"{"aps":{"alert":{"title":"T","body":""}},"preview":""}"#.utf8.count)
-        #expect(decision["notes"] == ["alert.body shortened from 5000 to 4042 bytes to fit the 4096-byte payload limit"])
+        #expect(decision["notes"] == [
+            "alert.body shortened from 5000 to 4042 bytes to fit the 4096-byte payload limit",
+        ])
     }
 
     @Test func multibyteTextIsCutOnACharacterBoundary() throws {
@@ -108,11 +110,13 @@ import Testing
 
     @Test func whenShorteningCannotHelpThePushIsRejectedAsPayloadTooLarge() throws {
         // The title is not named in shorten, so a huge title cannot be fitted.
-        let (decision, _) = try Self.decide(Self.rules(), Self.event(text: "hi", title: String(repeating: "t", count: 5000)))
+        let title = String(repeating: "t", count: 5000)
+        let (decision, _) = try Self.decide(Self.rules(), Self.event(text: "hi", title: title))
         #expect(decision["status"] == "rejected")
         #expect(decision["reason"] == "PayloadTooLarge")
         #expect(decision["problems"] == [
-            "the payload is 5055 bytes, over the 4096-byte limit for alert pushes; shortening alert.body cannot make it fit",
+            .string("the payload is 5055 bytes, over the 4096-byte limit for alert pushes; shortening alert.body "
+                + "cannot make it fit"),
         ])
     }
 
@@ -130,7 +134,8 @@ import Testing
         let tooBig = try Golden.decision(rules, Self.event(text: String(repeating: "v", count: 5200)))
         #expect(tooBig["reason"] == "PayloadTooLarge")
         #expect(tooBig["problems"] == [
-            "the payload is 5211 bytes, over the 5120-byte limit for voip pushes; the rule names no field to shorten (shorten:)",
+            .string("the payload is 5211 bytes, over the 5120-byte limit for voip pushes; the rule names no field "
+                + "to shorten (shorten:)"),
         ])
     }
 

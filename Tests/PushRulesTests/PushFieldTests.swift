@@ -49,6 +49,19 @@ import Testing
         #expect(first.request.payload == second.request.payload)
     }
 
+    @Test func templatesThatReadTheDeviceAreRenderedPerDevice() throws {
+        let devices = """
+            [{"token": "\(Golden.token)", "environment": "production", "model": "iPhone"},
+             {"token": "\(Golden.token2)", "environment": "sandbox", "model": "iPad"}]
+            """
+        let rules = Self.rule(#"alert: "on your {{ device.model }}""# + "\n" + #"custom: {env: "{{ device.environment }}"}"#)
+        let bodies = try Golden.lines(rules, Golden.event(devices: devices)).map {
+            try JSONValue(parsing: $0)["body"]?.compactString
+        }
+        #expect(bodies == [#"{"aps":{"alert":"on your iPhone"},"env":"production"}"#,
+                           #"{"aps":{"alert":"on your iPad"},"env":"sandbox"}"#])
+    }
+
     @Test func topicGetsThePushTypesSuffix() throws {
         func topic(_ fields: String, _ event: String = Golden.event()) throws -> JSONValue? {
             try Golden.decision(Self.rule(fields), event)["headers"]?["apns-topic"]
@@ -86,7 +99,8 @@ import Testing
         #expect(try expiration("alert: hi\nttl: 1h30m") == .string(String(Golden.eventTime + 5400)))
         #expect(try expiration("alert: hi\nttl: 2d") == .string(String(Golden.eventTime + 172_800)))
         // Without occurred_at, the time of evaluation.
-        let undated = #"{"id": "e", "type": "t", "app": "com.example.chat", "devices": [{"token": "\#(Golden.token)", "environment": "production"}]}"#
+        let undated = #"{"id": "e", "type": "t", "app": "com.example.chat", "#
+            + #""devices": [{"token": "\#(Golden.token)", "environment": "production"}]}"#
         #expect(try expiration("alert: hi\nttl: 60", undated) == .string(String(Golden.now + 60)))
     }
 
@@ -95,7 +109,8 @@ import Testing
                                            now: Golden.eventTime + 3600)
         #expect(decision["status"] == "skipped")
         #expect(decision["reason"] == "expired")
-        #expect(decision["detail"] == "the notification expired at 2026-11-29T12:30:00Z (1795955400), before 2026-11-29T13:00:00Z")
+        #expect(decision["detail"]
+            == "the notification expired at 2026-11-29T12:30:00Z (1795955400), before 2026-11-29T13:00:00Z")
     }
 
     @Test func anUnreadableEventTimeIsARejection() throws {
@@ -156,7 +171,8 @@ import Testing
             interruption_level: critical
             """)
         #expect(try Golden.body(rules, Golden.event())
-            == #"{"aps":{"alert":"fire","sound":{"critical":1,"name":"alarm.caf","volume":0.8},"interruption-level":"critical"}}"#)
+            == #"{"aps":{"alert":"fire","sound":{"critical":1,"name":"alarm.caf","volume":0.8},"#
+            + #""interruption-level":"critical"}}"#)
     }
 
     @Test func deviceSideLocalizationKeys() throws {
@@ -171,7 +187,8 @@ import Testing
             """)
         #expect(try Golden.body(rules, Golden.event(data: #"{"sender": "Ana", "count": 2}"#))
             == #"{"aps":{"alert":{"title-loc-key":"NEW_MESSAGE_TITLE","title-loc-args":["Ana"],"#
-            + #""subtitle-loc-key":"SUB","subtitle-loc-args":[],"loc-key":"NEW_MESSAGE_BODY","loc-args":["Ana","2"]}}}"#)
+            + #""subtitle-loc-key":"SUB","subtitle-loc-args":[],"loc-key":"NEW_MESSAGE_BODY","#
+            + #""loc-args":["Ana","2"]}}}"#)
     }
 
     @Test func backgroundPushCarriesOnlyContentAvailablePlusCustomData() throws {
@@ -206,8 +223,9 @@ import Testing
     }
 
     @Test func widgetsAndControlsPushesSayContentChanged() throws {
-        #expect(try Golden.body(Self.rule("push_type: widgets"), Golden.event()) == #"{"aps":{"content-changed":true}}"#)
-        #expect(try Golden.body(Self.rule("push_type: controls"), Golden.event()) == #"{"aps":{"content-changed":true}}"#)
+        let changed = #"{"aps":{"content-changed":true}}"#
+        #expect(try Golden.body(Self.rule("push_type: widgets"), Golden.event()) == changed)
+        #expect(try Golden.body(Self.rule("push_type: controls"), Golden.event()) == changed)
     }
 
     @Test func liveActivityStartWithEveryField() throws {
@@ -268,12 +286,14 @@ import Testing
         let event = Golden.event().replacingOccurrences(of: #""com.example.chat""#, with: #""com.example chat""#)
         let decision = try Golden.decision(rules, event)
         #expect(decision["reason"] == "InvalidRequest")
-        #expect(decision["problems"]?.arrayValue?.first?.stringValue?.hasPrefix("apns-topic: U+0020 at position 12 of topic 'com.example chat'") == true)
+        let first = decision["problems"]?.arrayValue?.first?.stringValue
+        #expect(first?.hasPrefix("apns-topic: U+0020 at position 12 of topic 'com.example chat'") == true)
     }
 
     @Test func aCollapseIDOverSixtyFourBytesIsRejected() throws {
         let rules = Self.rule("alert: hi\ncollapse_id: \"{{ event.data.key }}\"")
-        let decision = try Golden.decision(rules, Golden.event(data: #"{"key": "\#(String(repeating: "é", count: 33))"}"#))
+        let key = String(repeating: "é", count: 33)
+        let decision = try Golden.decision(rules, Golden.event(data: #"{"key": "\#(key)"}"#))
         #expect(decision["reason"] == "InvalidRequest")
         #expect(decision["problems"]?.arrayValue?.first?.stringValue?.hasPrefix(
             "collapse_id: the collapse id is 66 bytes of UTF-8; APNs accepts at most 64") == true)
@@ -282,20 +302,25 @@ import Testing
     @Test func aDeviceWithoutAUsableTokenIsRejectedAlone() throws {
         let devices = """
             [{"token": "xyz", "environment": "production"}, {"environment": "production"},
-             {"token": "\(Golden.token)", "environment": "staging"}, {"token": "\(Golden.token)", "environment": "production"}]
+             {"token": "\(Golden.token)", "environment": "staging"},
+             {"token": "\(Golden.token)", "environment": "production"}]
             """
         let lines = try Golden.lines(Self.rule("alert: hi"), Golden.event(devices: devices))
         let decisions = try lines.map { try JSONValue(parsing: $0) }
-        #expect(decisions.map { $0["reason"] ?? $0["status"] } == ["InvalidDevice", "InvalidDevice", "InvalidDevice", "send"])
-        #expect(decisions[0]["problems"]?[0]?.stringValue?.hasPrefix("devices[0].token: 'x' at position 1 is not a hex digit") == true)
+        #expect(decisions.map { $0["reason"] ?? $0["status"] }
+            == ["InvalidDevice", "InvalidDevice", "InvalidDevice", "send"])
+        #expect(decisions[0]["problems"]?[0]?.stringValue?
+            .hasPrefix("devices[0].token: 'x' at position 1 is not a hex digit") == true)
         #expect(decisions[1]["problems"] == ["devices[1] has no token (a hex text)"])
-        #expect(decisions[2]["problems"]?[0]?.stringValue?.hasPrefix("devices[2].environment: 'staging' is not") == true)
+        #expect(decisions[2]["problems"]?[0]?.stringValue?
+            .hasPrefix("devices[2].environment: 'staging' is not") == true)
     }
 
     @Test func anEventWithoutDevicesGetsOneSkip() throws {
         for devices in ["[]", "null", #""x""#] {
             let lines = try Golden.lines(Self.rule("alert: hi"), Golden.event(devices: devices))
-            #expect(lines == [#"{"rule":"r","status":"skipped","reason":"no_devices","detail":"the event has no devices to send to"}"#])
+            #expect(lines == [#"{"rule":"r","status":"skipped","reason":"no_devices","#
+                + #""detail":"the event has no devices to send to"}"#])
         }
     }
 }

@@ -79,7 +79,8 @@ import Testing
             for _ in 0..<2 {
                 group.addTask {
                     for _ in 0..<500 {
-                        let alert = store.current.evaluate(event, now: Golden.now).decisions.first?.json()["body"]?["aps"]?["alert"]
+                        let decision = store.current.evaluate(event, now: Golden.now).decisions.first
+                        let alert = decision?.json()["body"]?["aps"]?["alert"]
                         #expect(alert?.stringValue?.hasPrefix("v") == true)
                     }
                 }

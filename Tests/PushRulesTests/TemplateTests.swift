@@ -53,7 +53,8 @@ import Testing
             == [.string("custom.out: event.data.sender.name is missing (event.data.sender has no 'name'); "
                 + "add | default(...) if it is optional")])
         #expect(try Self.render(#""Hi {{ event.data.who }}""#)
-            == ["custom.out: event.data.who is missing (event.data has no 'who'); add | default(...) if it is optional"])
+            == [.string("custom.out: event.data.who is missing (event.data has no 'who'); "
+                + "add | default(...) if it is optional")])
         #expect(try Self.render(#""{{ event.data.nothing }}""#, data: Self.sample)
             == ["custom.out: event.data.nothing is null; add | default(...) if it is optional"])
         #expect(try Self.render(#""{{ event.data.tags[7] }}""#, data: Self.sample)
@@ -145,7 +146,8 @@ import Testing
                   body: "{{ event.data.text }}"
             """
         let body = try Golden.body(rules, Golden.event(data: hostile))
-        #expect(body == #"{"aps":{"alert":{"body":"\"},\"aps\":{\"badge\":99},\"x\":{\"a\":\"\n\t\u0001{{ event.id }}\\"}}}"#)
+        #expect(body == #"{"aps":{"alert":{"body":"\"},\"aps\":{\"badge\":99},\"x\":{\"a\":\"\n\t\u0001"#
+            + #"{{ event.id }}\\"}}}"#)
         let parsed = try JSONValue(parsing: body)
         #expect(parsed["aps"]?["badge"] == nil)
         #expect(parsed["aps"]?["alert"]?["body"]

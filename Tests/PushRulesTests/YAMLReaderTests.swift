@@ -29,9 +29,11 @@ import Testing
         ("~", JSONValue.null), ("null", .null), ("", .null), ("true", .bool(true)), ("False", .bool(false)),
         ("yes", .bool(true)), ("off", .bool(false)), ("42", .int(42)), ("-7", .int(-7)), ("+3", .int(3)),
         ("1_000", .int(1000)), ("0x1F", .int(31)), ("0o17", .int(15)), ("1.5", .double(1.5)), ("-.5", .double(-0.5)),
-        ("1e3", .double(1000)), ("6.02E+23", .double(6.02e23)), ("9223372036854775808", .double(9.223372036854775808e18)),
+        ("1e3", .double(1000)), ("6.02E+23", .double(6.02e23)),
+        ("9223372036854775808", .double(9.223372036854775808e18)),
         ("0755", .string("0755")), ("1:30", .string("1:30")), (".inf", .string(".inf")), (".nan", .string(".nan")),
-        ("1.2.3", .string("1.2.3")), ("-x", .string("-x")), ("+.", .string("+.")), ("y", .string("y")), ("n", .string("n")),
+        ("1.2.3", .string("1.2.3")), ("-x", .string("-x")), ("+.", .string("+.")), ("y", .string("y")),
+        ("n", .string("n")),
         ("chat.message", .string("chat.message")), ("1h", .string("1h")),
     ])
     func resolvesPlainScalarsAsYAML11Does(text: String, expected: JSONValue) throws {

@@ -77,7 +77,8 @@ struct EventOverrides {
                 }
             case .collapse_id, .thread_id, .sound, .category:
                 if let text = value.stringValue, !text.isEmpty { values[field] = value } else {
-                    invalid[field] = "apns.\(field.rawValue) is \(ConditionExplanation.describe(value)); use a non-empty text"
+                    invalid[field] = "apns.\(field.rawValue) is \(ConditionExplanation.describe(value)); "
+                        + "use a non-empty text"
                 }
             }
         }

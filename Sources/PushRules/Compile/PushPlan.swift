@@ -102,7 +102,8 @@ struct PushPlan: Sendable {
                 case .collapse_id: collapseText = value.stringValue
                 default:
                     guard let key = field.apsKey, apsKeys.contains(key) else {
-                        notes.append("event override apns.\(field.rawValue) ignored: \(pushType) pushes do not carry it")
+                        notes.append(
+                            "event override apns.\(field.rawValue) ignored: \(pushType) pushes do not carry it")
                         continue
                     }
                     payloadValue = Self.setting(key, to: value, inAPSOf: payloadValue)

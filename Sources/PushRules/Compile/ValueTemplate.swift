@@ -120,15 +120,21 @@ enum FieldType: Sendable {
             return .int(number)
         case .unitInterval:
             let number: Double?
-            if case .string(let text) = value { number = Double(text.trimmingSpaces()) } else { number = value.doubleValue }
+            if case .string(let text) = value {
+                number = Double(text.trimmingSpaces())
+            } else {
+                number = value.doubleValue
+            }
             guard let number, number >= 0, number <= 1 else {
-                throw TemplateRenderError("\(field) must be a number from 0 to 1, but the template gave \(describe(value))")
+                throw TemplateRenderError(
+                    "\(field) must be a number from 0 to 1, but the template gave \(describe(value))")
             }
             return value.doubleValue != nil ? value : .double(number)
         case .choice(let choices):
             guard case .string(let text) = value, choices.contains(text) else {
                 throw TemplateRenderError(
-                    "\(field) must be one of \(choices.joined(separator: ", ")), but the template gave \(describe(value))")
+                    "\(field) must be one of \(choices.joined(separator: ", ")), but the template gave "
+                        + describe(value))
             }
             return value
         case .unixTime:

@@ -83,7 +83,8 @@ extension RulesFileDecoder {
             }
         }
 
-        let priority = decodePriority(fields["priority"], pushType: pushType, checkingDefaultsOnly: checkingDefaultsOnly)
+        let priority = decodePriority(
+            fields["priority"], pushType: pushType, checkingDefaultsOnly: checkingDefaultsOnly)
         let ttl = fields["ttl"].flatMap { decodeDuration($0.node) }
         let (app, topic) = decodeTopic(fields, pushType: pushType, at: position,
                                        checkingDefaultsOnly: checkingDefaultsOnly)
@@ -114,7 +115,8 @@ extension RulesFileDecoder {
         let payload = ValueTemplate.object(root)
 
         let accepted = fields["accept_overrides"].map { decodeOverrides($0.node) } ?? []
-        let shorten = decodeShorten(fields["shorten"]?.node, payload: payload, checkingDefaultsOnly: checkingDefaultsOnly)
+        let shorten = decodeShorten(
+            fields["shorten"]?.node, payload: payload, checkingDefaultsOnly: checkingDefaultsOnly)
 
         guard problems.count == problemCount, !checkingDefaultsOnly else { return nil }
         let readsDevice = (app?.readsDevice ?? false) || (topic?.readsDevice ?? false)
@@ -277,7 +279,8 @@ extension RulesFileDecoder {
                 }
             } else if PushField.alertListKeys.contains(entry.key) {
                 guard let elements = entry.value.elements else {
-                    report(entry.value.position, "\(field) must be a list of texts, e.g. [\"{{ event.data.sender.name }}\"]")
+                    report(entry.value.position,
+                           "\(field) must be a list of texts, e.g. [\"{{ event.data.sender.name }}\"]")
                     continue
                 }
                 let values = elements.enumerated().compactMap { index, element in
@@ -311,7 +314,8 @@ extension RulesFileDecoder {
     }
 
     private mutating func decodeLiveActivity(_ node: SourceNode) -> [ValueTemplate.Member] {
-        guard let entries = mapping(node, "live_activity", example: "live_activity: {event: update, content_state: {...}}")
+        let example = "live_activity: {event: update, content_state: {...}}"
+        guard let entries = mapping(node, "live_activity", example: example)
         else { return [] }
         checkKeys(entries, allowed: PushField.liveActivityKeys, in: "live_activity")
         var members: [ValueTemplate.Member] = []
@@ -322,7 +326,8 @@ extension RulesFileDecoder {
             let value: ValueTemplate?
             switch key {
             case "event": value = typedField(entry.value, field: field, type: .choice(APNsPayload.liveActivityEvents))
-            case "timestamp", "stale_date", "dismissal_date": value = typedField(entry.value, field: field, type: .unixTime)
+            case "timestamp", "stale_date", "dismissal_date":
+                value = typedField(entry.value, field: field, type: .unixTime)
             case "content_state", "attributes": value = typedField(entry.value, field: field, type: .object)
             case "attributes_type": value = typedField(entry.value, field: field, type: .text)
             default: value = flag(entry.value, field: field) == true ? .constant(.int(1)) : nil

@@ -34,7 +34,8 @@ extension RulesFileDecoder {
         }
         for part in template.parts {
             guard case .expression(let expression) = part else { continue }
-            if compilingLocaleString, expression.filters.contains(where: { if case .translate = $0 { true } else { false } }) {
+            let translates = expression.filters.contains { if case .translate = $0 { true } else { false } }
+            if compilingLocaleString, translates {
                 report(node.position, "\(field): a locale string cannot use | t itself")
             }
         }

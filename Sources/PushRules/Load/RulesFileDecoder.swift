@@ -97,7 +97,8 @@ struct RulesFileDecoder {
             defaultsEntry.value, "defaults", example: "defaults: {push_type: alert, ttl: 1h}")
         {
             checkKeys(entries, allowed: PushField.allNames, in: "defaults")
-            for entry in entries where PushField.allNames.contains(entry.key) && entry.value.scalarValue?.isNull != true {
+            for entry in entries
+            where PushField.allNames.contains(entry.key) && entry.value.scalarValue?.isNull != true {
                 defaults[entry.key] = FieldSource(entry: entry, fromDefaults: true)
             }
             // Check the defaults on their own too, so a mistake there is found even if no rule uses it.
@@ -201,7 +202,8 @@ struct RulesFileDecoder {
                 + "starting with a letter or digit")
         }
         if let earlier = seen[id] {
-            report(entry.value.position, "duplicate rule id '\(id)' (first at line \(earlier.line)); ids must be unique")
+            report(entry.value.position,
+                   "duplicate rule id '\(id)' (first at line \(earlier.line)); ids must be unique")
         } else {
             seen[id] = entry.value.position
         }

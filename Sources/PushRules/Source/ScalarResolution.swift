@@ -27,7 +27,9 @@ enum ScalarResolution {
         }
         guard !bytes.isEmpty else { return nil }
         // Hexadecimal and 0o-octal integers.
-        if bytes.count > 2, bytes[0] == UInt8(ascii: "0"), bytes[1] == UInt8(ascii: "x") || bytes[1] == UInt8(ascii: "o") {
+        if bytes.count > 2, bytes[0] == UInt8(ascii: "0"),
+            bytes[1] == UInt8(ascii: "x") || bytes[1] == UInt8(ascii: "o")
+        {
             let radix = bytes[1] == UInt8(ascii: "x") ? 16 : 8
             let digits = String(decoding: bytes[2...].filter { $0 != UInt8(ascii: "_") }, as: UTF8.self)
             guard let magnitude = Int64(digits, radix: radix) else { return nil }
@@ -44,7 +46,9 @@ enum ScalarResolution {
             case UInt8(ascii: "e"), UInt8(ascii: "E"):
                 guard sawDigit, !sawExponent else { return nil }
                 sawExponent = true
-                if index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "-") || bytes[index + 1] == UInt8(ascii: "+") {
+                if index + 1 < bytes.count,
+                    bytes[index + 1] == UInt8(ascii: "-") || bytes[index + 1] == UInt8(ascii: "+")
+                {
                     index += 1
                 }
                 guard index + 1 < bytes.count else { return nil }

@@ -20,7 +20,8 @@ enum YAMLReader {
         var builder = TreeBuilder()
         var parser = yaml_parser_t()
         guard yaml_parser_initialize(&parser) == 1 else {
-            throw YAMLSyntaxError(message: "libyaml could not start (out of memory)", position: .init(line: 1, column: 1))
+            throw YAMLSyntaxError(
+                message: "libyaml could not start (out of memory)", position: .init(line: 1, column: 1))
         }
         defer { yaml_parser_delete(&parser) }
         return try bytes.withUnsafeBufferPointer { buffer throws(YAMLSyntaxError) -> SourceNode in
@@ -87,16 +88,17 @@ private struct TreeBuilder {
             default: style = .plain
             }
             let value = try resolve(text: text, style: style, tag: tag, position: position)
-            let node = SourceNode(content: .scalar(text: text, style: style, value: value), position: position, end: end)
+            let node = SourceNode(
+                content: .scalar(text: text, style: style, value: value), position: position, end: end)
             try add(node, anchor: scalar.anchor.map { String(cString: $0) }, size: 1)
         case YAML_SEQUENCE_START_EVENT:
             try open(position: position)
-            stack.append(.sequence(position: position, anchor: event.data.sequence_start.anchor.map { String(cString: $0) },
-                                   elements: []))
+            let anchor = event.data.sequence_start.anchor.map { String(cString: $0) }
+            stack.append(.sequence(position: position, anchor: anchor, elements: []))
         case YAML_MAPPING_START_EVENT:
             try open(position: position)
-            stack.append(.mapping(position: position, anchor: event.data.mapping_start.anchor.map { String(cString: $0) },
-                                  entries: [], pendingKey: nil))
+            let anchor = event.data.mapping_start.anchor.map { String(cString: $0) }
+            stack.append(.mapping(position: position, anchor: anchor, entries: [], pendingKey: nil))
         case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
             guard let top = stack.popLast() else { return }
             switch top {
@@ -110,7 +112,8 @@ private struct TreeBuilder {
         case YAML_ALIAS_EVENT:
             let name = String(cString: event.data.alias.anchor)
             guard let anchored = anchors[name] else {
-                throw YAMLSyntaxError(message: "unknown alias *\(name); define &\(name) before using it", position: position)
+                throw YAMLSyntaxError(
+                    message: "unknown alias *\(name); define &\(name) before using it", position: position)
             }
             var node = anchored.node
             node.position = position
@@ -149,7 +152,8 @@ private struct TreeBuilder {
             return value
         default:
             throw YAMLSyntaxError(
-                message: "unsupported tag \(tag!); rules files use plain YAML (only !!str, !!int, !!float, !!bool, !!null)",
+                message: "unsupported tag \(tag!); rules files use plain YAML "
+                    + "(only !!str, !!int, !!float, !!bool, !!null)",
                 position: position)
         }
     }

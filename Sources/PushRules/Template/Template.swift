@@ -64,7 +64,10 @@ struct TemplateExpression: Sendable {
     let source: String
 
     var readsDevice: Bool {
-        operand.readsDevice || filters.contains { if case .defaultValue(let o) = $0 { return o.readsDevice }; return false }
+        operand.readsDevice || filters.contains { filter in
+            if case .defaultValue(let fallback) = filter { return fallback.readsDevice }
+            return false
+        }
     }
 
     var readsLocale: Bool {

@@ -150,7 +150,8 @@ enum RulesExplanationText {
             let at = "line \(condition.position.line)"
             if condition.alternatives.isEmpty {
                 let path = condition.path.isEmpty ? "(event)" : condition.path
-                lines.append("\(indent)\(mark) \(path) \(condition.expectation); event has \(condition.actual)  [\(at)]")
+                lines.append(
+                    "\(indent)\(mark) \(path) \(condition.expectation); event has \(condition.actual)  [\(at)]")
             } else {
                 lines.append("\(indent)\(mark) $or\(condition.path.isEmpty ? "" : " at " + condition.path): "
                     + (condition.matched ? "an alternative matches" : "no alternative matches") + "  [\(at)]")
