@@ -23,6 +23,8 @@ struct PushPlan: Sendable {
     let readsDevice: Bool
     /// True when some template reads the locale, so the event's locale chain must be resolved.
     let readsLocale: Bool
+    /// The request model's validation, remembering this rule's header checks.
+    let validation = RequestValidation()
 
     /// The parts of a request that do not depend on the device token.
     struct Rendered {

@@ -20,10 +20,23 @@ final class RequestValidation: Sendable {
         let hasCollapseID: Bool
     }
 
-    static let capacity = 4096
+    static let capacity = 1024
     /// Expirations from here on are milliseconds by mistake (`APNsExpiration`'s threshold, the year 5138).
     static let secondsLimit: Int64 = 100_000_000_000
-    private let memo = Mutex<[HeaderKey: [APNsRequestProblem]]>([:])
+    private struct Memo {
+        /// The last headers seen: a rule's requests nearly always share them, and comparing is
+        /// cheaper than hashing.
+        var last: (key: HeaderKey, problems: [APNsRequestProblem])?
+        var all: [HeaderKey: [APNsRequestProblem]] = [:]
+
+        func lookUp(_ key: HeaderKey) -> [APNsRequestProblem]? {
+            if let last, last.key == key { return last.problems }
+            return all[key]
+        }
+    }
+
+    /// One per rule, so the last-seen entry stays warm.
+    private let memo = Mutex<Memo>(Memo())
 
     /// Every problem `request.validate()` would report.
     func problems(_ request: APNsRequest) -> [APNsRequestProblem] {
@@ -32,7 +45,7 @@ final class RequestValidation: Sendable {
             expiration: request.expiration.unixSeconds.map { $0 > 0 && $0 < Self.secondsLimit ? 1 : $0 },
             hasCollapseID: request.collapseID != nil)
         let headerProblems: [APNsRequestProblem]
-        if let known = memo.withLock({ $0[key] }) {
+        if let known = memo.withLock({ $0.lookUp(key) }) {
             headerProblems = known
         } else {
             // The model's own validation of the headers, on a copy with an empty payload.
@@ -40,8 +53,9 @@ final class RequestValidation: Sendable {
             headersOnly.payload = .object(JSONObject())
             headerProblems = headersOnly.validate().filter { !$0.field.hasPrefix("payload") }
             memo.withLock { memo in
-                if memo.count >= Self.capacity { memo.removeAll(keepingCapacity: true) }
-                memo[key] = headerProblems
+                if memo.all.count >= Self.capacity { memo.all.removeAll(keepingCapacity: true) }
+                memo.all[key] = headerProblems
+                memo.last = (key, headerProblems)
             }
         }
         return headerProblems + APNsPayload.validate(

@@ -42,7 +42,6 @@ public final class RuleSet: Sendable {
     /// Request ids: a random seed per rule set and a counter, so ids cost no system call per request.
     private let idSeed: UInt64
     private let idCounter = Atomic<UInt64>(0)
-    let validation = RequestValidation()
 
     init(file: String, rules: [CompiledRule], localization: Localization, templateCount: Int) {
         self.file = file
@@ -210,13 +209,13 @@ public final class RuleSet: Sendable {
         var notes = parts.notes
         // What validate() checks does not depend on the device, so once serves every device. It also
         // measures the payload, so the common case serialises it only here.
-        var problems = validation.problems(request)
+        var problems = plan.validation.problems(request)
         if problems.contains(where: { $0.code == .payloadTooLarge }) {
             switch plan.fit(parts.payload) {
             case .success(let fitted):
                 request.payload = fitted.payload
                 notes += fitted.notes
-                problems = validation.problems(request)
+                problems = plan.validation.problems(request)
             case .failure(let failure):
                 return .failure(failure)
             }
