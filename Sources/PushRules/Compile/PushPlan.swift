@@ -3,8 +3,8 @@
 // size fitting; each request is then checked by the APNs request model before it is handed out.
 import APNs
 
-/// How to build the push of one rule.
-struct PushPlan: Sendable {
+/// How to build the push of one rule. A class: it is large, and evaluation passes it around a lot.
+final class PushPlan: Sendable {
     let pushType: PushType
     /// The bundle id (the push type's suffix is added); nil when `topic` is given.
     let app: Template?
@@ -25,6 +25,24 @@ struct PushPlan: Sendable {
     let readsLocale: Bool
     /// The request model's validation, remembering this rule's header checks.
     let validation = RequestValidation()
+
+    init(pushType: PushType, app: Template?, topic: Template?, priority: APNsPriority, ttl: Int64?,
+         collapseID: Template?, payload: ValueTemplate, acceptedOverrides: Set<OverrideField>, apsKeys: Set<String>,
+         shorten: [ShortenPath], readsDevice: Bool, readsLocale: Bool)
+    {
+        self.pushType = pushType
+        self.app = app
+        self.topic = topic
+        self.priority = priority
+        self.ttl = ttl
+        self.collapseID = collapseID
+        self.payload = payload
+        self.acceptedOverrides = acceptedOverrides
+        self.apsKeys = apsKeys
+        self.shorten = shorten
+        self.readsDevice = readsDevice
+        self.readsLocale = readsLocale
+    }
 
     /// The parts of a request that do not depend on the device token.
     struct Rendered {

@@ -1,6 +1,7 @@
 // Server-side localized strings: tables of templates per locale, chosen by the recipient's locale
 // through a fallback chain (fr-CA → fr → the default locale), read in templates with `'key' | t`.
 import APNs
+import Synchronization
 
 /// The locale tables of a rule set. Every key exists in the default locale's table (the loader
 /// checks), so a lookup that reaches the end of the chain always finds its string.
@@ -10,11 +11,27 @@ struct Localization: Sendable {
     /// Tables by normalized tag.
     let tables: [String: LocaleTable]
 
+    /// Chains already worked out, by the locale as requested; bounded, shared by all threads.
+    private let resolved = ResolvedCache()
+
+    init(defaultLocale: String, tables: [String: LocaleTable]) {
+        self.defaultLocale = defaultLocale
+        self.tables = tables
+    }
+
     static let none = Localization(defaultLocale: "", tables: [:])
 
     /// The chain for a requested locale such as `fr_CA` or `fr-CA`: each table found among
     /// `fr-ca`, `fr`, then the default's.
     func resolve(_ requested: String?) -> ResolvedLocale {
+        let key = requested ?? ""
+        if let known = resolved.get(key) { return known }
+        let chain = computeChain(requested)
+        resolved.put(key, chain)
+        return chain
+    }
+
+    private func computeChain(_ requested: String?) -> ResolvedLocale {
         guard !tables.isEmpty else { return ResolvedLocale(tag: requested ?? "", tables: []) }
         var chain: [LocaleTable] = []
         if let requested, !requested.isEmpty, requested.utf8.count <= 64 {
@@ -74,5 +91,22 @@ struct ResolvedLocale: Sendable {
         }
         throw TemplateRenderError(
             "'\(key)' | t: no locale in \(tables.map(\.name).joined(separator: " → ")) has this key")
+    }
+}
+
+/// A bounded map from requested locale to its chain (cleared when full, so hostile locales cannot
+/// grow it without limit).
+final class ResolvedCache: Sendable {
+    static let capacity = 256
+    private let entries = Mutex<[String: ResolvedLocale]>([:])
+
+    func get(_ key: String) -> ResolvedLocale? { entries.withLock { $0[key] } }
+
+    func put(_ key: String, _ value: ResolvedLocale) {
+        guard key.utf8.count <= 64 else { return }
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[key] = value
+        }
     }
 }
