@@ -64,7 +64,8 @@ public final class RuleSet: Sendable {
         return "\(file): \(rules.count) rule\(rules.count == 1 ? "" : "s"), \(locales), \(templateCount) templates"
     }
 
-    /// Loads and checks a rules file (YAML, or JSON when the name ends in `.json`).
+    /// Loads and checks a rules file (YAML, or JSON when the name ends in `.json`). Reads the file,
+    /// so it blocks (compiling itself takes milliseconds for a few dozen rules).
     ///
     /// - Throws: `RulesLoadError` with every problem in the file, each with its line and column.
     public static func load(contentsOf path: String) throws(RulesLoadError) -> RuleSet {

@@ -35,6 +35,7 @@ public final class RulesStore: Sendable {
     private let reloading = Mutex<Void>(())
 
     /// Loads the file; throws every problem if it is not valid (there is nothing to fall back on).
+    /// Reads the file, so it blocks: call it at start-up, off the cooperative pool.
     public init(path: String) throws(RulesLoadError) {
         self.path = path
         let bytes = Self.read(path)
