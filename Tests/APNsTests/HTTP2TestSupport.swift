@@ -102,13 +102,14 @@ final class HTTP2TestServer: @unchecked Sendable {
         var maximumConcurrentStreams: UInt32? = 100
         /// After this many requests on a connection, announce a new limit.
         var lowerLimit: (afterRequests: Int, to: UInt32)?
-        /// Once this many requests arrived on a connection, send GOAWAY whose last-stream-id is the id of
-        /// the `lastProcessed`-th request; only requests up to it are answered.
+        /// Once this many requests arrived on the first connection, send GOAWAY whose last-stream-id is the
+        /// id of the `lastProcessed`-th request; only requests up to it are answered. Later connections
+        /// behave normally.
         var goaway: (afterRequests: Int, lastProcessed: Int)?
         /// The ALPN protocol to select; nil selects none.
         var alpn: String? = "h2"
-        /// Connections whose number (1-based) is listed here stop reading after the handshake, so
-        /// neither requests nor PINGs are answered.
+        /// Connections whose number (1-based) is listed here go silent once the client's SETTINGS
+        /// arrive: nothing more is read or written, so neither requests nor PINGs are answered.
         var silentConnections: Set<Int> = []
         var reply: @Sendable (Request) -> Reply = { _ in .respond(status: 200) }
     }
@@ -163,9 +164,9 @@ final class HTTP2TestServer: @unchecked Sendable {
             close(listenFD)
             throw TestFailure("cannot listen on 127.0.0.1:\(chosenPort): \(String(cString: strerror(errno)))")
         }
-        SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, _, _, argument in
+        SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, offered, offeredLength, argument in
             let server = Unmanaged<HTTP2TestServer>.fromOpaque(argument!).takeUnretainedValue()
-            return server.selectALPN(out, outLength)
+            return server.selectALPN(out, outLength, offered, offeredLength)
         }, Unmanaged.passUnretained(self).toOpaque())
         let thread = Thread { [self] in acceptLoop() }
         thread.start()
@@ -185,14 +186,27 @@ final class HTTP2TestServer: @unchecked Sendable {
         close(listenFD)
     }
 
+    /// Selects the configured protocol if the client offers it; otherwise answers like a server that
+    /// does not speak it: a fatal no_application_protocol alert (RFC 7301). With no protocol configured,
+    /// ALPN is ignored.
     private func selectALPN(_ out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
-                            _ outLength: UnsafeMutablePointer<UInt8>?) -> Int32 {
+                            _ outLength: UnsafeMutablePointer<UInt8>?,
+                            _ offered: UnsafePointer<UInt8>?, _ offeredLength: UInt32) -> Int32 {
         guard !alpnWire.isEmpty else { return SSL_TLSEXT_ERR_NOACK }
-        alpnWire.withUnsafeBufferPointer { wire in
-            out?.pointee = wire.baseAddress! + 1
-            outLength?.pointee = wire[0]
+        let list = UnsafeBufferPointer(start: offered, count: Int(offeredLength))
+        var index = 0
+        while index < list.count {
+            let length = Int(list[index])
+            if length == alpnWire.count - 1, index + 1 + length <= list.count,
+                list[(index + 1)...(index + length)].elementsEqual(alpnWire.dropFirst())
+            {
+                out?.pointee = offered! + index + 1
+                outLength?.pointee = UInt8(length)
+                return SSL_TLSEXT_ERR_OK
+            }
+            index += 1 + length
         }
-        return SSL_TLSEXT_ERR_OK
+        return SSL_TLSEXT_ERR_ALERT_FATAL
     }
 
     private func acceptLoop() {
@@ -257,6 +271,7 @@ private final class TestServerConnection {
     var goawaySent = false
     var lastProcessedStreamID: Int32 = Int32.max
     var heldUntilGoaway: [Int32] = []
+    var goneSilent = false
 
     init(server: HTTP2TestServer, fd: Int32, number: Int) {
         self.server = server
@@ -265,6 +280,7 @@ private final class TestServerConnection {
     }
 
     func run() {
+        blockSIGPIPEOnThisThread()
         server.threadStarted()
         defer {
             if let session { nghttp2_session_del(session) }
@@ -277,10 +293,6 @@ private final class TestServerConnection {
         guard SSL_accept(ssl) == 1 else { return }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        if server.serverOptions.silentConnections.contains(number) {
-            while !server.isStopped { usleep(5_000) }
-            return
-        }
         var callbacks: OpaquePointer?
         nghttp2_session_callbacks_new(&callbacks)
         defer { nghttp2_session_callbacks_del(callbacks) }
@@ -316,6 +328,10 @@ private final class TestServerConnection {
                 return
             }
             sendDueReplies()
+            if goneSilent {
+                while !server.isStopped { usleep(5_000) }
+                return
+            }
         }
     }
 
@@ -357,6 +373,7 @@ private final class TestServerConnection {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             let connection = Unmanaged<TestServerConnection>.fromOpaque(user!).takeUnretainedValue()
             connection.pending[frame!.pointee.hd.stream_id] = PendingStream()
+            connection.streamAccepted(frame!.pointee.hd.stream_id)
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
@@ -392,16 +409,20 @@ private final class TestServerConnection {
         }
     }
 
+    /// Sees every HEADERS frame before nghttp2 decides to accept or refuse it, so a stream opened over
+    /// the limit is counted even though nghttp2 refuses it.
     private func onBeginFrame(_ header: nghttp2_frame_hd) {
         guard UInt32(header.type) == NGHTTP2_HEADERS.rawValue, header.stream_id > highestStreamSeen else { return }
         highestStreamSeen = header.stream_id
         let limit = acknowledgedLimit ?? announcedLimit
-        let activeBefore = open.count
-        open.insert(header.stream_id)
+        if let limit, open.count >= Int(limit) { server.update { $0.limitViolations += 1 } }
+    }
+
+    private func streamAccepted(_ streamID: Int32) {
+        open.insert(streamID)
         server.update { counters in
             counters.activeStreams += 1
             counters.maximumActiveStreams = max(counters.maximumActiveStreams, open.count)
-            if let limit, activeBefore >= Int(limit) { counters.limitViolations += 1 }
         }
     }
 
@@ -411,6 +432,11 @@ private final class TestServerConnection {
         case NGHTTP2_SETTINGS.rawValue:
             if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0, limitChangeSent {
                 acknowledgedLimit = server.serverOptions.lowerLimit?.to
+            }
+            if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0,
+                server.serverOptions.silentConnections.contains(number)
+            {
+                goneSilent = true
             }
         case NGHTTP2_RST_STREAM.rawValue:
             server.update { $0.resetsReceived += 1 }
@@ -433,7 +459,7 @@ private final class TestServerConnection {
                 value: change.to)]
             nghttp2_submit_settings(session, 0, entry, 1)
         }
-        if let goaway = options.goaway {
+        if let goaway = options.goaway, number == 1 {
             if !goawaySent {
                 heldUntilGoaway.append(streamID)
                 if arrivedStreamIDs.count >= goaway.afterRequests {

@@ -41,6 +41,16 @@ public final class EventLoopGroup: Sendable {
     }
 }
 
+/// Makes writes to a socket the peer closed fail with EPIPE instead of killing the process: OpenSSL
+/// writes with write(2), which cannot pass MSG_NOSIGNAL, and a library must not ignore SIGPIPE for the
+/// whole process. The signal is thread-directed, so blocking it here is enough.
+func blockSIGPIPEOnThisThread() {
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    sigaddset(&signals, SIGPIPE)
+    pthread_sigmask(SIG_BLOCK, &signals, nil)
+}
+
 /// One event-loop thread. Everything not marked otherwise runs on that thread only.
 final class EventLoop: @unchecked Sendable {
     /// Work handed to the loop from other threads.
@@ -225,6 +235,7 @@ final class EventLoop: @unchecked Sendable {
     // MARK: The loop
 
     private func run() {
+        blockSIGPIPEOnThisThread()
         let capacity = 128
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }

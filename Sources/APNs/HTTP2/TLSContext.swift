@@ -44,11 +44,6 @@ final class TLSContext: @unchecked Sendable {
     private let serverNameIsIPAddress: Bool
 
     init(configuration: TLSConfiguration, host: String, endpoint: String) throws(HTTP2ClientError) {
-        guard let context = SSL_CTX_new(TLS_client_method()) else {
-            throw HTTP2ClientError(.invalidConfiguration, "cannot create a TLS context: \(OpenSSLError.drain())",
-                endpoint: endpoint)
-        }
-        self.context = context
         var name = configuration.serverName ?? host
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
         serverName = name
@@ -57,7 +52,21 @@ final class TLSContext: @unchecked Sendable {
         case .systemDefault: trustDescription = "the system trust store"
         case .caFile(let path): trustDescription = "the CA file '\(path)'"
         }
+        // Built completely before it is stored: once every property is set, a throwing init runs deinit.
+        context = try Self.makeContext(configuration, endpoint: endpoint)
+    }
 
+    private static func makeContext(_ configuration: TLSConfiguration, endpoint: String)
+        throws(HTTP2ClientError) -> OpaquePointer
+    {
+        guard let context = SSL_CTX_new(TLS_client_method()) else {
+            throw HTTP2ClientError(.invalidConfiguration, "cannot create a TLS context: \(OpenSSLError.drain())",
+                endpoint: endpoint)
+        }
+        func fail(_ message: String) -> HTTP2ClientError {
+            SSL_CTX_free(context)
+            return HTTP2ClientError(.invalidConfiguration, message, endpoint: endpoint)
+        }
         SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
         // Partial writes let one SSL_write carry a whole batch of frames on a non-blocking socket;
         // read-ahead lets one read() fetch many TLS records.
@@ -67,31 +76,21 @@ final class TLSContext: @unchecked Sendable {
 
         let alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
         guard SSL_CTX_set_alpn_protos(context, alpn, UInt32(alpn.count)) == 0 else {
-            SSL_CTX_free(context)
-            throw HTTP2ClientError(.invalidConfiguration, "cannot offer ALPN h2: \(OpenSSLError.drain())",
-                endpoint: endpoint)
+            throw fail("cannot offer ALPN h2: \(OpenSSLError.drain())")
         }
 
         switch configuration.trustRoots {
         case .systemDefault:
             guard SSL_CTX_set_default_verify_paths(context) == 1 else {
-                SSL_CTX_free(context)
-                throw HTTP2ClientError(.invalidConfiguration,
-                    "cannot load the system trust store: \(OpenSSLError.drain())", endpoint: endpoint)
+                throw fail("cannot load the system trust store: \(OpenSSLError.drain())")
             }
         case .caFile(let path):
             guard access(path, R_OK) == 0 else {
                 let reason = String(cString: strerror(errno))
-                SSL_CTX_free(context)
-                throw HTTP2ClientError(.invalidConfiguration,
-                    "cannot read the CA file '\(path)': \(reason); it should be a PEM file of CA certificates",
-                    endpoint: endpoint)
+                throw fail("cannot read the CA file '\(path)': \(reason); it should be a PEM file of CA certificates")
             }
             guard SSL_CTX_load_verify_locations(context, path, nil) == 1 else {
-                let reason = OpenSSLError.drain()
-                SSL_CTX_free(context)
-                throw HTTP2ClientError(.invalidConfiguration,
-                    "the CA file '\(path)' holds no usable PEM certificate (\(reason))", endpoint: endpoint)
+                throw fail("the CA file '\(path)' holds no usable PEM certificate (\(OpenSSLError.drain()))")
             }
         }
 
@@ -99,11 +98,10 @@ final class TLSContext: @unchecked Sendable {
             do {
                 try install(context)
             } catch {
-                SSL_CTX_free(context)
-                throw HTTP2ClientError(.invalidConfiguration, "cannot install the client identity: \(error)",
-                    endpoint: endpoint)
+                throw fail("cannot install the client identity: \(error)")
             }
         }
+        return context
     }
 
     deinit { SSL_CTX_free(context) }
