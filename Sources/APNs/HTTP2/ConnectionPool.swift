@@ -233,6 +233,16 @@ public final class ConnectionPool: Sendable {
         }
     }
 
+    /// Stops sending new streams on the connection with this id (from `HTTP2Response.connectionID`);
+    /// its open streams finish, and later requests go to other or new connections. Use it when the
+    /// server says the connection is no good (APNs: IdleTimeout, Shutdown, UnrelatedKeyIdInToken).
+    /// Unknown or already retired ids are ignored.
+    public func retireConnection(id: UInt64, reason: String = "retired by the client") {
+        let connection = state.withLock { state in state.entries.first { $0.connection.id == id }?.connection }
+        guard let connection else { return }
+        connection.loop.execute { connection.retireOnRequest(reason) }
+    }
+
     /// A snapshot of connection and stream counts.
     public var statistics: Statistics {
         state.withLock { state in

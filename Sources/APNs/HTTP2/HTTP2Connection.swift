@@ -5,6 +5,7 @@ import CNghttp2
 import COpenSSL
 import Dispatch
 import Glibc
+import Synchronization
 
 /// What a connection tells its pool. Called on the connection's loop thread.
 protocol HTTP2ConnectionDelegate: AnyObject, Sendable {
@@ -47,6 +48,9 @@ final class HTTP2Connection: @unchecked Sendable {
 
     let loop: EventLoop
     let endpoint: String
+    /// Unique in the process; reported on responses.
+    let id: UInt64
+    private static let nextID = Atomic<UInt64>(1)
     private let settings: HTTP2ConnectionSettings
     private let tls: TLSContext
     private weak var delegate: (any HTTP2ConnectionDelegate)?
@@ -88,6 +92,7 @@ final class HTTP2Connection: @unchecked Sendable {
         self.tls = tls
         self.delegate = delegate
         self.endpoint = settings.endpoint
+        self.id = Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
     }
 
     /// Number of streams open or queued in the session (loop thread).
@@ -476,6 +481,12 @@ final class HTTP2Connection: @unchecked Sendable {
         loop.markDirty(self)
     }
 
+    /// Takes no new streams and closes when the open ones have ended, e.g. after APNs answered
+    /// IdleTimeout or UnrelatedKeyIdInToken. Loop thread.
+    func retireOnRequest(_ reason: String) {
+        retire(reason)
+    }
+
     /// Takes no new streams and closes when the open ones have ended. Loop thread.
     func closeGracefully() {
         switch state {
@@ -671,7 +682,7 @@ final class HTTP2Connection: @unchecked Sendable {
         ticket.resolved = true
         if ticket.endStreamReceived && ticket.status != 0 {
             loop.complete(ticket, .success(HTTP2Response(status: ticket.status, headers: ticket.responseHeaders,
-                body: ticket.responseBody)))
+                body: ticket.responseBody, connectionID: id)))
             return
         }
         let error: HTTP2ClientError

@@ -45,11 +45,15 @@ public struct HTTP2Response: Sendable {
     public var headers: [HTTP2Header]
     /// The body, at most the pool's `maximumResponseBodyBytes`.
     public var body: [UInt8]
+    /// Which of the pool's connections carried the stream (unique in the process), for logs and for
+    /// `ConnectionPool.retireConnection(id:)`.
+    public var connectionID: UInt64
 
-    public init(status: Int, headers: [HTTP2Header] = [], body: [UInt8] = []) {
+    public init(status: Int, headers: [HTTP2Header] = [], body: [UInt8] = [], connectionID: UInt64 = 0) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.connectionID = connectionID
     }
 
     /// The first value of a header, compared case-insensitively by name.

@@ -2,6 +2,7 @@
 enum CommandRegistry {
     static let all: [any Command.Type] = [
         SendCommand.self,
+        BenchSendCommand.self,
         TokenCommand.self,
         CredentialsInspectCommand.self,
     ]
