@@ -116,13 +116,26 @@ public final class APNsClient: Sendable {
         let wire = try request.validatedWire(authorization: token?.jwt)
         var headers: [HTTP2Header] = []
         headers.reserveCapacity(wire.headers.count)
-        for field in wire.headers { headers.append(HTTP2Header(field.name, field.value)) }
+        for field in wire.headers {
+            // A fresh apns-id per request would only churn the HPACK table and evict the bearer token.
+            headers.append(HTTP2Header(field.name, field.value, isIndexable: field.name != "apns-id"))
+        }
         // The pool fills in its own authority: the host actually connected to (Apple's, or an override).
-        let http = HTTP2Request(method: wire.method, scheme: "https", authority: "", path: wire.path,
+        var http = HTTP2Request(method: wire.method, scheme: "https", authority: "", path: wire.path,
             headers: headers, body: wire.body)
+        http.isPathIndexable = false
         let response = try await pool(for: request.environment).send(http)
-        let apnsResponse = APNsResponse(status: response.status,
-            headers: response.headers.lazy.map { APNsHeaderField($0.name, $0.value) }, body: response.body)
+        let apnsResponse: APNsResponse
+        if response.status == 200 {
+            // The common case, read without the general parser (which lowercases every header name).
+            var accepted = APNsResponse(status: 200)
+            accepted.apnsID = response.header("apns-id").flatMap { try? APNsID(parsing: $0) }
+            accepted.apnsUniqueID = response.header("apns-unique-id")
+            apnsResponse = accepted
+        } else {
+            apnsResponse = APNsResponse(status: response.status,
+                headers: response.headerFields.lazy.map { APNsHeaderField($0.name, $0.value) }, body: response.body)
+        }
         var retryAfter: Duration?
         if response.status != 200, let value = response.header("retry-after") {
             retryAfter = RetryAfter.delay(value, now: Int64(Date().timeIntervalSince1970))

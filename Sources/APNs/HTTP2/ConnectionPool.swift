@@ -225,7 +225,7 @@ public final class ConnectionPool: Sendable {
         let ticket = HTTP2StreamTicket(request: request, deadline: MonotonicClock.now() &+ timeoutNanoseconds,
             timeoutNanoseconds: timeoutNanoseconds)
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTP2Response, any Error>) in
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<HTTP2Response, any Error>) in
                 if ticket.install(continuation) { enqueue(ticket) }
             }
         } onCancel: {

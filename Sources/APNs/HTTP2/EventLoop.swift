@@ -81,16 +81,16 @@ final class EventLoop: @unchecked Sendable {
     private let inbox = Mutex(Inbox())
 
     // Loop-confined state.
-    private var connections: [UInt64: HTTP2Connection] = [:]
-    private var nextRegistration: UInt64 = 1
-    private var timers: [Timer] = []
-    private var timerSequence: UInt64 = 0
-    private var nextTick: UInt64 = 0
-    private var dirty: [HTTP2Connection] = []
-    private var reports: [HTTP2Connection] = []
-    private var completions: [(HTTP2StreamTicket, Result<HTTP2Response, any Error>)] = []
+    @exclusivity(unchecked) private var connections: [UInt64: HTTP2Connection] = [:]
+    @exclusivity(unchecked) private var nextRegistration: UInt64 = 1
+    @exclusivity(unchecked) private var timers: [Timer] = []
+    @exclusivity(unchecked) private var timerSequence: UInt64 = 0
+    @exclusivity(unchecked) private var nextTick: UInt64 = 0
+    @exclusivity(unchecked) private var dirty: [HTTP2Connection] = []
+    @exclusivity(unchecked) private var reports: [HTTP2Connection] = []
+    @exclusivity(unchecked) private var completions: [(HTTP2StreamTicket, Result<HTTP2Response, any Error>)] = []
     /// Set at the top of each iteration; good enough as "now" for activity stamps.
-    private(set) var iterationTime: UInt64 = 0
+    @exclusivity(unchecked) private(set) var iterationTime: UInt64 = 0
     /// Shared by all connections of the loop: a read is fully processed before the next one.
     let readBuffer: UnsafeMutableRawBufferPointer
     static let readBufferSize = 64 * 1024

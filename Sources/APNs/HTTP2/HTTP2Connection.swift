@@ -55,33 +55,34 @@ final class HTTP2Connection: @unchecked Sendable {
     private let tls: TLSContext
     private weak var delegate: (any HTTP2ConnectionDelegate)?
 
-    var isQueuedForFlush = false
-    var isQueuedForReport = false
-    private(set) var state = State.idle
-    private var fd: Int32 = -1
-    private var ssl: OpaquePointer?
-    private var session: OpaquePointer?
-    private var registration: UInt64 = 0
-    private var isWatched = false
-    private var watchingWritable = false
-    private var addresses: [SocketAddress] = []
-    private var addressIndex = 0
-    private var lastConnectError = ""
-    private var connectDeadline: UInt64 = 0
-    private var streams: [Int32: HTTP2StreamTicket] = [:]
-    private var outBuffer: [UInt8] = []
-    private var outOffset = 0
-    private var finishedSinceReport = 0
-    private var lastReadAt: UInt64 = 0
-    private var pingSentAt: UInt64 = 0
-    private var goawayLastStreamID: Int32 = -1
-    private var goawayDescription = ""
-    private var streamLimit = 0
-    private var streamsOpened = 0
-    private var wasReady = false
-    private var closingGracefully = false
-    private var headerBytes: [UInt8] = []
-    private var headerFields: [nghttp2_nv] = []
+    @exclusivity(unchecked) var isQueuedForFlush = false
+    @exclusivity(unchecked) var isQueuedForReport = false
+    @exclusivity(unchecked) private(set) var state = State.idle
+    @exclusivity(unchecked) private var fd: Int32 = -1
+    @exclusivity(unchecked) private var ssl: OpaquePointer?
+    @exclusivity(unchecked) private var session: OpaquePointer?
+    @exclusivity(unchecked) private var registration: UInt64 = 0
+    @exclusivity(unchecked) private var isWatched = false
+    @exclusivity(unchecked) private var watchingWritable = false
+    @exclusivity(unchecked) private var addresses: [SocketAddress] = []
+    @exclusivity(unchecked) private var addressIndex = 0
+    @exclusivity(unchecked) private var lastConnectError = ""
+    @exclusivity(unchecked) private var connectDeadline: UInt64 = 0
+    @exclusivity(unchecked) private var streams: [Int32: HTTP2StreamTicket] = [:]
+    @exclusivity(unchecked) private var outBuffer: [UInt8] = []
+    @exclusivity(unchecked) private var outOffset = 0
+    @exclusivity(unchecked) private var finishedSinceReport = 0
+    @exclusivity(unchecked) private var lastReadAt: UInt64 = 0
+    @exclusivity(unchecked) private var pingSentAt: UInt64 = 0
+    @exclusivity(unchecked) private var goawayLastStreamID: Int32 = -1
+    @exclusivity(unchecked) private var goawayDescription = ""
+    @exclusivity(unchecked) private var streamLimit = 0
+    @exclusivity(unchecked) private var streamsOpened = 0
+    @exclusivity(unchecked) private var wasReady = false
+    @exclusivity(unchecked) private var closingGracefully = false
+    @exclusivity(unchecked) private var headerBytes: [UInt8] = []
+    @exclusivity(unchecked) private var headerFields: [nghttp2_nv] = []
+    @exclusivity(unchecked) private var headerRanges: [HeaderRange] = []
 
     /// Bytes of encoded frames gathered before one SSL_write; bounds memory per connection.
     private static let outputBatchBytes = 64 * 1024
@@ -422,27 +423,48 @@ final class HTTP2Connection: @unchecked Sendable {
     private func buildHeaderFields(_ request: HTTP2Request) {
         headerBytes.removeAll(keepingCapacity: true)
         headerFields.removeAll(keepingCapacity: true)
-        var ranges: [(Int, Int, Int, Int)] = []
-        ranges.reserveCapacity(4 + request.headers.count)
-        func add(_ name: String, _ value: String) {
-            let nameStart = headerBytes.count
-            headerBytes.append(contentsOf: name.utf8)
-            let valueStart = headerBytes.count
-            headerBytes.append(contentsOf: value.utf8)
-            ranges.append((nameStart, valueStart - nameStart, valueStart, headerBytes.count - valueStart))
-        }
-        add(":method", request.method)
-        add(":scheme", request.scheme)
-        add(":authority", request.authority)
-        add(":path", request.path)
-        for header in request.headers { add(header.name, header.value) }
+        headerRanges.removeAll(keepingCapacity: true)
+        appendHeader(":method", request.method, indexable: true)
+        appendHeader(":scheme", request.scheme, indexable: true)
+        appendHeader(":authority", request.authority, indexable: true)
+        appendHeader(":path", request.path, indexable: request.isPathIndexable)
+        for header in request.headers { appendHeader(header.name, header.value, indexable: header.isIndexable) }
         headerBytes.withUnsafeMutableBufferPointer { bytes in
             let base = bytes.baseAddress!
-            for (nameStart, nameLength, valueStart, valueLength) in ranges {
-                headerFields.append(nghttp2_nv(name: base + nameStart, value: base + valueStart,
-                    namelen: nameLength, valuelen: valueLength, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+            for range in headerRanges {
+                headerFields.append(nghttp2_nv(name: base + range.nameStart, value: base + range.valueStart,
+                    namelen: range.nameLength, valuelen: range.valueLength,
+                    flags: range.indexable ? noFlags : noIndexFlag))
             }
         }
+    }
+
+    private struct HeaderRange {
+        var nameStart: Int
+        var nameLength: Int
+        var valueStart: Int
+        var valueLength: Int
+        var indexable: Bool
+    }
+
+    private let noFlags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+    private let noIndexFlag = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+
+    @inline(__always)
+    private func appendHeader(_ name: String, _ value: String, indexable: Bool) {
+        let nameStart = headerBytes.count
+        appendUTF8(name)
+        let valueStart = headerBytes.count
+        appendUTF8(value)
+        headerRanges.append(HeaderRange(nameStart: nameStart, nameLength: valueStart - nameStart,
+            valueStart: valueStart, valueLength: headerBytes.count - valueStart, indexable: indexable))
+    }
+
+    /// Copies a string's UTF-8 with one memcpy when it is stored contiguously (native strings are).
+    @inline(__always)
+    private func appendUTF8(_ text: String) {
+        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in headerBytes.append(contentsOf: bytes) }
+        if copied == nil { headerBytes.append(contentsOf: text.utf8) }
     }
 
     /// Resets the ticket's stream (if open) and fails it with CancellationError. Loop thread.
@@ -608,8 +630,7 @@ final class HTTP2Connection: @unchecked Sendable {
             }
             return
         }
-        ticket.responseHeaders.append(HTTP2Header(String(decoding: name, as: UTF8.self),
-            String(decoding: value, as: UTF8.self)))
+        ticket.responseHeaders.append(name: name, value: value)
     }
 
     fileprivate func onDataChunk(streamID: Int32, data: UnsafeBufferPointer<UInt8>) {
@@ -681,7 +702,7 @@ final class HTTP2Connection: @unchecked Sendable {
         guard !ticket.resolved else { return }
         ticket.resolved = true
         if ticket.endStreamReceived && ticket.status != 0 {
-            loop.complete(ticket, .success(HTTP2Response(status: ticket.status, headers: ticket.responseHeaders,
+            loop.complete(ticket, .success(HTTP2Response(status: ticket.status, headerFields: ticket.responseHeaders,
                 body: ticket.responseBody, connectionID: id)))
             return
         }

@@ -4,13 +4,14 @@ import Synchronization
 
 /// A request in flight, from `ConnectionPool.send` until its caller is resumed.
 ///
-/// - Important: `finish` may be called from any thread and resumes the caller exactly once. The
+/// - Important: `finish` may be called from any thread and resumes the caller exactly once (which is
+///   what makes the unchecked continuation safe: the state machine below is the check). The
 ///   `waiting` flag belongs to the pool (under its lock); the stream fields belong to the loop thread
 ///   of the connection the ticket was dispatched to.
 final class HTTP2StreamTicket: @unchecked Sendable {
     private enum Completion {
         case idle
-        case waiting(CheckedContinuation<HTTP2Response, any Error>)
+        case waiting(UnsafeContinuation<HTTP2Response, any Error>)
         case finishedEarly(Result<HTTP2Response, any Error>)
         case done
     }
@@ -24,20 +25,20 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     private let finishedFlag = Atomic<Bool>(false)
 
     // Pool-confined (under the pool's lock).
-    var isWaiting = false
-    var dispatchedTo: HTTP2Connection?
+    @exclusivity(unchecked) var isWaiting = false
+    @exclusivity(unchecked) var dispatchedTo: HTTP2Connection?
 
     // Loop-confined.
-    var streamID: Int32 = 0
-    var bodyOffset = 0
-    var status = 0
-    var responseHeaders: [HTTP2Header] = []
-    var responseBody: [UInt8] = []
-    var headersSent = false
-    var endStreamReceived = false
+    @exclusivity(unchecked) var streamID: Int32 = 0
+    @exclusivity(unchecked) var bodyOffset = 0
+    @exclusivity(unchecked) var status = 0
+    @exclusivity(unchecked) var responseHeaders = HTTP2HeaderFields()
+    @exclusivity(unchecked) var responseBody: [UInt8] = []
+    @exclusivity(unchecked) var headersSent = false
+    @exclusivity(unchecked) var endStreamReceived = false
     /// Set when the loop already resumed the caller (timeout, cancel, oversize) but the stream is
     /// still closing; the close callback then only releases the slot.
-    var resolved = false
+    @exclusivity(unchecked) var resolved = false
 
     init(request: HTTP2Request, deadline: UInt64, timeoutNanoseconds: UInt64) {
         self.request = request
@@ -50,7 +51,7 @@ final class HTTP2StreamTicket: @unchecked Sendable {
 
     /// Stores the caller's continuation; returns false when the ticket was finished before (the
     /// continuation has then been resumed already).
-    func install(_ continuation: CheckedContinuation<HTTP2Response, any Error>) -> Bool {
+    func install(_ continuation: UnsafeContinuation<HTTP2Response, any Error>) -> Bool {
         let early = completion.withLock { state -> Result<HTTP2Response, any Error>? in
             switch state {
             case .idle:
@@ -70,7 +71,7 @@ final class HTTP2StreamTicket: @unchecked Sendable {
 
     /// Resumes the caller with `result` unless it was resumed already. Safe from any thread.
     func finish(_ result: Result<HTTP2Response, any Error>) {
-        let continuation = completion.withLock { state -> CheckedContinuation<HTTP2Response, any Error>? in
+        let continuation = completion.withLock { state -> UnsafeContinuation<HTTP2Response, any Error>? in
             switch state {
             case .idle:
                 state = .finishedEarly(result)

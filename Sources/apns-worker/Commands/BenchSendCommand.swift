@@ -293,7 +293,9 @@ struct BenchWorkload: Sendable {
     init(topic: String, payloadBytes: Int, distinctTokens: Int = 10_000) throws {
         var generator = SystemRandomNumberGenerator()
         tokens = try (0..<distinctTokens).map { _ in
-            try DeviceToken(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            var bytes: [UInt8] = []
+            for _ in 0..<4 { withUnsafeBytes(of: generator.next() as UInt64) { bytes += $0 } }
+            return try DeviceToken(bytes: bytes)
         }
         let skeleton: JSONValue = ["aps": ["alert": ["title": "Bench", "body": "A notification from the bench"]],
                                    "pad": ""]
