@@ -1,7 +1,6 @@
 // Sends APNs requests over pooled HTTP/2 connections with one credential: one pool per environment,
 // provider tokens from a shared signer (or mutual TLS), and the retry loop that records every attempt.
 import Foundation
-import Synchronization
 
 /// How a client proves who it is to APNs.
 public enum APNsCredential: Sendable {
@@ -80,7 +79,8 @@ public final class APNsClient: Sendable {
 
     public let configuration: Configuration
     private let group: EventLoopGroup
-    private let pools: Mutex<[APNsEnvironment: ConnectionPool]>
+    private let sandboxPool: ConnectionPool
+    private let productionPool: ConnectionPool
     private let signer: ProviderTokenSigner?
 
     /// Checks the configuration for both environments (endpoint, CA file, client identity); connects
@@ -89,17 +89,14 @@ public final class APNsClient: Sendable {
         self.configuration = configuration
         self.group = group
         if case .token(let signer) = configuration.credential { self.signer = signer } else { self.signer = nil }
-        var pools: [APNsEnvironment: ConnectionPool] = [:]
-        for environment in APNsEnvironment.allCases {
-            pools[environment] = try ConnectionPool(configuration: configuration.poolConfiguration(for: environment),
-                group: group)
-        }
-        self.pools = Mutex(pools)
+        sandboxPool = try ConnectionPool(configuration: configuration.poolConfiguration(for: .sandbox), group: group)
+        productionPool = try ConnectionPool(configuration: configuration.poolConfiguration(for: .production),
+            group: group)
     }
 
     /// The pool serving `environment` (for statistics).
     public func pool(for environment: APNsEnvironment) -> ConnectionPool {
-        pools.withLock { $0[environment]! }
+        environment == .sandbox ? sandboxPool : productionPool
     }
 
     /// Sends one attempt of `request` and returns APNs' answer, whatever its status.
@@ -120,11 +117,12 @@ public final class APNsClient: Sendable {
             // A fresh apns-id per request would only churn the HPACK table and evict the bearer token.
             headers.append(HTTP2Header(field.name, field.value, isIndexable: field.name != "apns-id"))
         }
-        // The pool fills in its own authority: the host actually connected to (Apple's, or an override).
-        var http = HTTP2Request(method: wire.method, scheme: "https", authority: "", path: wire.path,
+        // The pool's authority: the host actually connected to (Apple's, or an override).
+        let pool = pool(for: request.environment)
+        var http = HTTP2Request(method: wire.method, scheme: "https", authority: pool.authority, path: wire.path,
             headers: headers, body: wire.body)
         http.isPathIndexable = false
-        let response = try await pool(for: request.environment).send(http)
+        let response = try await pool.send(http)
         let apnsResponse: APNsResponse
         if response.status == 200 {
             // The common case, read without the general parser (which lowercases every header name).
@@ -223,8 +221,8 @@ public final class APNsClient: Sendable {
 
     /// Closes both environments' pools, letting open streams finish for up to `gracePeriod`.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
-        let all = pools.withLock { Array($0.values) }
-        for pool in all { await pool.shutdown(gracePeriod: gracePeriod) }
+        await sandboxPool.shutdown(gracePeriod: gracePeriod)
+        await productionPool.shutdown(gracePeriod: gracePeriod)
     }
 
     private func timeToExpiration(of request: APNsRequest) -> Duration? {

@@ -216,9 +216,8 @@ public final class ConnectionPool: Sendable {
     /// - Parameter timeout: overrides the configuration's `requestTimeout` (queueing included).
     /// - Throws: `HTTP2ClientError` (see its codes), or `CancellationError` when the task is cancelled
     ///   (an open stream is then reset).
-    public func send(_ request: HTTP2Request, timeout: Duration? = nil) async throws -> HTTP2Response {
+    public func send(_ request: consuming HTTP2Request, timeout: Duration? = nil) async throws -> HTTP2Response {
         try Task.checkCancellation()
-        var request = request
         if request.scheme.isEmpty { request.scheme = "https" }
         if request.authority.isEmpty { request.authority = authority }
         let timeoutNanoseconds = (timeout ?? configuration.requestTimeout).nanosecondsClamped

@@ -31,6 +31,8 @@ struct BenchSendCommand: Command {
         .value("--payload-bytes", "B", "Size of the JSON payload (40-4096). Default: 200."),
         .value("--server-threads", "S", "Threads of the h2o started when --endpoint is not given. Default: 1."),
         .value("--topic", "BUNDLE", "apns-topic to send. Default: com.example.bench."),
+        .value("--layer", "LAYER", "client (default): APNsClient.send with a RetryPolicy, as the worker sends; "
+            + "transport: prebuilt HTTP/2 requests straight to the ConnectionPool (the engine alone)."),
         .flag("--compare-h2load", "Also run h2load with the same request shape and print the ratios."),
         .flag("--json", "Also print the figures as one JSON object on the last line."),
     ] + ClientOptions.credentialOptions
@@ -43,6 +45,10 @@ struct BenchSendCommand: Command {
         let payloadBytes = try arguments.integer("--payload-bytes", default: 200, range: 40...4096)!
         let serverThreads = try arguments.integer("--server-threads", default: 1, range: 1...64)!
         let topic = arguments.value("--topic") ?? "com.example.bench"
+        let layer = arguments.value("--layer") ?? "client"
+        guard layer == "client" || layer == "transport" else {
+            throw UsageError(message: "--layer must be client or transport, got '\(layer)'")
+        }
         if arguments.value("--endpoint") == nil, arguments.value("--ca-file") != nil {
             throw UsageError(message: "--ca-file goes with --endpoint; without --endpoint the bench starts h2o with "
                 + "its own certificate")
@@ -89,10 +95,16 @@ struct BenchSendCommand: Command {
         let client = try ClientOptions.makeClient(configuration, group: group)
         defer { _ = client }
 
-        let workload = try BenchWorkload(topic: topic, payloadBytes: payloadBytes)
+        var workload = try BenchWorkload(topic: topic, payloadBytes: payloadBytes)
+        if layer == "transport" {
+            let token: String?
+            if case .token(let signer) = credential { token = try signer.token().jwt } else { token = nil }
+            workload.prepareTransportRequests(authorization: token,
+                authority: client.pool(for: .production).authority)
+        }
         let load = ProcessReadings.loadAverage()
         print("bench send: \(count) notifications to \(endpoint) [\(serverName)]")
-        print("  \(connections) connection(s) × \(streams) streams, \(loopThreads) loop thread(s), payload "
+        print("  layer \(layer), \(connections) connection(s) × \(streams) streams, \(loopThreads) loop thread(s), payload "
             + "\(workload.payloadByteCount) bytes; load average \(String(format: "%.2f", load.oneMinute)) "
             + "on \(load.cpus) CPUs before the run")
 
@@ -174,13 +186,24 @@ struct BenchSendCommand: Command {
                     while true {
                         let index = next.take()
                         if index >= count { break }
-                        let request = workload.request(index)
                         let started = ProcessReadings.monotonicNanoseconds()
-                        let delivery = await client.send(request, policy: .never)
+                        var failure: String?
+                        if let transportTemplate = workload.transportTemplate {
+                            do {
+                                let response = try await client.pool(for: .production)
+                                    .send(workload.transportRequest(index, template: transportTemplate))
+                                if response.status != 200 { failure = "HTTP status \(response.status)" }
+                            } catch {
+                                failure = "\(error)"
+                            }
+                        } else {
+                            let delivery = await client.send(workload.request(index), policy: .never)
+                            if delivery.status != .delivered { failure = delivery.summary }
+                        }
                         result.histogram.record(nanoseconds: ProcessReadings.monotonicNanoseconds() - started)
-                        if delivery.status != .delivered {
+                        if let failure {
                             result.failures += 1
-                            if result.firstError == nil { result.firstError = delivery.summary }
+                            if result.firstError == nil { result.firstError = failure }
                         }
                         sampler?.completed()
                     }
@@ -312,6 +335,27 @@ struct BenchWorkload: Sendable {
     /// An ES256 JWT with a 10-character kid and iss is 4 + 1 + ~75 + 1 + 86 characters; the stand-in
     /// matches that so HPACK sees the same sizes.
     static let jwtLength = 166
+
+    /// For the transport layer: the wire request with everything but path and apns-id fixed.
+    private(set) var transportTemplate: HTTP2Request?
+
+    mutating func prepareTransportRequests(authorization: String?, authority: String) {
+        let wire = template.wire(authorization: authorization)
+        var request = HTTP2Request(method: wire.method, scheme: "https", authority: authority, path: wire.path,
+            headers: wire.headers.map { HTTP2Header($0.name, $0.value, isIndexable: $0.name != "apns-id") },
+            body: wire.body)
+        request.isPathIndexable = false
+        transportTemplate = request
+    }
+
+    func transportRequest(_ index: Int, template: HTTP2Request) -> HTTP2Request {
+        var request = template
+        request.path = "/3/device/" + tokens[index % tokens.count].hex
+        if let last = request.headers.indices.last, request.headers[last].name == "apns-id" {
+            request.headers[last].value = APNsID.random().string
+        }
+        return request
+    }
 
     func request(_ index: Int) -> APNsRequest {
         var request = template
