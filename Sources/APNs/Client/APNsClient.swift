@@ -122,7 +122,7 @@ public final class APNsClient: Sendable {
         var http = HTTP2Request(method: wire.method, scheme: "https", authority: pool.authority, path: wire.path,
             headers: headers, body: wire.body)
         http.isPathIndexable = false
-        let response = try await pool.send(http)
+        let response = try await pool.send(consume http)
         let apnsResponse: APNsResponse
         if response.status == 200 {
             // The common case, read without the general parser (which lowercases every header name).

@@ -221,8 +221,8 @@ public final class ConnectionPool: Sendable {
         if request.scheme.isEmpty { request.scheme = "https" }
         if request.authority.isEmpty { request.authority = authority }
         let timeoutNanoseconds = (timeout ?? configuration.requestTimeout).nanosecondsClamped
-        let ticket = HTTP2StreamTicket(request: request, deadline: MonotonicClock.now() &+ timeoutNanoseconds,
-            timeoutNanoseconds: timeoutNanoseconds)
+        let ticket = HTTP2StreamTicket(request: consume request,
+            deadline: MonotonicClock.now() &+ timeoutNanoseconds, timeoutNanoseconds: timeoutNanoseconds)
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<HTTP2Response, any Error>) in
                 if ticket.install(continuation) { enqueue(ticket) }
@@ -290,6 +290,20 @@ public final class ConnectionPool: Sendable {
     // MARK: Dispatch
 
     private func enqueue(_ ticket: HTTP2StreamTicket) {
+        // The common case, without building an action list: a ready connection has a free stream.
+        let direct = state.withLock { state -> HTTP2Connection? in
+            guard !state.isShutDown, state.entries.count == configuration.connectionCount || state.consecutiveFailures > 0,
+                let index = state.leastLoadedReady()
+            else { return nil }
+            state.entries[index].inFlight += 1
+            let connection = state.entries[index].connection
+            ticket.dispatchedTo = connection
+            return connection
+        }
+        if let direct {
+            direct.loop.enqueue(.submit(direct, ticket))
+            return
+        }
         let now = MonotonicClock.now()
         var actions = Actions()
         state.withLock { state in

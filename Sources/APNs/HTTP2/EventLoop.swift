@@ -27,6 +27,18 @@ public final class EventLoopGroup: Sendable {
         for loop in loops { loop.start() }
     }
 
+    /// A task executor that runs tasks on one of the group's loop threads (round-robin).
+    ///
+    /// Tasks that mostly send requests (`withTaskExecutorPreference(group.taskExecutor()) { ... }`) then
+    /// run on the thread that does their I/O: submitting and resuming need no thread hand-off and no
+    /// wake-up, which roughly halves the CPU per request on a busy pool.
+    ///
+    /// - Important: only non-blocking code may run there; a blocked task stalls every connection of
+    ///   that loop. Leave blocking or long CPU work on the default executor.
+    public func taskExecutor() -> any TaskExecutor {
+        next()
+    }
+
     /// The loop the next connection should live on.
     func next() -> EventLoop {
         let index = nextLoop.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -38,6 +50,13 @@ public final class EventLoopGroup: Sendable {
         for loop in loops {
             await loop.stop()
         }
+    }
+}
+
+extension EventLoop: TaskExecutor {
+    /// Runs a task job on the loop thread, in the loop's next round of jobs.
+    func enqueue(_ job: consuming ExecutorJob) {
+        enqueue(.task(UnownedJob(job)))
     }
 }
 
@@ -58,6 +77,8 @@ final class EventLoop: @unchecked Sendable {
         case submit(HTTP2Connection, HTTP2StreamTicket)
         case cancel(HTTP2Connection, HTTP2StreamTicket)
         case run(@Sendable () -> Void)
+        /// A Swift task that prefers this loop as its executor.
+        case task(UnownedJob)
     }
 
     private struct Inbox {
@@ -89,6 +110,7 @@ final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var dirty: [HTTP2Connection] = []
     @exclusivity(unchecked) private var reports: [HTTP2Connection] = []
     @exclusivity(unchecked) private var completions: [(HTTP2StreamTicket, Result<HTTP2Response, any Error>)] = []
+    @exclusivity(unchecked) private var spareCompletions: [(HTTP2StreamTicket, Result<HTTP2Response, any Error>)] = []
     /// Set at the top of each iteration; good enough as "now" for activity stamps.
     @exclusivity(unchecked) private(set) var iterationTime: UInt64 = 0
     /// Shared by all connections of the loop: a read is fully processed before the next one.
@@ -140,9 +162,15 @@ final class EventLoop: @unchecked Sendable {
         case .wake: wake()
         case .refused:
             // A stopped loop runs nothing more; a request handed to it must not wait forever.
-            if case .submit(let connection, let ticket) = job {
+            switch job {
+            case .submit(let connection, let ticket):
                 ticket.finish(.failure(HTTP2ClientError(.unprocessed, "the event loop was shut down",
                     endpoint: connection.endpoint)))
+            case .task(let task):
+                // A task must run somewhere; the global executor takes over from a stopped loop.
+                globalConcurrentExecutor.enqueue(ExecutorJob(task))
+            case .cancel, .run:
+                break
             }
         }
     }
@@ -256,18 +284,24 @@ final class EventLoop: @unchecked Sendable {
                 }
             }
 
-            let stopRequested = inbox.withLock { inbox -> Bool in
-                swap(&inbox.jobs, &jobs)
-                return inbox.stopRequested
-            }
-            for job in jobs {
-                switch job {
-                case .submit(let connection, let ticket): connection.submit(ticket)
-                case .cancel(let connection, let ticket): connection.cancel(ticket)
-                case .run(let action): action()
+            var stopRequested = false
+            // A few rounds, so that tasks run here can submit requests that go out in this iteration's flush.
+            for _ in 0..<4 {
+                stopRequested = inbox.withLock { inbox -> Bool in
+                    swap(&inbox.jobs, &jobs)
+                    return inbox.stopRequested
                 }
+                if jobs.isEmpty { break }
+                for job in jobs {
+                    switch job {
+                    case .submit(let connection, let ticket): connection.submit(ticket)
+                    case .cancel(let connection, let ticket): connection.cancel(ticket)
+                    case .run(let action): action()
+                    case .task(let task): task.runSynchronously(on: asUnownedTaskExecutor())
+                    }
+                }
+                jobs.removeAll(keepingCapacity: true)
             }
-            jobs.removeAll(keepingCapacity: true)
 
             runDueTimers()
             if nextTick != 0, iterationTime >= nextTick {
@@ -316,9 +350,14 @@ final class EventLoop: @unchecked Sendable {
                 index += 1
             }
             reports.removeAll(keepingCapacity: true)
-            let finished = completions
-            completions.removeAll(keepingCapacity: true)
-            for (ticket, result) in finished { ticket.finish(result) }
+            // Swap with the spare buffer: resuming callers may add completions (never on this thread, but
+            // keep the loop simple) and neither array reallocates.
+            swap(&completions, &spareCompletions)
+            for index in spareCompletions.indices {
+                let (ticket, result) = spareCompletions[index]
+                ticket.finish(result)
+            }
+            spareCompletions.removeAll(keepingCapacity: true)
         }
     }
 

@@ -388,10 +388,9 @@ final class HTTP2Connection: @unchecked Sendable {
             ticket.finish(.failure(HTTP2ClientError(.unprocessed, "not sent: \(why)", endpoint: endpoint)))
             return
         }
-        let request = ticket.request
-        buildHeaderFields(request)
+        buildHeaderFields(ticket)
         var provider = nghttp2_data_provider()
-        let hasBody = !request.body.isEmpty
+        let hasBody = !ticket.request.body.isEmpty
         if hasBody {
             provider.source.ptr = Unmanaged.passUnretained(ticket).toOpaque()
             provider.read_callback = HTTP2SessionCallbacks.readRequestBody
@@ -420,15 +419,19 @@ final class HTTP2Connection: @unchecked Sendable {
 
     /// Flattens pseudo-headers and headers into one reused byte buffer and points nghttp2_nv at it;
     /// nghttp2 copies them during submit.
-    private func buildHeaderFields(_ request: HTTP2Request) {
+    private func buildHeaderFields(_ ticket: HTTP2StreamTicket) {
         headerBytes.removeAll(keepingCapacity: true)
         headerFields.removeAll(keepingCapacity: true)
         headerRanges.removeAll(keepingCapacity: true)
-        appendHeader(":method", request.method, indexable: true)
-        appendHeader(":scheme", request.scheme, indexable: true)
-        appendHeader(":authority", request.authority, indexable: true)
-        appendHeader(":path", request.path, indexable: request.isPathIndexable)
-        for header in request.headers { appendHeader(header.name, header.value, indexable: header.isIndexable) }
+        appendHeader(ticket.request.method, named: ":method", indexable: true)
+        appendHeader(ticket.request.scheme, named: ":scheme", indexable: true)
+        appendHeader(ticket.request.authority, named: ":authority", indexable: true)
+        appendHeader(ticket.request.path, named: ":path", indexable: ticket.request.isPathIndexable)
+        ticket.request.headers.withUnsafeBufferPointer { headers in
+            for index in headers.indices {
+                appendHeader(headers[index].value, named: headers[index].name, indexable: headers[index].isIndexable)
+            }
+        }
         headerBytes.withUnsafeMutableBufferPointer { bytes in
             let base = bytes.baseAddress!
             for range in headerRanges {
@@ -451,7 +454,7 @@ final class HTTP2Connection: @unchecked Sendable {
     private let noIndexFlag = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
 
     @inline(__always)
-    private func appendHeader(_ name: String, _ value: String, indexable: Bool) {
+    private func appendHeader(_ value: String, named name: String, indexable: Bool) {
         let nameStart = headerBytes.count
         appendUTF8(name)
         let valueStart = headerBytes.count

@@ -33,6 +33,8 @@ struct BenchSendCommand: Command {
         .value("--topic", "BUNDLE", "apns-topic to send. Default: com.example.bench."),
         .value("--layer", "LAYER", "client (default): APNsClient.send with a RetryPolicy, as the worker sends; "
             + "transport: prebuilt HTTP/2 requests straight to the ConnectionPool (the engine alone)."),
+        .value("--executor", "WHERE", "loop (default): the senders run on the event-loop threads "
+            + "(EventLoopGroup.taskExecutor()); default: on Swift's global executor."),
         .flag("--compare-h2load", "Also run h2load with the same request shape and print the ratios."),
         .flag("--json", "Also print the figures as one JSON object on the last line."),
     ] + ClientOptions.credentialOptions
@@ -46,9 +48,14 @@ struct BenchSendCommand: Command {
         let serverThreads = try arguments.integer("--server-threads", default: 1, range: 1...64)!
         let topic = arguments.value("--topic") ?? "com.example.bench"
         let layer = arguments.value("--layer") ?? "client"
-        guard layer == "client" || layer == "transport" else {
-            throw UsageError(message: "--layer must be client or transport, got '\(layer)'")
+        let executorChoice = arguments.value("--executor") ?? "loop"
+        guard executorChoice == "loop" || executorChoice == "default" else {
+            throw UsageError(message: "--executor must be loop or default, got '\(executorChoice)'")
         }
+        guard layer == "client" || layer == "transport" || layer == "render" else {
+            throw UsageError(message: "--layer must be client, transport or render, got '\(layer)'")
+        }
+        if layer == "render" { return try renderOnly(count: count, topic: topic, payloadBytes: payloadBytes) }
         if arguments.value("--endpoint") == nil, arguments.value("--ca-file") != nil {
             throw UsageError(message: "--ca-file goes with --endpoint; without --endpoint the bench starts h2o with "
                 + "its own certificate")
@@ -104,19 +111,20 @@ struct BenchSendCommand: Command {
         }
         let load = ProcessReadings.loadAverage()
         print("bench send: \(count) notifications to \(endpoint) [\(serverName)]")
-        print("  layer \(layer), \(connections) connection(s) × \(streams) streams, \(loopThreads) loop thread(s), payload "
+        print("  layer \(layer), senders on the \(executorChoice) executor, \(connections) connection(s) × \(streams) streams, \(loopThreads) loop thread(s), payload "
             + "\(workload.payloadByteCount) bytes; load average \(String(format: "%.2f", load.oneMinute)) "
             + "on \(load.cpus) CPUs before the run")
 
         // Warm up: open the connections, let the server and both sides reach steady state.
         let warmUp = min(count, max(2_000, connections * streams * 4))
+        let executor: (any TaskExecutor)? = executorChoice == "loop" ? group.taskExecutor() : nil
         _ = await drive(client, workload: workload, count: warmUp, concurrency: connections * streams,
-            sampler: nil)
+            sampler: nil, executor: executor)
         let sampler = RSSSampler(total: count)
         let cpuBefore = ProcessReadings.cpuMicroseconds()
         let start = ProcessReadings.monotonicNanoseconds()
         let run = await drive(client, workload: workload, count: count, concurrency: connections * streams,
-            sampler: sampler)
+            sampler: sampler, executor: executor)
         let elapsed = Double(ProcessReadings.monotonicNanoseconds() - start) / 1e9
         let cpu = ProcessReadings.cpuMicroseconds() - cpuBefore
         sampler.stop()
@@ -138,6 +146,21 @@ struct BenchSendCommand: Command {
                 connections: connections, streams: streams, load: load.oneMinute).compactString)
         }
         return run.failures == 0 ? 0 : 1
+    }
+
+    /// Measures only what the client does before the transport: token, validation, rendering.
+    static func renderOnly(count: Int, topic: String, payloadBytes: Int) throws -> Int32 {
+        let workload = try BenchWorkload(topic: topic, payloadBytes: payloadBytes)
+        let signer = try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "BENCH00001", teamID: "BENCHTEAM1"))
+        var bytes = 0
+        let cpuBefore = ProcessReadings.cpuMicroseconds()
+        for index in 0..<count {
+            let wire = try workload.request(index).validatedWire(authorization: try signer.token().jwt)
+            bytes &+= wire.body.count &+ wire.headers.count
+        }
+        let cpu = ProcessReadings.cpuMicroseconds() - cpuBefore
+        print("render: \(String(format: "%.2f", Double(cpu) / Double(count))) CPU µs per request (\(bytes) bytes)")
+        return 0
     }
 
     /// Ctrl-C or SIGTERM during the run must not leave the h2o the bench started behind.
@@ -176,6 +199,16 @@ struct BenchSendCommand: Command {
     }
 
     /// `concurrency` senders share `count` notifications; each records its own latencies.
+    static func drive(_ client: APNsClient, workload: BenchWorkload, count: Int, concurrency: Int,
+                      sampler: RSSSampler?, executor: (any TaskExecutor)?) async -> RunResult {
+        if let executor {
+            return await withTaskExecutorPreference(executor) {
+                await drive(client, workload: workload, count: count, concurrency: concurrency, sampler: sampler)
+            }
+        }
+        return await drive(client, workload: workload, count: count, concurrency: concurrency, sampler: sampler)
+    }
+
     static func drive(_ client: APNsClient, workload: BenchWorkload, count: Int, concurrency: Int,
                       sampler: RSSSampler?) async -> RunResult {
         let next = BenchCounter()
