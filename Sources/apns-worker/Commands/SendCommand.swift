@@ -1,13 +1,12 @@
 // `apns-worker send`: builds one APNs request from flags, checks it, and prints it as JSON
-// (--dry-run) or as the equivalent curl command (--curl). Sending it goes through the HTTP/2
-// client, which is not part of this command yet: `send(_:arguments:)` is where it plugs in,
-// together with its connection and credential options in `sendingOptions`.
+// (--dry-run) or as the equivalent curl command (--curl), or sends it (SendCommand+Sending.swift:
+// `send(_:arguments:)` and its connection and credential options, `sendingOptions`).
 import APNs
 import Foundation
 
 struct SendCommand: Command {
     static let name = "send"
-    static let summary = "Build one push notification, check it, and print it (--dry-run) or as curl (--curl)."
+    static let summary = "Send one push notification, or check it and print it (--dry-run) or as curl (--curl)."
     static let discussion = """
         Checks the request against APNs' rules (token, topic suffix, priority for the push type,
         payload keys, types and size) and reports every problem at once, one per line, exit 1.
@@ -17,10 +16,17 @@ struct SendCommand: Command {
         --dry-run prints the request as one JSON object (the authorization header is left out: a dry
         run uses no credentials); --curl prints a curl command that reads the provider token from
         $AUTHENTICATION_TOKEN.
+        Without --dry-run or --curl the notification is sent over HTTP/2 (token auth with --key-file,
+        --key-id and --team-id, or certificate auth with --cert-file) and APNs' answer is printed as
+        one JSON object: status (delivered, rejected or failed), http_status, apns_id, apns_unique_id,
+        reason, timestamp and every attempt. Exit 0 when delivered, 1 otherwise. --endpoint points at
+        another server (the simulator, a test server), whose CA --ca-file names.
 
-        example:
+        examples:
           apns-worker send --dry-run --device-token '<0a1b2c3d ...>' --topic com.example.app \\
               --payload '{"aps":{"alert":{"title":"Hi","body":"there"}}}'
+          apns-worker send --environment sandbox --key-file AuthKey_ABC123DEFG.p8 --key-id ABC123DEFG \\
+              --team-id DEF123GHIJ --device-token '<0a1b2c3d ...>' --topic com.example.app
         """
 
     /// What the request is made of.
@@ -43,8 +49,6 @@ struct SendCommand: Command {
         .flag("--curl", "Check the request and print it as an equivalent curl command."),
     ]
 
-    /// Connection and credential options that sending will need; none exist before the HTTP/2 client.
-    static let sendingOptions: [OptionSpec] = []
 
     static let options = requestOptions + modeOptions + sendingOptions
 
@@ -71,13 +75,6 @@ struct SendCommand: Command {
         case .send:
             return try await send(request, arguments: arguments)
         }
-    }
-
-    /// Sends the request and prints APNs' answer; needs the HTTP/2 client, which is not built yet.
-    static func send(_ request: APNsRequest, arguments: ParsedArguments) async throws -> Int32 {
-        standardError("apns-worker send: the request is valid, but sending needs the HTTP/2 client, which this "
-            + "build does not have yet; use --dry-run to print the request or --curl to send it with curl")
-        return 1
     }
 
     /// The request from the flags, or every problem with it.

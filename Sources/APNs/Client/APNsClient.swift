@@ -1,0 +1,237 @@
+// Sends APNs requests over pooled HTTP/2 connections with one credential: one pool per environment,
+// provider tokens from a shared signer (or mutual TLS), and the retry loop that records every attempt.
+import Foundation
+
+/// How a client proves who it is to APNs.
+public enum APNsCredential: Sendable {
+    /// Token authentication: `authorization: bearer <JWT>` from this signer on every request.
+    case token(ProviderTokenSigner)
+    /// Certificate authentication: mutual TLS with this identity; no authorization header.
+    case certificate(CertificateIdentity)
+}
+
+/// An APNs client for one credential.
+///
+/// - Important: thread-safe; share one client per credential across the process. Call `shutdown()`
+///   when done.
+public final class APNsClient: Sendable {
+    /// Where and how the client connects.
+    public struct Configuration: Sendable {
+        public var credential: APNsCredential
+        /// Connect here instead of Apple's host for the request's environment, e.g.
+        /// `https://127.0.0.1:8443` for the simulator or a test server. Default: nil (Apple).
+        public var endpointOverride: String?
+        /// Apple's port: 443 (default) or 2197.
+        public var port: Int = APNsEnvironment.port
+        /// Default: the system trust store; a CA file only for test servers.
+        public var trustRoots: TLSConfiguration.TrustRoots = .systemDefault
+        /// Connections per environment. Default: 2.
+        public var connectionsPerEnvironment: Int = 2
+        /// Our cap on streams per connection on top of APNs' SETTINGS. Default: 1000.
+        public var maximumConcurrentStreamsPerConnection: Int = 1000
+        /// Requests that may wait for a stream per environment. Default: 10,000.
+        public var maximumQueuedRequests: Int = 10_000
+        /// One attempt, from send to response (queueing included). Default: 30 s.
+        public var requestTimeout: Duration = .seconds(30)
+        /// TCP + TLS + first SETTINGS. Default: 10 s.
+        public var connectTimeout: Duration = .seconds(10)
+        /// Idle time before a PING. Default: 60 s.
+        public var pingInterval: Duration = .seconds(60)
+        /// Delay between failed connection attempts. Default: 100 ms doubling to 30 s, full jitter.
+        public var reconnectBackoff = ExponentialBackoff(initial: .milliseconds(100), maximum: .seconds(30))
+
+        public init(credential: APNsCredential) {
+            self.credential = credential
+        }
+
+        /// The pool configuration for one environment.
+        public func poolConfiguration(for environment: APNsEnvironment) throws(HTTP2ClientError)
+            -> ConnectionPool.Configuration
+        {
+            var tls = TLSConfiguration(trustRoots: trustRoots)
+            if case .certificate(let identity) = credential {
+                tls.installClientIdentity = { context in try identity.install(into: context) }
+            }
+            var pool: ConnectionPool.Configuration
+            if let endpointOverride {
+                pool = try ConnectionPool.Configuration(url: endpointOverride, tls: tls)
+            } else {
+                pool = ConnectionPool.Configuration(host: environment.host, port: port, tls: tls)
+            }
+            pool.connectionCount = connectionsPerEnvironment
+            pool.maximumConcurrentStreamsPerConnection = maximumConcurrentStreamsPerConnection
+            pool.maximumQueuedRequests = maximumQueuedRequests
+            pool.requestTimeout = requestTimeout
+            pool.connectTimeout = connectTimeout
+            pool.pingInterval = pingInterval
+            pool.reconnectBackoff = reconnectBackoff
+            return pool
+        }
+    }
+
+    /// One attempt's answer with the transport details the retry loop needs.
+    struct AttemptResult {
+        var response: APNsResponse
+        var connectionID: UInt64
+        var retryAfter: Duration?
+        var token: ProviderToken?
+    }
+
+    public let configuration: Configuration
+    private let group: EventLoopGroup
+    private let sandboxPool: ConnectionPool
+    private let productionPool: ConnectionPool
+    private let signer: ProviderTokenSigner?
+
+    /// Checks the configuration for both environments (endpoint, CA file, client identity); connects
+    /// only on the first send.
+    public init(configuration: Configuration, group: EventLoopGroup = .shared) throws(HTTP2ClientError) {
+        self.configuration = configuration
+        self.group = group
+        if case .token(let signer) = configuration.credential { self.signer = signer } else { self.signer = nil }
+        sandboxPool = try ConnectionPool(configuration: configuration.poolConfiguration(for: .sandbox), group: group)
+        productionPool = try ConnectionPool(configuration: configuration.poolConfiguration(for: .production),
+            group: group)
+    }
+
+    /// The pool serving `environment` (for statistics).
+    public func pool(for environment: APNsEnvironment) -> ConnectionPool {
+        environment == .sandbox ? sandboxPool : productionPool
+    }
+
+    /// Sends one attempt of `request` and returns APNs' answer, whatever its status.
+    ///
+    /// - Throws: `APNsInvalidRequest` when the request breaks APNs' rules (nothing is sent),
+    ///   `CredentialError` when no provider token can be made, `HTTP2ClientError` when the transport
+    ///   fails, `CancellationError`.
+    public func send(_ request: APNsRequest) async throws -> APNsResponse {
+        try await attempt(request).response
+    }
+
+    func attempt(_ request: APNsRequest) async throws -> AttemptResult {
+        let token = try signer?.token()
+        let wire = try request.validatedWire(authorization: token?.jwt)
+        var headers: [HTTP2Header] = []
+        headers.reserveCapacity(wire.headers.count)
+        for field in wire.headers {
+            // A fresh apns-id per request would only churn the HPACK table and evict the bearer token.
+            headers.append(HTTP2Header(field.name, field.value, isIndexable: field.name != "apns-id"))
+        }
+        // The pool's authority: the host actually connected to (Apple's, or an override).
+        let pool = pool(for: request.environment)
+        var http = HTTP2Request(method: wire.method, scheme: "https", authority: pool.authority, path: wire.path,
+            headers: headers, body: wire.body)
+        http.isPathIndexable = false
+        let response = try await pool.send(consume http)
+        let apnsResponse: APNsResponse
+        if response.status == 200 {
+            // The common case, read without the general parser (which lowercases every header name).
+            var accepted = APNsResponse(status: 200)
+            accepted.apnsID = response.header("apns-id").flatMap { try? APNsID(parsing: $0) }
+            accepted.apnsUniqueID = response.header("apns-unique-id")
+            apnsResponse = accepted
+        } else {
+            apnsResponse = APNsResponse(status: response.status,
+                headers: response.headerFields.lazy.map { APNsHeaderField($0.name, $0.value) }, body: response.body)
+        }
+        var retryAfter: Duration?
+        if response.status != 200, let value = response.header("retry-after") {
+            retryAfter = RetryAfter.delay(value, now: Int64(Date().timeIntervalSince1970))
+        }
+        return AttemptResult(response: apnsResponse, connectionID: response.connectionID, retryAfter: retryAfter,
+            token: token)
+    }
+
+    /// Sends `request`, retrying as `policy` says with a fresh apns-id on every attempt, and reports
+    /// every attempt. Never throws: failures end up in the result.
+    ///
+    /// The first attempt uses `request.apnsID`. ExpiredProviderToken makes the signer refresh;
+    /// IdleTimeout, Shutdown and UnrelatedKeyIdInToken retire the connection that answered.
+    public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
+        var attempts: [DeliveryAttempt] = []
+        var current = request
+        let clock = ContinuousClock()
+        let firstStart = clock.now
+        while true {
+            if !attempts.isEmpty { current.apnsID = .random() }
+            let startedAt = Date()
+            let attemptStart = clock.now
+            let outcome: AttemptOutcome
+            var lastResponse: APNsResponse?
+            var connectionID: UInt64 = 0
+            var usedToken: ProviderToken?
+            var record = DeliveryAttempt(apnsID: current.apnsID, httpStatus: nil, reason: nil, errorMessage: nil,
+                startedAt: startedAt, latency: .zero)
+            do {
+                let result = try await attempt(current)
+                lastResponse = result.response
+                connectionID = result.connectionID
+                usedToken = result.token
+                outcome = .response(result.response, retryAfter: result.retryAfter)
+                record.httpStatus = result.response.status
+                record.reason = result.response.reason?.rawValue
+            } catch let error as HTTP2ClientError {
+                outcome = .transportFailure(error)
+                record.reason = error.code.description
+                record.errorMessage = error.message
+            } catch let error as APNsInvalidRequest {
+                outcome = .invalidRequest(error.description)
+                record.reason = "invalidRequest"
+                record.errorMessage = error.description
+            } catch let error as CredentialError {
+                outcome = .credentialFailure(error.description)
+                record.reason = "credential"
+                record.errorMessage = error.description
+            } catch is CancellationError {
+                outcome = .cancelled
+                record.reason = "cancelled"
+            } catch {
+                outcome = .credentialFailure("\(error)")
+                record.reason = "error"
+                record.errorMessage = "\(error)"
+            }
+            record.latency = attemptStart.duration(to: clock.now)
+            attempts.append(record)
+
+            let decision = policy.decide(after: outcome, attempts: attempts.count,
+                elapsed: firstStart.duration(to: clock.now), timeToExpiration: timeToExpiration(of: request))
+            switch decision {
+            case .finish(let status, let because):
+                return DeliveryResult(status: status, response: lastResponse, attempts: attempts, summary: because)
+            case .retry(let delay, let action):
+                switch action {
+                case .none: break
+                case .useNewConnection:
+                    pool(for: request.environment).retireConnection(id: connectionID,
+                        reason: "APNs answered \(lastResponse?.reason?.rawValue ?? "a connection error")")
+                case .refreshProviderToken:
+                    signer?.invalidate(usedToken)
+                }
+                if delay > .zero {
+                    do {
+                        try await Task.sleep(for: delay)
+                    } catch {
+                        return DeliveryResult(status: .failed, response: lastResponse, attempts: attempts,
+                            summary: "cancelled while waiting to retry")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes both environments' pools, letting open streams finish for up to `gracePeriod`.
+    public func shutdown(gracePeriod: Duration = .seconds(10)) async {
+        await sandboxPool.shutdown(gracePeriod: gracePeriod)
+        await productionPool.shutdown(gracePeriod: gracePeriod)
+    }
+
+    private func timeToExpiration(of request: APNsRequest) -> Duration? {
+        switch request.expiration {
+        case .none: return nil
+        case .immediately: return .zero
+        case .at(let seconds):
+            let now = Date().timeIntervalSince1970
+            return .milliseconds(Int64((Double(seconds) - now) * 1000))
+        }
+    }
+}

@@ -1,0 +1,73 @@
+// What happened to one notification across all its attempts: the record the worker turns into an
+// outcome event (status, final response, and every attempt with its apns-id and latency).
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+
+/// The final state of a notification.
+public enum DeliveryStatus: String, Sendable, Hashable, CustomStringConvertible {
+    /// APNs accepted it (HTTP 200).
+    case delivered
+    /// APNs (or request validation) refused it for good: sending it again would not help.
+    case rejected
+    /// It could not be delivered: retries ran out, time or expiration ran out, or the transport or
+    /// credential failed in a way retrying cannot fix.
+    case failed
+
+    public var description: String { rawValue }
+}
+
+/// One try at sending a notification.
+public struct DeliveryAttempt: Sendable, Hashable {
+    /// The apns-id this attempt carried (fresh on every attempt).
+    public var apnsID: APNsID
+    /// The HTTP status, or nil when no response arrived.
+    public var httpStatus: Int?
+    /// APNs' reason for an error response, or the transport error's code (e.g. `requestTimeout`).
+    public var reason: String?
+    /// For failures without an APNs response: what went wrong.
+    public var errorMessage: String?
+    /// Wall-clock time the attempt started.
+    public var startedAt: Date
+    /// From the start of the attempt to its response or failure.
+    public var latency: Duration
+
+    public init(apnsID: APNsID, httpStatus: Int?, reason: String?, errorMessage: String?, startedAt: Date,
+                latency: Duration) {
+        self.apnsID = apnsID
+        self.httpStatus = httpStatus
+        self.reason = reason
+        self.errorMessage = errorMessage
+        self.startedAt = startedAt
+        self.latency = latency
+    }
+
+    /// Latency in milliseconds, as outcome records carry it.
+    public var latencyMilliseconds: Double { latency.seconds * 1000 }
+}
+
+/// The result of `APNsClient.send(_:policy:)`.
+public struct DeliveryResult: Sendable {
+    public var status: DeliveryStatus
+    /// The last APNs response, when the last attempt got one.
+    public var response: APNsResponse?
+    /// Every attempt in order; never empty.
+    public var attempts: [DeliveryAttempt]
+    /// Why the notification ended as it did, for people (never contains secrets).
+    public var summary: String
+
+    public init(status: DeliveryStatus, response: APNsResponse?, attempts: [DeliveryAttempt], summary: String) {
+        self.status = status
+        self.response = response
+        self.attempts = attempts
+        self.summary = summary
+    }
+
+    /// The apns-id of the final attempt.
+    public var finalAPNsID: APNsID? { attempts.last?.apnsID }
+    /// What APNs' final answer means (invalid token, bad credential, ...); nil when delivered or when
+    /// no response arrived.
+    public var reasonClass: APNsReasonClass? { response?.reasonClass }
+}

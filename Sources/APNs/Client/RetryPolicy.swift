@@ -1,0 +1,156 @@
+// When a notification is sent again, and after how long: a pure decision from the last attempt's outcome,
+// kept apart from the transport so it can be tested and tuned alone.
+
+/// What one attempt came to, as the retry policy sees it.
+public enum AttemptOutcome: Sendable {
+    /// APNs answered (any status).
+    case response(APNsResponse, retryAfter: Duration?)
+    /// The HTTP/2 transport failed.
+    case transportFailure(HTTP2ClientError)
+    /// No provider token could be made.
+    case credentialFailure(String)
+    /// The request breaks APNs' rules and was not sent.
+    case invalidRequest(String)
+    /// The caller's task was cancelled.
+    case cancelled
+}
+
+/// What to do before the next attempt.
+public enum RetryAction: Sendable, Hashable {
+    /// Nothing special.
+    case none
+    /// Stop using the connection that answered (APNs: IdleTimeout, Shutdown, UnrelatedKeyIdInToken).
+    case useNewConnection
+    /// Sign a new provider token (APNs: ExpiredProviderToken).
+    case refreshProviderToken
+}
+
+/// The policy's verdict after an attempt.
+public enum RetryDecision: Sendable, Hashable {
+    /// Stop with this status; `because` explains it.
+    case finish(DeliveryStatus, because: String)
+    /// Try again after `delay`, doing `action` first.
+    case retry(after: Duration, action: RetryAction)
+}
+
+/// Which outcomes are retried and when.
+///
+/// Retried, after exponential back-off with full jitter (and never sooner than `Retry-After`):
+/// 429, 500, 503 ServiceUnavailable, unknown 5xx, lost connections, timeouts and stream resets, failed
+/// connects and TLS handshakes. Retried at once: streams the server did not process (GOAWAY,
+/// REFUSED_STREAM), IdleTimeout / Shutdown / UnrelatedKeyIdInToken (on a new connection) and
+/// ExpiredProviderToken (with a new token). Never retried: invalid tokens, bad credentials, permanent
+/// request errors, certificate or ALPN failures. Every retry gets a fresh apns-id (the client does that).
+///
+/// Bounds: at most `maximumAttempts`, no retry that would start after `maximumTotalTime` from the first
+/// attempt, and none at or after the notification's `apns-expiration`. An expiration of 0 ("try once,
+/// do not store") allows only the immediate retries.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Attempts in all, the first included. Default: 5.
+    public var maximumAttempts: Int
+    /// No retry starts later than this after the first attempt started. Default: 60 s.
+    public var maximumTotalTime: Duration
+    /// Delay before retry n (1-based failures). Default: 200 ms doubling to 30 s, full jitter.
+    public var backoff: ExponentialBackoff
+    /// Whether a request that may have reached APNs (timeout, lost connection, stream reset) is sent
+    /// again, at the risk of a duplicate on the device. Default: true (at-least-once).
+    public var retriesPossiblyProcessedRequests: Bool
+
+    public init(maximumAttempts: Int = 5, maximumTotalTime: Duration = .seconds(60),
+                backoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(200), maximum: .seconds(30)),
+                retriesPossiblyProcessedRequests: Bool = true) {
+        self.maximumAttempts = max(1, maximumAttempts)
+        self.maximumTotalTime = maximumTotalTime
+        self.backoff = backoff
+        self.retriesPossiblyProcessedRequests = retriesPossiblyProcessedRequests
+    }
+
+    /// Sends each notification once.
+    public static let never = RetryPolicy(maximumAttempts: 1)
+
+    /// The decision after attempt number `attempts` (1 = the first) ended with `outcome`.
+    ///
+    /// - Parameters:
+    ///   - elapsed: time since the first attempt started.
+    ///   - timeToExpiration: time left until the notification's apns-expiration; nil when it has none,
+    ///     `.zero` for an expiration of 0 (immediate retries only), negative once it has passed.
+    public func decide(after outcome: AttemptOutcome, attempts: Int, elapsed: Duration,
+                       timeToExpiration: Duration?) -> RetryDecision {
+        var generator = SystemRandomNumberGenerator()
+        return decide(after: outcome, attempts: attempts, elapsed: elapsed, timeToExpiration: timeToExpiration,
+            using: &generator)
+    }
+
+    public func decide(after outcome: AttemptOutcome, attempts: Int, elapsed: Duration, timeToExpiration: Duration?,
+                       using generator: inout some RandomNumberGenerator) -> RetryDecision {
+        let kind: RetryKind
+        let what: String
+        switch outcome {
+        case .response(let response, let retryAfter):
+            if response.isAccepted { return .finish(.delivered, because: "accepted by APNs") }
+            what = "\(response.status) \(response.reason?.rawValue ?? "(no reason)")"
+            switch response.reasonClass ?? .permanent {
+            case .retryWithBackoff: kind = .backoff(minimum: retryAfter)
+            case .retryOnNewConnection: kind = .immediate(.useNewConnection)
+            case .refreshProviderToken: kind = .immediate(.refreshProviderToken)
+            case .invalidToken: return .finish(.rejected, because: "\(what): the device token is no longer valid")
+            case .badCredential: return .finish(.rejected, because: "\(what): the credential was refused")
+            case .permanent: return .finish(.rejected, because: "\(what): APNs refused the request")
+            }
+        case .transportFailure(let error):
+            what = "\(error.code): \(error.message)"
+            switch error.code {
+            case .unprocessed:
+                kind = .immediate(.none)
+            case .connectFailed, .connectTimeout, .tlsHandshakeFailed, .protocolError, .poolSaturated:
+                kind = .backoff(minimum: error.retryAfter)
+            case .connectionClosed, .requestTimeout, .streamReset:
+                guard retriesPossiblyProcessedRequests else {
+                    return .finish(.failed, because: "\(what) (not retried: APNs may have processed it)")
+                }
+                kind = .backoff(minimum: nil)
+            default:
+                return .finish(.failed, because: what)
+            }
+        case .credentialFailure(let message):
+            return .finish(.failed, because: "no provider token: \(message)")
+        case .invalidRequest(let message):
+            return .finish(.rejected, because: "invalid request: \(message)")
+        case .cancelled:
+            return .finish(.failed, because: "cancelled")
+        }
+
+        if attempts >= maximumAttempts {
+            return .finish(.failed, because: "gave up after \(attempts) attempts; last: \(what)")
+        }
+        let delay: Duration
+        let action: RetryAction
+        switch kind {
+        case .immediate(let immediateAction):
+            delay = .zero
+            action = immediateAction
+        case .backoff(let minimum):
+            delay = max(backoff.delay(afterFailures: attempts, using: &generator), minimum ?? .zero)
+            action = .none
+        }
+        if elapsed + delay > maximumTotalTime {
+            return .finish(.failed, because: "gave up: a retry in \(format(delay)) would pass the "
+                + "\(format(maximumTotalTime)) limit; last: \(what)")
+        }
+        if let timeToExpiration, timeToExpiration < .zero {
+            return .finish(.failed, because: "gave up: the notification has expired; last: \(what)")
+        }
+        if let timeToExpiration, delay > .zero, delay >= timeToExpiration {
+            return .finish(.failed, because: "gave up: the notification expires before a retry in "
+                + "\(format(delay)); last: \(what)")
+        }
+        return .retry(after: delay, action: action)
+    }
+
+    private enum RetryKind { case immediate(RetryAction), backoff(minimum: Duration?) }
+
+    private func format(_ duration: Duration) -> String {
+        let milliseconds = Int((duration.seconds * 1000).rounded())
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
+    }
+}

@@ -1,0 +1,89 @@
+// One request's journey through the pool and a connection: the caller's continuation, and the stream
+// state the loop builds the response in.
+import Synchronization
+
+/// A request in flight, from `ConnectionPool.send` until its caller is resumed.
+///
+/// - Important: `finish` may be called from any thread and resumes the caller exactly once (which is
+///   what makes the unchecked continuation safe: the state machine below is the check). The
+///   `waiting` flag belongs to the pool (under its lock); the stream fields belong to the loop thread
+///   of the connection the ticket was dispatched to.
+final class HTTP2StreamTicket: @unchecked Sendable {
+    private enum Completion {
+        case idle
+        case waiting(UnsafeContinuation<HTTP2Response, any Error>)
+        case finishedEarly(Result<HTTP2Response, any Error>)
+        case done
+    }
+
+    let request: HTTP2Request
+    /// MonotonicClock nanoseconds after which the request times out.
+    let deadline: UInt64
+    /// The request timeout, for the error message.
+    let timeoutNanoseconds: UInt64
+    private let completion = Mutex(Completion.idle)
+    private let finishedFlag = Atomic<Bool>(false)
+
+    // Pool-confined (under the pool's lock).
+    @exclusivity(unchecked) var isWaiting = false
+    @exclusivity(unchecked) var dispatchedTo: HTTP2Connection?
+
+    // Loop-confined.
+    @exclusivity(unchecked) var streamID: Int32 = 0
+    @exclusivity(unchecked) var bodyOffset = 0
+    @exclusivity(unchecked) var status = 0
+    @exclusivity(unchecked) var responseHeaders = HTTP2HeaderFields()
+    @exclusivity(unchecked) var responseBody: [UInt8] = []
+    @exclusivity(unchecked) var headersSent = false
+    @exclusivity(unchecked) var endStreamReceived = false
+    /// Set when the loop already resumed the caller (timeout, cancel, oversize) but the stream is
+    /// still closing; the close callback then only releases the slot.
+    @exclusivity(unchecked) var resolved = false
+
+    init(request: HTTP2Request, deadline: UInt64, timeoutNanoseconds: UInt64) {
+        self.request = request
+        self.deadline = deadline
+        self.timeoutNanoseconds = timeoutNanoseconds
+    }
+
+    /// True once the caller has been (or is about to be) resumed.
+    var isFinished: Bool { finishedFlag.load(ordering: .acquiring) }
+
+    /// Stores the caller's continuation; returns false when the ticket was finished before (the
+    /// continuation has then been resumed already).
+    func install(_ continuation: UnsafeContinuation<HTTP2Response, any Error>) -> Bool {
+        let early = completion.withLock { state -> Result<HTTP2Response, any Error>? in
+            switch state {
+            case .idle:
+                state = .waiting(continuation)
+                return nil
+            case .finishedEarly(let result):
+                state = .done
+                return result
+            case .waiting, .done:
+                preconditionFailure("a stream ticket's continuation was installed twice")
+            }
+        }
+        guard let early else { return true }
+        continuation.resume(with: early)
+        return false
+    }
+
+    /// Resumes the caller with `result` unless it was resumed already. Safe from any thread.
+    func finish(_ result: Result<HTTP2Response, any Error>) {
+        let continuation = completion.withLock { state -> UnsafeContinuation<HTTP2Response, any Error>? in
+            switch state {
+            case .idle:
+                state = .finishedEarly(result)
+                return nil
+            case .waiting(let continuation):
+                state = .done
+                return continuation
+            case .finishedEarly, .done:
+                return nil
+            }
+        }
+        finishedFlag.store(true, ordering: .releasing)
+        continuation?.resume(with: result)
+    }
+}

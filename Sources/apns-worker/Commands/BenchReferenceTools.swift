@@ -1,0 +1,297 @@
+// The reference tools `bench send` measures against: an h2o server (Debian h2o, mruby handler that
+// answers 200) with a self-signed certificate on a free loopback port, and h2load (Debian nghttp2-client)
+// sending the same request shape.
+import Foundation
+import Glibc
+import Synchronization
+
+/// A child process started with posix_spawn and an empty signal mask.
+///
+/// Foundation's Process starts children from the calling thread, and the threads Swift's async code runs
+/// on block almost every signal, which the child inherits: an h2o started that way ignores SIGTERM.
+final class SpawnedProcess: @unchecked Sendable {
+    let pid: pid_t
+    private let exitStatus = Mutex<Int32?>(nil)
+
+    private init(pid: pid_t) { self.pid = pid }
+
+    /// Starts `path` with `arguments`, stdout and stderr appended to `outputFile`.
+    static func spawn(_ path: String, _ arguments: [String], outputFile: String) throws -> SpawnedProcess {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var emptySet = sigset_t()
+        sigemptyset(&emptySet)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &emptySet)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid = pid_t()
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        guard result == 0 else {
+            throw BenchError("cannot start \(path): \(String(cString: strerror(result)))")
+        }
+        return SpawnedProcess(pid: pid)
+    }
+
+    /// Waits for the exit (waitpid on a dispatch thread, never on the cooperative pool); returns the
+    /// exit status, or 128 + signal.
+    func waitForExit() async -> Int32 {
+        if let status = exitStatus.withLock({ $0 }) { return status }
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { [self] in
+                continuation.resume(returning: blockingWait())
+            }
+        }
+    }
+
+    /// True while the child has not exited.
+    var isRunning: Bool {
+        if exitStatus.withLock({ $0 }) != nil { return false }
+        var status: Int32 = 0
+        let result = waitpid(pid, &status, WNOHANG)
+        if result == pid {
+            exitStatus.withLock { $0 = Self.decode(status) }
+            return false
+        }
+        return result == 0
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited after `grace`; reaps it.
+    func terminate(grace: Duration = .seconds(3)) {
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        let deadline = ContinuousClock.now + grace
+        while ContinuousClock.now < deadline {
+            if !isRunning { return }
+            usleep(10_000)
+        }
+        kill(pid, SIGKILL)
+        _ = blockingWait()
+    }
+
+    private func blockingWait() -> Int32 {
+        if let status = exitStatus.withLock({ $0 }) { return status }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let decoded = Self.decode(status)
+        exitStatus.withLock { $0 = decoded }
+        return decoded
+    }
+
+    private static func decode(_ status: Int32) -> Int32 {
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+}
+
+/// A child process run to completion.
+enum ChildProcess {
+    struct Result {
+        var status: Int32
+        var output: String
+    }
+
+    /// Runs `path` with `arguments`; output (stdout and stderr) goes through a temporary file, so a
+    /// chatty child can never block on a full pipe.
+    static func run(_ path: String, _ arguments: [String], directory: String) async throws -> Result {
+        let outputPath = directory + "/child-\(UUID().uuidString).log"
+        let child = try SpawnedProcess.spawn(path, arguments, outputFile: outputPath)
+        let status = await child.waitForExit()
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(atPath: outputPath)
+        return Result(status: status, output: text)
+    }
+}
+
+/// h2o on 127.0.0.1 with a fresh self-signed certificate, answering every request with 200 and no body.
+final class H2OReferenceServer {
+    let port: Int
+    let caFile: String
+    let directory: String
+    private let process: SpawnedProcess
+
+    var url: String { "https://127.0.0.1:\(port)" }
+
+    /// Writes the certificate and config into `directory` and starts h2o in the foreground (worker mode,
+    /// so it never daemonizes); returns once it accepts connections.
+    static func start(directory: String, threads: Int, maximumStreams: Int) async throws -> H2OReferenceServer {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/h2o") else {
+            throw BenchError("h2o is not installed (Debian package h2o); or give --endpoint URL of a running server")
+        }
+        let certificate = directory + "/h2o-cert.pem"
+        let key = directory + "/h2o-key.pem"
+        let made = try await ChildProcess.run("/usr/bin/openssl", [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ], directory: directory)
+        guard made.status == 0 else { throw BenchError("openssl could not make a certificate: \(made.output)") }
+        let port = freeLoopbackPort()
+        let configuration = """
+            listen:
+              host: 127.0.0.1
+              port: \(port)
+              ssl:
+                certificate-file: \(certificate)
+                key-file: \(key)
+                minimum-version: TLSv1.2
+            num-threads: \(threads)
+            http2-max-concurrent-requests-per-connection: \(max(100, maximumStreams))
+            hosts:
+              default:
+                paths:
+                  /:
+                    mruby.handler: |
+                      Proc.new do |env|
+                        [200, {}, []]
+                      end
+
+            """
+        let configPath = directory + "/h2o.conf"
+        try configuration.write(toFile: configPath, atomically: true, encoding: .utf8)
+        let log = directory + "/h2o.log"
+        let process = try SpawnedProcess.spawn("/usr/bin/h2o", ["--mode", "worker", "--conf", configPath],
+            outputFile: log)
+        let server = H2OReferenceServer(port: port, caFile: certificate, directory: directory, process: process)
+        for _ in 0..<250 {
+            if !process.isRunning {
+                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                throw BenchError("h2o exited at start:\n\(text)")
+            }
+            if canConnect(port: port) { return server }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        server.stop()
+        throw BenchError("h2o did not accept connections on 127.0.0.1:\(port) within 5 s")
+    }
+
+    private init(port: Int, caFile: String, directory: String, process: SpawnedProcess) {
+        self.port = port
+        self.caFile = caFile
+        self.directory = directory
+        self.process = process
+    }
+
+    /// The h2o version line, e.g. "h2o version 2.2.5".
+    static func version() async -> String {
+        let result = try? await ChildProcess.run("/usr/bin/h2o", ["--version"], directory: NSTemporaryDirectory())
+        return result?.output.split(separator: "\n").first.map(String.init) ?? "h2o"
+    }
+
+    /// SIGTERM, SIGKILL after 3 s; reaps the process.
+    func stop() {
+        process.terminate()
+    }
+
+    /// The process id, for a signal handler that must stop the server when the bench is interrupted.
+    var pid: pid_t { process.pid }
+
+    private static func canConnect(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1: bound to port 0, read back, released.
+func freeLoopbackPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+            _ = bind(fd, generic, length)
+            _ = getsockname(fd, generic, &length)
+        }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// h2load's figures for one run.
+struct H2LoadResult {
+    var requestsPerSecond: Double
+    var succeeded: Int
+    var failed: Int
+    var seconds: Double
+    var cpuMicroseconds: Int64
+    var peakRSSKiB: Int
+    var meanLatencyMilliseconds: Double?
+    var maximumLatencyMilliseconds: Double?
+
+    /// Runs h2load with `arguments` and reads "finished in Xs, Y req/s" and the request counts.
+    static func run(arguments: [String], directory: String) async throws -> H2LoadResult {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/h2load") else {
+            throw BenchError("h2load is not installed (Debian package nghttp2-client)")
+        }
+        let cpuBefore = ProcessReadings.cpuMicroseconds(children: true)
+        let result = try await ChildProcess.run("/usr/bin/h2load", arguments, directory: directory)
+        let cpu = ProcessReadings.cpuMicroseconds(children: true) - cpuBefore
+        guard result.status == 0, let finished = result.output.split(separator: "\n")
+            .first(where: { $0.hasPrefix("finished in ") })
+        else {
+            throw BenchError("h2load failed (status \(result.status)):\n\(result.output.suffix(2000))")
+        }
+        // finished in 1.18s, 84980.11 req/s, 2.03MB/s
+        let parts = finished.dropFirst("finished in ".count).split(separator: ",")
+        let seconds = Double(parts[0].trimmingCharacters(in: .whitespaces).dropLast()) ?? 0
+        let rate = Double(parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces)
+            .split(separator: " ")[0] : "0") ?? 0
+        var succeeded = 0
+        var failed = 0
+        var mean: Double?
+        var maximum: Double?
+        for line in result.output.split(separator: "\n") {
+            if line.hasPrefix("requests: ") {
+                let words = line.split(separator: " ")
+                for (index, word) in words.enumerated() where index > 0 {
+                    if word.hasPrefix("succeeded") { succeeded = Int(words[index - 1]) ?? 0 }
+                    if word.hasPrefix("failed") { failed = Int(words[index - 1]) ?? 0 }
+                }
+            }
+            if line.hasPrefix("time for request:") {
+                let values = line.dropFirst("time for request:".count).split(separator: " ")
+                if values.count >= 3 {
+                    maximum = milliseconds(String(values[1]))
+                    mean = milliseconds(String(values[2]))
+                }
+            }
+        }
+        return H2LoadResult(requestsPerSecond: rate, succeeded: succeeded, failed: failed, seconds: seconds,
+            cpuMicroseconds: cpu, peakRSSKiB: ProcessReadings.peakRSSKiB(children: true),
+            meanLatencyMilliseconds: mean, maximumLatencyMilliseconds: maximum)
+    }
+
+    /// "1.10ms", "639us", "3.74s" in milliseconds.
+    private static func milliseconds(_ text: String) -> Double? {
+        if text.hasSuffix("ms") { return Double(text.dropLast(2)) }
+        if text.hasSuffix("us") { return Double(text.dropLast(2)).map { $0 / 1000 } }
+        if text.hasSuffix("s") { return Double(text.dropLast()).map { $0 * 1000 } }
+        return nil
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,451 @@
+// Behaviour of the HTTP/2 connection pool against the scriptable test server, through real TLS on loopback.
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import APNs
+
+@Suite("HTTP/2 pool against the test server", .serialized)
+struct HTTP2PoolTests {
+    static let group = EventLoopGroup(threadCount: 2)
+
+    func makePool(_ server: HTTP2TestServer, _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in })
+        throws -> ConnectionPool
+    {
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
+            tls: TLSConfiguration(trustRoots: .caFile(server.certificate.certificateFile)))
+        configuration.requestTimeout = .seconds(5)
+        configuration.connectTimeout = .seconds(3)
+        adjust(&configuration)
+        return try ConnectionPool(configuration: configuration, group: Self.group)
+    }
+
+    @Test func postReturnsStatusHeadersAndBodyAndServerSeesRequest() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { request in
+            .respond(status: 201, headers: [("x-echo-path", request.path), ("x-body-bytes", "\(request.body.count)")],
+                body: Array("reply to \(request.method)".utf8))
+        }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let body = [UInt8](repeating: 0x61, count: 40_000)
+        let response = try await pool.send(HTTP2Request(method: "POST", path: "/3/device/abc",
+            headers: [HTTP2Header("apns-topic", "com.example")], body: body))
+        #expect(response.status == 201)
+        #expect(response.header("x-echo-path") == "/3/device/abc")
+        #expect(response.header("X-Body-Bytes") == "40000")
+        #expect(String(decoding: response.body, as: UTF8.self) == "reply to POST")
+        let empty = try await pool.send(HTTP2Request(method: "GET", path: "/empty"))
+        #expect(empty.status == 201)
+        #expect(server.snapshot.connections == 1)
+        #expect(server.snapshot.requests == 2)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func concurrentStreamsNeverExceedTheServersLimit() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 3
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(30)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let statuses = try await sendConcurrently(pool, count: 30)
+        #expect(statuses == Array(repeating: 200, count: 30))
+        let counters = server.snapshot
+        #expect(counters.maximumActiveStreams == 3, "the pool should use, and never exceed, the 3 allowed streams")
+        #expect(counters.limitViolations == 0)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func loweredLimitMidConnectionIsHonouredDownToOne() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 10
+        options.lowerLimit = (afterRequests: 5, to: 1)
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(15)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        // Streams sent before the client saw the new SETTINGS may be refused (nghttp2 servers do so);
+        // they must come back as `.unprocessed`, and every stream opened after the ACK must fit the limit.
+        let outcomes = await sendConcurrentlyCollecting(pool, count: 40)
+        let refused = outcomes.filter { ($0 as? HTTP2ClientError)?.code == .unprocessed }.count
+        let succeeded = outcomes.filter { $0 == nil }.count
+        #expect(succeeded + refused == 40, "only refusals are acceptable failures: \(outcomes.compactMap { $0 })")
+        let statuses = try await sendConcurrently(pool, count: refused)
+        #expect(statuses.allSatisfy { $0 == 200 })
+        let counters = server.snapshot
+        #expect(counters.limitViolations == 0, "no stream may open while the lowered limit is reached")
+        #expect(counters.maximumActiveStreams >= 5, "before the change the pool should have used several streams")
+        #expect(counters.connections == 1)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func goawayHandsBackStreamsAboveLastStreamIDAndNewRequestsUseANewConnection() async throws {
+        var options = HTTP2TestServer.Options()
+        options.goaway = (afterRequests: 10, lastProcessed: 4)
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let outcomes = await withTaskGroup(of: Result<Int, any Error>.self) { group in
+            for index in 0..<10 {
+                group.addTask {
+                    do {
+                        return .success(try await pool.send(HTTP2Request(path: "/n/\(index)")).status)
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let successes = outcomes.filter { if case .success(200) = $0 { true } else { false } }.count
+        let unprocessed = outcomes.filter {
+            if case .failure(let error as HTTP2ClientError) = $0 { error.code == .unprocessed } else { false }
+        }
+        #expect(successes == 4)
+        #expect(unprocessed.count == 6)
+        if case .failure(let error as HTTP2ClientError) = unprocessed.first {
+            #expect(error.message.contains("GOAWAY"))
+            #expect(error.requestWasNotProcessed)
+        }
+        #expect(server.snapshot.requests == 4)
+        let retry = try await pool.send(HTTP2Request(path: "/retry"))
+        #expect(retry.status == 200)
+        #expect(server.snapshot.connections == 2)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func stalledRequestTimesOutAndItsStreamIsReset() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { _ in .stall }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTP2ClientError.self) {
+            try await pool.send(HTTP2Request(path: "/stall"), timeout: .milliseconds(300))
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(error?.code == .requestTimeout)
+        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(2))
+        #expect(await eventually { server.snapshot.resetsReceived == 1 })
+        // The connection stays usable for other requests.
+        #expect(pool.statistics.readyConnections == 1)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func cancellingTheCallerResetsTheStream() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { _ in .stall }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let task = Task { try await pool.send(HTTP2Request(path: "/stall")) }
+        #expect(await eventually { server.snapshot.requests == 1 })
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(await eventually { server.snapshot.resetsReceived == 1 })
+        #expect(await eventually { pool.statistics.streamsInFlight == 0 })
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func silentConnectionIsFoundDeadByPingAndReplaced() async throws {
+        var options = HTTP2TestServer.Options()
+        options.silentConnections = [1]
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server) {
+            $0.pingInterval = .milliseconds(200)
+            $0.pingTimeout = .milliseconds(300)
+            $0.requestTimeout = .seconds(10)
+        }
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTP2ClientError.self) {
+            try await pool.send(HTTP2Request(path: "/lost"))
+        }
+        #expect(error?.code == .connectionClosed)
+        #expect(error?.message.contains("PING") == true)
+        #expect(ContinuousClock.now - started < .seconds(3), "PING should notice long before the request timeout")
+        let response = try await pool.send(HTTP2Request(path: "/next"))
+        #expect(response.status == 200)
+        #expect(server.snapshot.connections == 2)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func restartedServerIsReconnected() async throws {
+        let first = try HTTP2TestServer()
+        let port = first.port
+        let pool = try makePool(first) { $0.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(50),
+            maximum: .milliseconds(200)) }
+        #expect(try await pool.send(HTTP2Request(path: "/before")).status == 200)
+        await first.stop()
+        #expect(await eventually { pool.statistics.readyConnections == 0 }, "the pool should notice the close")
+        let second = try HTTP2TestServer(certificate: first.certificate, port: port)
+        var status = 0
+        var unexpected: [any Error] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while status == 0, ContinuousClock.now < deadline {
+            do {
+                status = try await pool.send(HTTP2Request(path: "/after")).status
+            } catch let error as HTTP2ClientError where error.requestWasNotProcessed {
+                try await Task.sleep(for: .milliseconds(50))
+            } catch {
+                unexpected.append(error)
+            }
+        }
+        #expect(status == 200)
+        #expect(unexpected.isEmpty)
+        #expect(second.snapshot.requests == 1)
+        await pool.shutdown()
+        await second.stop()
+    }
+
+    @Test func refusedConnectionsBackOffAndFailFastMeanwhile() async throws {
+        let port = freeLoopbackPort()
+        let certificate = try TestCertificate.make()
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
+            tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
+        configuration.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(400), maximum: .milliseconds(400))
+        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
+        let first = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(first?.code == .connectFailed)
+        #expect(first?.message.contains("refused") == true)
+        let second = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(second?.code == .connectFailed)
+        #expect(second?.retryAfter != nil)
+        #expect(pool.statistics.connectionsOpened == 1, "no new attempt during the back-off")
+        let server = try HTTP2TestServer(certificate: certificate, port: port)
+        try await Task.sleep(for: .milliseconds(450))
+        #expect(try await pool.send(HTTP2Request(path: "/")).status == 200)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func serverCertificateFromAnotherCAIsRejected() async throws {
+        let server = try HTTP2TestServer()
+        let other = try TestCertificate.make()
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
+            tls: TLSConfiguration(trustRoots: .caFile(other.certificateFile)))
+        configuration.connectTimeout = .seconds(3)
+        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .certificateVerificationFailed)
+        #expect(error?.message.contains("self-signed") == true || error?.message.contains("issuer") == true)
+        #expect(server.snapshot.requests == 0)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func certificateForAnotherNameIsRejected() async throws {
+        let server = try HTTP2TestServer()
+        let pool = try makePool(server) { $0.tls.serverName = "api.push.example" }
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .certificateVerificationFailed)
+        #expect(error?.message.contains("api.push.example") == true)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test(arguments: ["http/1.1", nil] as [String?])
+    func serverWithoutHTTP2FailsClearly(alpn: String?) async throws {
+        var options = HTTP2TestServer.Options()
+        options.alpn = alpn
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .http2NotNegotiated)
+        #expect(error?.message.contains("h2") == true)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func unreadableCAFileIsAConfigurationError() throws {
+        let configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: 1,
+            tls: TLSConfiguration(trustRoots: .caFile("/nonexistent/ca.pem")))
+        let error = #expect(throws: HTTP2ClientError.self) {
+            try ConnectionPool(configuration: configuration, group: Self.group)
+        }
+        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.message.contains("/nonexistent/ca.pem") == true)
+    }
+
+    @Test func clientIdentityHookRunsOnceAndItsErrorFailsCreation() throws {
+        struct NoIdentity: Error, CustomStringConvertible { var description: String { "identity unusable" } }
+        let calls = Mutex(0)
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: 1)
+        configuration.tls.installClientIdentity = { context in
+            calls.withLock { $0 += 1 }
+            throw NoIdentity()
+        }
+        let error = #expect(throws: HTTP2ClientError.self) {
+            try ConnectionPool(configuration: configuration, group: Self.group)
+        }
+        #expect(error?.message.contains("identity unusable") == true)
+        #expect(calls.withLock { $0 } == 1)
+    }
+
+    @Test func oversizedResponseBodyIsRefused() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { _ in .respond(status: 200, body: [UInt8](repeating: 1, count: 100_000)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server) { $0.maximumResponseBodyBytes = 65_536 }
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .responseTooLarge)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func fullWaitQueueFailsAtOnceWithPoolSaturated() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 1
+        options.reply = { _ in .stall }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server) { $0.maximumQueuedRequests = 2 }
+        var tasks = [Task { try await pool.send(HTTP2Request(path: "/first")) }]
+        #expect(await eventually { pool.statistics.streamsInFlight == 1 })
+        tasks += (0..<2).map { index in Task { try await pool.send(HTTP2Request(path: "/\(index)")) } }
+        #expect(await eventually {
+            let statistics = pool.statistics
+            return statistics.streamsInFlight == 1 && statistics.queuedRequests == 2
+        })
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/x")) }
+        #expect(error?.code == .poolSaturated)
+        #expect(ContinuousClock.now - started < .milliseconds(500))
+        for task in tasks { task.cancel() }
+        for task in tasks { _ = try? await task.value }
+        #expect(await eventually { pool.statistics.queuedRequests == 0 && pool.statistics.streamsInFlight == 0 })
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func queuedRequestTimesOutWithoutBeingSent() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 1
+        options.reply = { _ in .stall }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let blocker = Task { try await pool.send(HTTP2Request(path: "/blocker")) }
+        #expect(await eventually { server.snapshot.requests == 1 })
+        let error = await #expect(throws: HTTP2ClientError.self) {
+            try await pool.send(HTTP2Request(path: "/queued"), timeout: .milliseconds(250))
+        }
+        #expect(error?.code == .requestTimeout)
+        #expect(error?.message.contains("not sent") == true)
+        #expect(server.snapshot.requests == 1)
+        blocker.cancel()
+        _ = try? await blocker.value
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func requestsSpreadOverAllConnections() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(50)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server) { $0.connectionCount = 3 }
+        _ = try await pool.send(HTTP2Request(path: "/warm-up"))
+        #expect(await eventually { pool.statistics.readyConnections == 3 })
+        let statuses = try await sendConcurrently(pool, count: 30)
+        #expect(statuses.allSatisfy { $0 == 200 })
+        let perConnection = server.snapshot.requestsPerConnection
+        #expect(perConnection.count == 3)
+        #expect(perConnection.values.allSatisfy { $0 >= 8 }, "least-loaded dispatch: \(perConnection)")
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func shutdownLetsOpenStreamsFinishThenRefusesRequests() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(200)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let inFlight = Task { try await pool.send(HTTP2Request(path: "/slow")) }
+        #expect(await eventually { server.snapshot.requests == 1 })
+        await pool.shutdown(gracePeriod: .seconds(3))
+        #expect(try await inFlight.value.status == 200)
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .poolShutDown)
+        await server.stop()
+    }
+
+    @Test func serverThatNeverStartsTLSHitsTheConnectTimeout() async throws {
+        // A listening socket that is never accepted: TCP completes, TLS never starts.
+        let port = freeLoopbackPort()
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        listen(listener, 8)
+        let certificate = try TestCertificate.make()
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
+            tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
+        configuration.connectTimeout = .milliseconds(300)
+        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .connectTimeout)
+        #expect(error?.message.contains("TLS handshake") == true)
+        #expect(ContinuousClock.now - started < .seconds(2))
+        await pool.shutdown()
+    }
+
+    @Test func serverResetsAreReportedWithTheirCode() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { request in request.path == "/refuse" ? .reset(7) : .reset(2) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let reset = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/x")) }
+        #expect(reset?.code == .streamReset)
+        #expect(reset?.message.contains("INTERNAL_ERROR") == true)
+        let refused = await #expect(throws: HTTP2ClientError.self) {
+            try await pool.send(HTTP2Request(path: "/refuse"))
+        }
+        #expect(refused?.code == .unprocessed)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func connectionRetiresAfterItsStreamBudgetAndIsReplaced() async throws {
+        let server = try HTTP2TestServer()
+        let pool = try makePool(server) { $0.maximumStreamsPerConnection = 3 }
+        for index in 0..<7 {
+            #expect(try await pool.send(HTTP2Request(path: "/\(index)")).status == 200)
+        }
+        #expect(server.snapshot.connections == 3)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    /// Sends `count` requests at once; nil for a 200, the error otherwise.
+    private func sendConcurrentlyCollecting(_ pool: ConnectionPool, count: Int) async -> [(any Error)?] {
+        await withTaskGroup(of: (any Error)?.self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    do {
+                        let status = try await pool.send(HTTP2Request(path: "/item/\(index)")).status
+                        return status == 200 ? nil : TestFailure("status \(status)")
+                    } catch {
+                        return error
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    private func sendConcurrently(_ pool: ConnectionPool, count: Int) async throws -> [Int] {
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<count {
+                group.addTask { try await pool.send(HTTP2Request(path: "/item/\(index)")).status }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+}
