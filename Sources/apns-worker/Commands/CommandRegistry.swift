@@ -5,7 +5,6 @@ enum CommandRegistry {
         BenchSendCommand.self,
         TokenCommand.self,
         CredentialsInspectCommand.self,
-        SendCommand.self,
         KafkaMockCommand.self,
         RulesCheckCommand.self,
         RulesRenderCommand.self,
