@@ -5,5 +5,9 @@ enum CommandRegistry {
         CredentialsInspectCommand.self,
         SendCommand.self,
         KafkaMockCommand.self,
+        RulesCheckCommand.self,
+        RulesRenderCommand.self,
+        RulesExplainCommand.self,
+        BenchRulesCommand.self,
     ]
 }
