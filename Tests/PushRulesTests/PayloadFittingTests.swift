@@ -131,7 +131,13 @@ import Testing
             """
         let fits = try Golden.decision(rules, Self.event(text: String(repeating: "v", count: 5000)))
         #expect(fits["status"] == "send")
-        let tooBig = try Golden.decision(rules, Self.event(text: String(repeating: "v", count: 5200)))
+        let tooBigEvent = Self.event(text: String(repeating: "v", count: 5200))
+        let outcome = try Golden.load(rules).evaluate(try JSONValue(parsing: tooBigEvent), now: Golden.now)
+        guard case .reject(let rejection) = outcome.decisions[0] else { Issue.record("not rejected"); return }
+        #expect(rejection.pushType == .voip)
+        #expect(rejection.ruleID == "call")
+        #expect(rejection.device?.token == Golden.token)
+        let tooBig = try Golden.decision(rules, tooBigEvent)
         #expect(tooBig["reason"] == "PayloadTooLarge")
         #expect(tooBig["problems"] == [
             .string("the payload is 5211 bytes, over the 5120-byte limit for voip pushes; the rule names no field "

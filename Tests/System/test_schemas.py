@@ -29,7 +29,7 @@ EXAMPLES = SCHEMAS / "examples"
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 
 # Schema name (file stem without .schema) → what it describes.
-RECORD_SCHEMAS = ["push-request", "push-outcome", "invalid-token", "dlq-headers", "worker-config"]
+RECORD_SCHEMAS = ["push-request", "push-outcome", "invalid-token", "dlq-headers", "worker-config", "rules"]
 ALL_SCHEMA_FILES = sorted(SCHEMAS.glob("*.schema.json")) + sorted((SCHEMAS / "defs").glob("*.json"))
 
 

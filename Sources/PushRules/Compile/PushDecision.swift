@@ -75,6 +75,9 @@ public struct SkippedPush: Sendable {
     public var reason: SkipReason
     public var ruleID: String?
     public var device: DeviceReference?
+    /// The push type the rule would have sent (for outcome records); nil for `no_rule`,
+    /// `no_devices` and `skip:` rules.
+    public var pushType: PushType? = nil
     public var detail: String
 }
 
@@ -83,6 +86,8 @@ public struct RejectedPush: Sendable {
     public var reason: RejectionReason
     public var ruleID: String?
     public var device: DeviceReference?
+    /// The push type the rule would have sent (for outcome records).
+    public var pushType: PushType?
     public var problems: [String]
 }
 

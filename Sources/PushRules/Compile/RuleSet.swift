@@ -180,7 +180,8 @@ public final class RuleSet: Sendable {
                         deviceContext.device = devices[deviceIndex]
                         prepared = prepare(plan, deviceContext, overrides, now)
                     }
-                    decisions.append(Self.decision(rule: rule, prepared: prepared, reference: reference, ids: &ids))
+                    decisions.append(Self.decision(rule: rule, pushType: plan.pushType, prepared: prepared,
+                                                   reference: reference, ids: &ids))
                 }
             }
         }
@@ -226,16 +227,18 @@ public final class RuleSet: Sendable {
     }
 
     private static func decision(
-        rule: CompiledRule, prepared: Result<PreparedRequest, PushPlan.Failure>, reference: DeviceReference,
-        ids: inout RequestIDs
+        rule: CompiledRule, pushType: PushType, prepared: Result<PreparedRequest, PushPlan.Failure>,
+        reference: DeviceReference, ids: inout RequestIDs
     ) -> PushDecision {
         let shared: PreparedRequest
         switch prepared {
         case .success(let value): shared = value
         case .failure(.reject(let reason, let problems)):
-            return .reject(RejectedPush(reason: reason, ruleID: rule.id, device: reference, problems: problems))
+            return .reject(RejectedPush(reason: reason, ruleID: rule.id, device: reference, pushType: pushType,
+                                        problems: problems))
         case .failure(.skip(let reason, let detail)):
-            return .skip(SkippedPush(reason: reason, ruleID: rule.id, device: reference, detail: detail))
+            return .skip(SkippedPush(reason: reason, ruleID: rule.id, device: reference, pushType: pushType,
+                                     detail: detail))
         }
         var problems: [String] = []
         var token: DeviceToken?
@@ -260,7 +263,8 @@ public final class RuleSet: Sendable {
             problems.append("devices[\(reference.index)] has no environment (production or sandbox)")
         }
         guard let token, let environment else {
-            return .reject(RejectedPush(reason: .invalidDevice, ruleID: rule.id, device: reference, problems: problems))
+            return .reject(RejectedPush(reason: .invalidDevice, ruleID: rule.id, device: reference,
+                                        pushType: pushType, problems: problems))
         }
         var request = shared.request
         request.deviceToken = token
