@@ -101,8 +101,27 @@ final class InMemoryResultSink: ResultSink {
 }
 
 struct ClosureTransport: PushTransport {
-    let answer: @Sendable (PlannedPush) async -> DeliveryReport
-    func deliver(_ push: PlannedPush) async -> DeliveryReport { await answer(push) }
+    let answer: @Sendable (PlannedPush) async -> DeliveryResult
+    func deliver(_ push: PlannedPush) async -> DeliveryResult { await answer(push) }
+}
+
+/// APNs' answer as a one-attempt delivery result: 200, or an error status with its reason.
+func apnsAnswer(_ push: PlannedPush, status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil)
+    -> DeliveryResult
+{
+    var body: [UInt8] = []
+    if let reason {
+        var object: JSONObject = ["reason": .string(reason)]
+        if let timestampMilliseconds { object["timestamp"] = .int(timestampMilliseconds) }
+        body = JSONValue.object(object).compactBytes
+    }
+    let response = APNsResponse(
+        status: status, headers: [APNsHeaderField("apns-id", push.request.apnsID.string)], body: body)
+    let attempt = DeliveryAttempt(
+        apnsID: push.request.apnsID, httpStatus: status, reason: reason, errorMessage: nil, startedAt: Date(),
+        latency: .milliseconds(1))
+    let final: DeliveryStatus = status == 200 ? .delivered : (status >= 500 || status == 429 ? .failed : .rejected)
+    return DeliveryResult(status: final, response: response, attempts: [attempt], summary: "test")
 }
 
 /// Sends an alert for every device, with the event's type as the alert text.

@@ -81,8 +81,8 @@ enum KafkaTestSupport {
         let sink = KafkaResultSink(producer: try KafkaTestSupport.producer(cluster))
         let transport = ClosureTransport { push in
             push.request.deviceToken.hex == Self.tokens[5]
-                ? DeliveryReport(status: .rejected, httpStatus: 410, reason: "Unregistered", tokenIsInvalid: true)
-                : DeliveryReport(status: .delivered, httpStatus: 200)
+                ? apnsAnswer(push, status: 410, reason: "Unregistered", timestampMilliseconds: 1_795_953_600_000)
+                : apnsAnswer(push, status: 200)
         }
         var configuration = PipelineConfiguration()
         configuration.maxRecordsInFlight = 200

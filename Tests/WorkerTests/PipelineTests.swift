@@ -24,7 +24,7 @@ import Testing
         let transport = ClosureTransport { push in
             // Finish out of order: later records may complete before earlier ones.
             try? await Task.sleep(for: .microseconds(Int.random(in: 0...3000)))
-            return DeliveryReport(status: .delivered, httpStatus: 200, apnsID: push.request.apnsID.description)
+            return apnsAnswer(push, status: 200)
         }
         var configuration = PipelineConfiguration()
         configuration.maxRecordsInFlight = 64
@@ -56,7 +56,7 @@ import Testing
         let sink = InMemoryResultSink()
         let pipeline = Pipeline(
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: ClosureTransport { _ in DeliveryReport(status: .delivered, httpStatus: 200) })
+            transport: ClosureTransport { push in apnsAnswer(push, status: 200) })
         try pipeline.start()
         await waitUntil { pipeline.counters.recordsFinished == 3 }
 
@@ -83,12 +83,12 @@ import Testing
         let sink = InMemoryResultSink()
         let concurrent = Atomic<Int>(0)
         let peak = Atomic<Int>(0)
-        let transport = ClosureTransport { _ in
+        let transport = ClosureTransport { push in
             let now = concurrent.add(1, ordering: .relaxed).newValue
             peak.max(now, ordering: .relaxed)
             try? await Task.sleep(for: .milliseconds(2))
             concurrent.subtract(1, ordering: .relaxed)
-            return DeliveryReport(status: .delivered, httpStatus: 200)
+            return apnsAnswer(push, status: 200)
         }
         var configuration = PipelineConfiguration()
         configuration.maxRecordsInFlight = 10
@@ -116,8 +116,8 @@ import Testing
         let sink = InMemoryResultSink(failTopic: "push.invalid-tokens")
         let transport = ClosureTransport { push in
             push.request.deviceToken.hex == Self.tokens[2]
-                ? DeliveryReport(status: .rejected, httpStatus: 410, reason: "Unregistered", tokenIsInvalid: true)
-                : DeliveryReport(status: .delivered, httpStatus: 200)
+                ? apnsAnswer(push, status: 410, reason: "Unregistered", timestampMilliseconds: 1_795_953_600_000)
+                : apnsAnswer(push, status: 200)
         }
         let pipeline = Pipeline(
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
@@ -135,10 +135,8 @@ import Testing
         let sink = InMemoryResultSink()
         let transport = ClosureTransport { push in
             push.request.deviceToken.hex == Self.tokens[3]
-                ? DeliveryReport(
-                    status: .rejected, httpStatus: 410, reason: "Unregistered", invalidSince: 1_795_953_600,
-                    tokenIsInvalid: true)
-                : DeliveryReport(status: .delivered, httpStatus: 200)
+                ? apnsAnswer(push, status: 410, reason: "Unregistered", timestampMilliseconds: 1_795_953_600_000)
+                : apnsAnswer(push, status: 200)
         }
         let pipeline = Pipeline(
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
@@ -161,9 +159,9 @@ import Testing
         let records = [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]])]
         let source = InMemoryEventSource(records: records)
         let sink = InMemoryResultSink()
-        let transport = ClosureTransport { _ in
+        let transport = ClosureTransport { push in
             while !gate.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(2)) }
-            return DeliveryReport(status: .delivered, httpStatus: 200)
+            return apnsAnswer(push, status: 200)
         }
         let pipeline = Pipeline(
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),

@@ -198,10 +198,10 @@ public final class Pipeline: SourceHandler {
     /// Sends what the plan says to send, concurrently, and returns one outcome per planned
     /// delivery, in plan order, with the transport's report where something was sent.
     func deliver(_ plans: [PlannedDelivery], event: PushEvent, source: RecordSource) async
-        -> [(OutcomeRecord, DeliveryReport?)]
+        -> [(OutcomeRecord, DeliveryResult?)]
     {
-        var reports = [DeliveryReport?](repeating: nil, count: plans.count)
-        await withTaskGroup(of: (Int, DeliveryReport).self) { group in
+        var reports = [DeliveryResult?](repeating: nil, count: plans.count)
+        await withTaskGroup(of: (Int, DeliveryResult).self) { group in
             for (index, plan) in plans.enumerated() {
                 guard case .send(let push, _) = plan else { continue }
                 group.addTask { (index, await self.transport.deliver(push)) }
@@ -212,13 +212,15 @@ public final class Pipeline: SourceHandler {
         return plans.enumerated().map { index, plan in
             switch plan {
             case .send(let push, let device):
-                let report = reports[index]!
+                let result = reports[index]!
+                let last = result.attempts.last
                 return (OutcomeRecord(
                     eventID: event.id, deviceToken: push.request.deviceToken.hex, environment: device.environment,
                     topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
-                    status: report.status, httpStatus: report.httpStatus, reason: report.reason,
-                    apnsID: report.apnsID, apnsUniqueID: report.apnsUniqueID, attempts: report.attempts,
-                    source: source, completedAt: now), report)
+                    status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
+                    reason: result.response?.reason?.rawValue ?? last?.reason,
+                    apnsID: result.finalAPNsID?.string, apnsUniqueID: result.response?.apnsUniqueID,
+                    attempts: result.attempts, source: source, completedAt: now), result)
             case .skip(let device, let reason, let ruleID, let topic, let pushType):
                 return (OutcomeRecord(
                     eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
@@ -235,14 +237,15 @@ public final class Pipeline: SourceHandler {
 
     /// The invalid-token event for a send that Apple answered with a dead-token reason.
     func invalidTokenRecord(
-        _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryReport?, event: PushEvent
+        _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryResult?, event: PushEvent
     ) -> InvalidTokenRecord? {
-        guard case .send(let push, let device) = plan, let report, report.tokenIsInvalid, let reason = report.reason
+        guard case .send(let push, let device) = plan, let response = report?.response,
+            response.reasonClass == .invalidToken, let reason = response.reason
         else { return nil }
         return InvalidTokenRecord(
             deviceToken: push.request.deviceToken.hex, environment: device.environment, topic: push.request.topic,
-            app: push.app, reason: reason, invalidSince: report.invalidSince, eventID: event.id,
-            observedAt: outcome.completedAt)
+            app: push.app, reason: reason.rawValue, invalidSince: response.timestamp?.timeIntervalSince1970,
+            eventID: event.id, observedAt: outcome.completedAt)
     }
 
     // MARK: Publishing and finishing

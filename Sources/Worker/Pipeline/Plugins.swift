@@ -92,60 +92,23 @@ public protocol ResultSink: Sendable {
     func flush(timeout: Double) async -> Bool
 }
 
-/// One attempt at delivering a notification.
-public struct DeliveryAttempt: Sendable, Hashable {
-    public var apnsID: String
-    public var httpStatus: Int?
-    public var reason: String?
-    /// UNIX seconds.
-    public var startedAt: Double
-    public var latencySeconds: Double
-    public init(apnsID: String, httpStatus: Int?, reason: String?, startedAt: Double, latencySeconds: Double) {
-        self.apnsID = apnsID
-        self.httpStatus = httpStatus
-        self.reason = reason
-        self.startedAt = startedAt
-        self.latencySeconds = latencySeconds
-    }
-}
-
-/// How a notification ended after every retry.
-public enum DeliveryStatus: String, Sendable {
+/// How an (event, device) pair ended: the delivery statuses, plus `skipped` when nothing was sent.
+public enum OutcomeStatus: String, Sendable {
     case delivered, rejected, failed, skipped
-}
 
-/// The final result of sending one notification, with every attempt.
-public struct DeliveryReport: Sendable {
-    public var status: DeliveryStatus
-    public var httpStatus: Int?
-    public var reason: String?
-    public var apnsID: String?
-    public var apnsUniqueID: String?
-    /// For a dead token, since when Apple considers it invalid (UNIX seconds), from the 410 timestamp.
-    public var invalidSince: Double?
-    /// True when the reason says the device token is dead or wrong for its topic.
-    public var tokenIsInvalid: Bool
-    public var attempts: [DeliveryAttempt]
-
-    public init(
-        status: DeliveryStatus, httpStatus: Int? = nil, reason: String? = nil, apnsID: String? = nil,
-        apnsUniqueID: String? = nil, invalidSince: Double? = nil, tokenIsInvalid: Bool = false,
-        attempts: [DeliveryAttempt] = []
-    ) {
-        self.status = status
-        self.httpStatus = httpStatus
-        self.reason = reason
-        self.apnsID = apnsID
-        self.apnsUniqueID = apnsUniqueID
-        self.invalidSince = invalidSince
-        self.tokenIsInvalid = tokenIsInvalid
-        self.attempts = attempts
+    public init(_ status: DeliveryStatus) {
+        switch status {
+        case .delivered: self = .delivered
+        case .rejected: self = .rejected
+        case .failed: self = .failed
+        }
     }
 }
 
 /// Sends one notification, retrying inside as its policy says.
 public protocol PushTransport: Sendable {
-    func deliver(_ push: PlannedPush) async -> DeliveryReport
+    /// Sends with retries; the result has every attempt, each with its own fresh apns-id.
+    func deliver(_ push: PlannedPush) async -> DeliveryResult
 }
 
 /// A request the rules produced for one device, ready to send.

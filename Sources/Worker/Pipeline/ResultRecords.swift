@@ -17,7 +17,7 @@ public struct OutcomeRecord: Sendable {
     public var topic: String?
     public var pushType: String?
     public var ruleID: String?
-    public var status: DeliveryStatus
+    public var status: OutcomeStatus
     public var httpStatus: Int?
     public var reason: String?
     public var apnsID: String?
@@ -55,11 +55,11 @@ public struct OutcomeRecord: Sendable {
 extension DeliveryAttempt {
     var json: JSONValue {
         var object = JSONObject()
-        object.appendUnchecked("apns_id", .string(apnsID))
+        object.appendUnchecked("apns_id", .string(apnsID.string))
         object.appendUnchecked("http_status", httpStatus.map { .int(Int64($0)) } ?? .null)
         object.appendUnchecked("reason", reason.map(JSONValue.string) ?? .null)
-        object.appendUnchecked("started_at", .string(RFC3339.format(startedAt)))
-        object.appendUnchecked("latency_ms", .double((latencySeconds * 1_000_000).rounded() / 1000))
+        object.appendUnchecked("started_at", .string(RFC3339.format(startedAt.timeIntervalSince1970)))
+        object.appendUnchecked("latency_ms", .double((latencyMilliseconds * 1000).rounded() / 1000))
         return .object(object)
     }
 }
