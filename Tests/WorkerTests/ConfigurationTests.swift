@@ -1,3 +1,4 @@
+import Foundation
 import APNs
 import Testing
 @testable import Worker
@@ -82,5 +83,56 @@ import Testing
     @Test(arguments: [("250ms", 0.25), ("10s", 10.0), ("5m", 300.0), ("1h", 3600.0), ("2.5", 2.5)])
     func parsesDurations(text: String, seconds: Double) {
         #expect(ConfigurationDecoder.parseDuration(text) == seconds)
+    }
+}
+
+@Suite struct ConfigurationLoaderTests {
+    @Test func problemsPointAtFileLineAndColumn() {
+        let yaml = """
+            kafka:
+              brokers: [k1:9092]
+              grup: apns-worker
+            credentials:
+              team-key: {type: token, key_file: /k.p8, key_id: ABC123DEFG, team_id: DEF123GHIJ}
+            apps:
+              com.example.chat:
+                credential: teamkey
+            """
+        #expect {
+            _ = try ConfigurationLoader.load(bytes: Array(yaml.utf8), file: "worker.yaml", environment: [:])
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("worker.yaml:3:3: kafka.grup: unknown key 'grup'; did you mean 'group'?")
+                && text.contains("worker.yaml:8:5: apps.com.example.chat.credential: names 'teamkey'")
+        }
+    }
+
+    @Test func problemsFromEnvironmentVariablesNameTheVariable() {
+        let yaml = """
+            kafka: {brokers: [k1:9092]}
+            credentials: {team-key: {type: token, key_file: /k.p8, key_id: ABC123DEFG, team_id: DEF123GHIJ}}
+            apps: {com.example.chat: {credential: team-key}}
+            """
+        #expect {
+            _ = try ConfigurationLoader.load(
+                bytes: Array(yaml.utf8), file: "worker.yaml", environment: ["APNS_WORKER_APNS__CONNECTIONS": "0"])
+        } throws: { error in
+            "\(error)".contains("environment variable APNS_WORKER_APNS__CONNECTIONS: apns.connections: must be between 1 and 64")
+        }
+    }
+
+    @Test func syntaxErrorsHaveTheirPosition() {
+        #expect {
+            _ = try ConfigurationLoader.load(bytes: Array("kafka:\n  brokers: [a\n".utf8), file: "w.yaml", environment: [:])
+        } throws: { error in
+            "\(error)".contains("w.yaml:") && "\(error)".contains("not valid YAML")
+        }
+    }
+
+    @Test func theExampleConfigurationsInSchemasLoad() throws {
+        for name in ["worker-config.minimal.yaml", "worker-config.production.yaml", "worker-config.simulator.yaml"] {
+            let path = #filePath.replacingOccurrences(of: "Tests/WorkerTests/ConfigurationTests.swift", with: "schemas/examples/" + name)
+            _ = try ConfigurationLoader.load(path: path, environment: [:])
+        }
     }
 }
