@@ -40,12 +40,14 @@ public struct PipelineCounters: Sendable, Equatable {
 
 /// Observes results as they are published (the `dev` command prints them; metrics count them).
 public protocol PipelineObserver: Sendable {
+    func recordReceived(_ record: SourceRecord)
     func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?)
     func deadLettered(_ record: SourceRecord, errorClass: String, message: String)
     func flowChanged(paused: Bool, partitions: [TopicPartition])
 }
 
 extension PipelineObserver {
+    public func recordReceived(_ record: SourceRecord) {}
     public func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {}
     public func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {}
     public func flowChanged(paused: Bool, partitions: [TopicPartition]) {}
@@ -130,6 +132,7 @@ public final class Pipeline: SourceHandler {
             observer?.flowChanged(paused: true, partitions: pausePartitions)
         }
         guard let generation else { return }
+        observer?.recordReceived(record)
         Task {
             await self.process(record, generation: generation)
         }
@@ -167,10 +170,10 @@ public final class Pipeline: SourceHandler {
         var outcomes: [OutcomeRecord] = []
         var eventTime: Double?
         let recordSource = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
-        do {
-            let event = try PushEventDecoder.decode(record.value)
+        do throws(PipelineInputError) {
+            let event = try PipelineInputError.decode(record.value)
             eventTime = event.occurredAt ?? record.timestamp
-            let plans = planner.plan(event, now: wallClockSeconds())
+            let plans = try PipelineInputError.plan(event, with: planner)
             let results = await deliver(plans, event: event, source: recordSource)
             outcomes = results.map(\.0)
             for outcome in outcomes {
@@ -188,9 +191,9 @@ public final class Pipeline: SourceHandler {
         } catch {
             outputs.append(
                 DeadLetterHeader.record(
-                    for: record, errorClass: error.kind.rawValue, message: error.message,
+                    for: record, errorClass: error.errorClass, message: error.message,
                     topic: configuration.deadLetterTopic))
-            observer?.deadLettered(record, errorClass: error.kind.rawValue, message: error.message)
+            observer?.deadLettered(record, errorClass: error.errorClass, message: error.message)
         }
         publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: eventTime)
     }
@@ -322,6 +325,30 @@ public final class Pipeline: SourceHandler {
         _ = await sink.flush(timeout: max(1, deadline - monotonicSeconds()))
         try? await source.close()
         return left
+    }
+}
+
+/// Why a record became a dead letter: it could not be decoded, or not planned.
+struct PipelineInputError: Error {
+    var errorClass: String
+    var message: String
+
+    static func decode(_ value: [UInt8]?) throws(PipelineInputError) -> PushEvent {
+        do {
+            return try PushEventDecoder.decode(value)
+        } catch {
+            throw PipelineInputError(errorClass: error.kind.rawValue, message: error.message)
+        }
+    }
+
+    static func plan(_ event: PushEvent, with planner: any NotificationPlanner) throws(PipelineInputError)
+        -> [PlannedDelivery]
+    {
+        do {
+            return try planner.plan(event, now: wallClockSeconds())
+        } catch {
+            throw PipelineInputError(errorClass: error.errorClass, message: error.message)
+        }
     }
 }
 

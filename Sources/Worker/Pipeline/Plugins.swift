@@ -135,5 +135,17 @@ public enum PlannedDelivery: Sendable {
 /// Maps an event to what to send for each of its devices (the rules engine in production).
 public protocol NotificationPlanner: Sendable {
     /// `now` is UNIX seconds, for relative expirations when the event has no time of its own.
-    func plan(_ event: PushEvent, now: Double) -> [PlannedDelivery]
+    /// Throws when the event as a whole cannot be processed; it then goes to the dead-letter topic.
+    func plan(_ event: PushEvent, now: Double) throws(PlanningError) -> [PlannedDelivery]
+}
+
+/// Why an event cannot be planned at all (an app without credentials, say): a dead letter.
+public struct PlanningError: Error, Sendable {
+    /// The dead letter's error class (`invalid_event`, `rule_error`, ...).
+    public var errorClass: String
+    public var message: String
+    public init(errorClass: String, message: String) {
+        self.errorClass = errorClass
+        self.message = message
+    }
 }

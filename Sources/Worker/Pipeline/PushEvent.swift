@@ -27,7 +27,7 @@ public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
         /// Not JSON at all, or not UTF-8.
         case undecodable = "undecodable"
         /// JSON, but not an event by the input schema.
-        case schemaViolation = "schema_violation"
+        case schemaViolation = "invalid_event"
     }
     public var kind: Kind
     public var message: String

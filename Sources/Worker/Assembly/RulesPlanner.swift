@@ -1,0 +1,67 @@
+// The rules engine as the pipeline's planner: evaluates an event and turns each decision into a
+// send, skip or rejection for one device, refusing events for apps this worker has no credential for.
+public import PushRules
+import APNs
+
+/// Plans pushes with the current rules of a `RulesStore` (so a reload takes effect on the next event).
+public struct RulesPlanner: NotificationPlanner {
+    let store: RulesStore
+    /// Bundle ids with a credential; pushes for any other app cannot be sent.
+    let configuredApps: Set<String>
+    /// Told which rules matched, for the per-rule metric.
+    let onMatch: (@Sendable ([String]) -> Void)?
+
+    public init(store: RulesStore, configuredApps: Set<String>, onMatch: (@Sendable ([String]) -> Void)? = nil) {
+        self.store = store
+        self.configuredApps = configuredApps
+        self.onMatch = onMatch
+    }
+
+    public func plan(_ event: PushEvent, now: Double) throws(PlanningError) -> [PlannedDelivery] {
+        if let app = event.app, !configuredApps.contains(app) {
+            throw PlanningError(
+                errorClass: "invalid_event",
+                message: "app '\(app.prefix(100))' is not configured; configured apps: "
+                    + configuredApps.sorted().joined(separator: ", "))
+        }
+        let result = store.current.evaluate(event.document, now: Int64(now))
+        if !result.matchedRuleIDs.isEmpty { onMatch?(result.matchedRuleIDs) }
+        return result.decisions.map { decision in
+            switch decision {
+            case .send(let push):
+                let device = EventDevice(
+                    token: push.device.token ?? push.request.deviceToken.hex,
+                    environment: push.request.environment.rawValue)
+                let app = Self.bundle(of: push.request)
+                guard configuredApps.contains(app) else {
+                    return .reject(
+                        device: device, reason: "UnknownApp",
+                        detail: "rule '\(push.ruleID)' sends to app '\(app)', which has no credential in the configuration",
+                        ruleID: push.ruleID, topic: push.request.topic, pushType: push.request.pushType.rawValue)
+                }
+                return .send(PlannedPush(request: push.request, app: app, ruleID: push.ruleID), device: device)
+            case .skip(let skip):
+                return .skip(
+                    device: Self.device(skip.device, event), reason: skip.reason.rawValue, ruleID: skip.ruleID,
+                    topic: nil, pushType: nil)
+            case .reject(let rejection):
+                return .reject(
+                    device: Self.device(rejection.device, event), reason: rejection.reason.rawValue,
+                    detail: rejection.problems.joined(separator: "; "), ruleID: rejection.ruleID, topic: nil,
+                    pushType: nil)
+            }
+        }
+    }
+
+    /// The bundle id a request's topic belongs to (the topic without its push type's suffix).
+    static func bundle(of request: APNsRequest) -> String {
+        let suffix = request.pushType.topicSuffix
+        guard !suffix.isEmpty, request.topic.hasSuffix(suffix) else { return request.topic }
+        return String(request.topic.dropLast(suffix.count))
+    }
+
+    static func device(_ reference: DeviceReference?, _ event: PushEvent) -> EventDevice {
+        if let reference, event.devices.indices.contains(reference.index) { return event.devices[reference.index] }
+        return EventDevice(token: reference?.token ?? "", environment: reference?.environment ?? "production")
+    }
+}
