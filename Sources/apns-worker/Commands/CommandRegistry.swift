@@ -1,6 +1,7 @@
 /// Every subcommand of apns-worker. A command's name may have several words; the longest match wins.
 enum CommandRegistry {
     static let all: [any Command.Type] = [
+        RunCommand.self,
         SendCommand.self,
         BenchSendCommand.self,
         TokenCommand.self,
