@@ -1,0 +1,195 @@
+// Small value types for the apns-expiration, apns-collapse-id and apns-id headers, each checked
+// when made so that a request holding them renders valid headers.
+
+/// The apns-expiration header: until when APNs keeps trying to deliver.
+public enum APNsExpiration: Sendable, Hashable, CustomStringConvertible {
+    /// No header: APNs stores the notification for its default period.
+    case none
+    /// `0`: try once now; if the device is offline, drop it.
+    case immediately
+    /// Keep trying until this time, in UNIX seconds (UTC).
+    case at(Int64)
+
+    /// `0` is `.immediately`, anything else `.at(seconds)`.
+    public init(unixSeconds: Int64) {
+        self = unixSeconds == 0 ? .immediately : .at(unixSeconds)
+    }
+
+    /// Parses the header value: `0` or a whole number of UNIX seconds.
+    public init(parsing text: String) throws(APNsRequestError) {
+        guard let seconds = Int64(text.filter { !$0.isWhitespace }) else {
+            throw APNsRequestError(
+                .expirationInvalid, field: "apns-expiration",
+                "'\(text)' is not an expiration; use 0 (try once, do not store) or a time in UNIX seconds")
+        }
+        if let problem = APNsExpiration.problem(seconds) { throw problem }
+        self.init(unixSeconds: seconds)
+    }
+
+    /// The header value, or nil when the header is left out.
+    public var headerValue: String? {
+        switch self {
+        case .none: return nil
+        case .immediately: return "0"
+        case .at(let seconds): return String(seconds)
+        }
+    }
+
+    /// The UNIX time in seconds APNs stops trying at; nil for `.none`, 0 for `.immediately`.
+    public var unixSeconds: Int64? {
+        switch self {
+        case .none: return nil
+        case .immediately: return 0
+        case .at(let seconds): return seconds
+        }
+    }
+
+    public var description: String { headerValue ?? "none" }
+
+    /// Seconds from 10^11 on (the year 5138) are milliseconds by mistake; APNs counts in seconds.
+    static let millisecondsThreshold: Int64 = 100_000_000_000
+
+    /// What is wrong with an expiration in seconds, if anything.
+    static func problem(_ seconds: Int64) -> APNsRequestError? {
+        if seconds < 0 {
+            return APNsRequestError(
+                .expirationInvalid, field: "apns-expiration",
+                "\(seconds) is negative; use 0 (try once, do not store) or a time in UNIX seconds")
+        }
+        if seconds >= millisecondsThreshold {
+            return APNsRequestError(
+                .expirationInvalid, field: "apns-expiration",
+                "\(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))")
+        }
+        return nil
+    }
+}
+
+/// The apns-collapse-id header: notifications with the same id replace each other on the device.
+public struct CollapseID: Sendable, Hashable, CustomStringConvertible {
+    /// The most UTF-8 bytes APNs accepts.
+    public static let maximumByteCount = 64
+
+    /// The header value: 1...64 bytes of UTF-8, no control characters.
+    public let value: String
+
+    /// Checks the value: not empty, at most 64 bytes of UTF-8 (a CJK character takes 3, most
+    /// emoji 4), and no control characters, which cannot go into an HTTP header.
+    public init(_ value: String) throws(APNsRequestError) {
+        let count = value.utf8.count
+        if count == 0 {
+            throw APNsRequestError(
+                .collapseIDEmpty, field: "apns-collapse-id",
+                "the collapse id is empty; leave it out, or give 1 to 64 bytes such as the event id")
+        }
+        if count > CollapseID.maximumByteCount {
+            throw APNsRequestError(
+                .collapseIDTooLong, field: "apns-collapse-id",
+                "the collapse id is \(count) bytes of UTF-8; APNs accepts at most \(CollapseID.maximumByteCount) "
+                    + "(\(count - CollapseID.maximumByteCount) over; non-ASCII characters take 2 to 4 bytes each)")
+        }
+        for byte in value.utf8 where byte < 0x20 || byte == 0x7F {
+            throw APNsRequestError(
+                .collapseIDInvalidCharacter, field: "apns-collapse-id",
+                "the collapse id holds the control character 0x\(String(byte, radix: 16)), which cannot go "
+                    + "into an HTTP header; use printable text")
+        }
+        self.value = value
+    }
+
+    public var description: String { value }
+}
+
+/// The apns-id header: a UUID naming one attempt; APNs echoes it back in its response.
+///
+/// Stored as 16 bytes; `string` is the canonical lowercase 8-4-4-4-12 form sent on the wire.
+public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The first 8 bytes, big-endian.
+    public let high: UInt64
+    /// The last 8 bytes, big-endian.
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// A fresh random (version 4) UUID from the system's secure generator. Call once per attempt.
+    ///
+    /// - Important: Thread-safe; each call returns a new id.
+    public static func random() -> APNsID {
+        var generator = SystemRandomNumberGenerator()
+        return random(using: &generator)
+    }
+
+    /// A random (version 4) UUID from the given generator; for tests that need repeatable ids.
+    public static func random(using generator: inout some RandomNumberGenerator) -> APNsID {
+        let high = (generator.next() as UInt64) & 0xFFFF_FFFF_FFFF_0FFF | 0x0000_0000_0000_4000
+        let low = (generator.next() as UInt64) & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
+        return APNsID(high: high, low: low)
+    }
+
+    /// Parses a UUID in the 8-4-4-4-12 form, either case (APNs answers in upper case).
+    public init(parsing text: String) throws(APNsRequestError) {
+        guard let id = APNsID.parse(text.utf8) else {
+            throw APNsRequestError(
+                .apnsIDInvalid, field: "apns-id",
+                "'\(text)' is not a UUID; use the 8-4-4-4-12 hex form such as 123e4567-e89b-42d3-a456-426614174000, "
+                    + "or leave it out to get a fresh one")
+        }
+        self = id
+    }
+
+    static func parse(_ bytes: String.UTF8View) -> APNsID? {
+        guard bytes.count == 36 else { return nil }
+        var high: UInt64 = 0, low: UInt64 = 0
+        var digits = 0
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            let nibble: UInt64
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = UInt64(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = UInt64(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = UInt64(byte - UInt8(ascii: "A") + 10)
+            default: return nil
+            }
+            if digits < 16 { high = high << 4 | nibble } else { low = low << 4 | nibble }
+            digits += 1
+        }
+        return APNsID(high: high, low: low)
+    }
+
+    /// The canonical lowercase form, 36 characters.
+    public var string: String {
+        String(unsafeUninitializedCapacity: 36) { buffer in
+            var position = 0
+            func put(_ value: UInt64, nibbles: Int) {
+                for shift in stride(from: (nibbles - 1) * 4, through: 0, by: -4) {
+                    buffer[position] = DeviceToken.hexDigits[Int((value >> UInt64(shift)) & 0xF)]
+                    position += 1
+                }
+            }
+            func dash() {
+                buffer[position] = UInt8(ascii: "-")
+                position += 1
+            }
+            put(high >> 32, nibbles: 8)
+            dash()
+            put(high >> 16, nibbles: 4)
+            dash()
+            put(high, nibbles: 4)
+            dash()
+            put(low >> 48, nibbles: 4)
+            dash()
+            put(low, nibbles: 12)
+            return 36
+        }
+    }
+
+    public var description: String { string }
+
+    public static func < (lhs: APNsID, rhs: APNsID) -> Bool { (lhs.high, lhs.low) < (rhs.high, rhs.low) }
+}

@@ -1,0 +1,267 @@
+// Payload rules APNs enforces or that decide whether a notification does anything: the size limit
+// on the bytes actually sent, the `aps` dictionary's keys and their types, and the per-push-type
+// rules for background pushes and Live Activities. Works on JSONValue, no Foundation.
+
+/// Checks notification payloads against APNs' rules.
+public enum APNsPayload {
+    /// The keys APNs defines inside `aps`. Anything else there is custom data in the wrong place.
+    ///
+    /// Besides Apple's list in the reference, `content-changed` (WidgetKit and control pushes) and
+    /// `input-push-token` / `input-push-channel` (Live Activity starts that ask for a token or join a
+    /// broadcast channel, iOS 18) are Apple-defined keys, so they are not flagged.
+    public static let apsKeys: Set<String> = [
+        "alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content",
+        "target-content-id", "interruption-level", "relevance-score", "filter-criteria",
+        "timestamp", "event", "content-state", "stale-date", "dismissal-date", "attributes-type", "attributes",
+        "content-changed", "input-push-token", "input-push-channel",
+    ]
+
+    /// The keys of an `alert` dictionary whose values are strings.
+    static let alertStringKeys: Set<String> = [
+        "title", "subtitle", "body", "launch-image", "title-loc-key", "subtitle-loc-key", "loc-key",
+    ]
+    /// The keys of an `alert` dictionary whose values are arrays of strings.
+    static let alertArrayKeys: Set<String> = ["title-loc-args", "subtitle-loc-args", "loc-args"]
+
+    /// The `interruption-level` values.
+    public static let interruptionLevels = ["passive", "active", "time-sensitive", "critical"]
+    /// The Live Activity `event` values.
+    public static let liveActivityEvents = ["start", "update", "end"]
+
+    /// The push types whose payload must carry an `aps` dictionary. The others (voip, complication,
+    /// fileprovider, mdm, location, pushtotalk) are handed to the app or the system as they are;
+    /// an MDM payload, for one, is `{"mdm": "<push magic>"}` with no `aps` at all.
+    public static func requiresAPS(_ pushType: PushType) -> Bool {
+        switch pushType {
+        case .alert, .background, .liveactivity, .widgets, .controls: return true
+        case .voip, .complication, .fileprovider, .mdm, .location, .pushtotalk: return false
+        }
+    }
+
+    /// Every problem with `payload` for `pushType`.
+    ///
+    /// - Parameter byteCount: the size of the compact UTF-8 JSON when the caller already has it;
+    ///   computed otherwise.
+    public static func validate(_ payload: JSONValue, pushType: PushType, byteCount: Int? = nil) -> [APNsRequestProblem] {
+        var problems: [APNsRequestProblem] = []
+        let size = byteCount ?? payload.compactByteCount
+        if size > pushType.payloadLimit {
+            problems.append(APNsRequestProblem(
+                .payloadTooLarge, field: "payload",
+                "the payload is \(size) bytes of compact UTF-8 JSON, \(size - pushType.payloadLimit) over the "
+                    + "\(pushType.payloadLimit)-byte limit for \(pushType) pushes; shorten the text or move data "
+                    + "the app can fetch itself out of the payload"))
+        }
+        guard case .object(let root) = payload else {
+            problems.append(APNsRequestProblem(
+                .payloadNotObject, field: "payload",
+                "the payload is \(payload.typeName); it must be a JSON object with an \"aps\" dictionary, "
+                    + #"such as {"aps":{"alert":"Hello"}}"#))
+            return problems
+        }
+        guard let aps = root["aps"] else {
+            if requiresAPS(pushType) {
+                problems.append(APNsRequestProblem(
+                    .payloadMissingAPS, field: "payload.aps",
+                    "\(pushType) pushes need an \"aps\" dictionary in the payload, such as "
+                        + (pushType == .background ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"Hello"}}"#)))
+            }
+            return problems
+        }
+        guard case .object(let apsObject) = aps else {
+            problems.append(APNsRequestProblem(
+                .payloadWrongType, field: "payload.aps",
+                "\"aps\" is \(aps.typeName); it must be a dictionary of APNs keys (custom data goes beside it)"))
+            return problems
+        }
+        checkAPSKeys(apsObject, problems: &problems)
+        switch pushType {
+        case .background: checkBackground(apsObject, problems: &problems)
+        case .liveactivity: checkLiveActivity(apsObject, problems: &problems)
+        default: break
+        }
+        return problems
+    }
+
+    static func checkAPSKeys(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
+        for member in aps {
+            let field = "payload.aps." + member.key
+            let value = member.value
+            switch member.key {
+            case "alert":
+                checkAlert(value, problems: &problems)
+            case "badge":
+                if value.intValue == nil {
+                    problems.append(wrongType(field, value, "a whole number (0 clears the badge)"))
+                } else if let badge = value.intValue, badge < 0 {
+                    problems.append(outOfRange(field, "badge is \(badge); use a whole number from 0 (0 clears it)"))
+                }
+            case "sound":
+                checkSound(value, problems: &problems)
+            case "thread-id", "category", "target-content-id", "filter-criteria", "attributes-type":
+                if value.stringValue == nil { problems.append(wrongType(field, value, "a string")) }
+            case "content-available", "mutable-content":
+                if value.intValue == nil {
+                    problems.append(wrongType(field, value, "the number 1"))
+                } else if value.intValue != 1 {
+                    problems.append(outOfRange(
+                        field, "\(member.key) is \(value.compactString); the only value APNs defines is 1, "
+                            + "leave the key out otherwise"))
+                }
+            case "interruption-level":
+                if let level = value.stringValue {
+                    if !interruptionLevels.contains(level) {
+                        problems.append(outOfRange(
+                            field, "'\(level)' is not an interruption level; use one of "
+                                + interruptionLevels.joined(separator: ", ")))
+                    }
+                } else {
+                    problems.append(wrongType(field, value, "a string: " + interruptionLevels.joined(separator: ", ")))
+                }
+            case "relevance-score":
+                checkUnitInterval(value, field: field, name: "relevance-score", problems: &problems)
+            case "timestamp", "stale-date", "dismissal-date":
+                checkSeconds(value, field: field, name: member.key, problems: &problems)
+            case "event":
+                if let event = value.stringValue {
+                    if !liveActivityEvents.contains(event) {
+                        problems.append(outOfRange(
+                            field, "'\(event)' is not a Live Activity event; use start, update or end"))
+                    }
+                } else {
+                    problems.append(wrongType(field, value, "a string: start, update or end"))
+                }
+            case "content-state", "attributes":
+                if value.objectValue == nil { problems.append(wrongType(field, value, "a dictionary")) }
+            case "content-changed":
+                if value.boolValue == nil { problems.append(wrongType(field, value, "true")) }
+            case "input-push-token":
+                if value.intValue != 1 { problems.append(wrongType(field, value, "the number 1")) }
+            case "input-push-channel":
+                if value.stringValue == nil { problems.append(wrongType(field, value, "a channel id string")) }
+            default:
+                problems.append(APNsRequestProblem(
+                    .payloadUnknownAPSKey, field: field,
+                    "\"\(member.key)\" is not an APNs key, and APNs keeps \"aps\" for its own; put custom data "
+                        + "beside \"aps\" at the top level of the payload"))
+            }
+        }
+    }
+
+    static func checkAlert(_ value: JSONValue, problems: inout [APNsRequestProblem]) {
+        switch value {
+        case .string:
+            return
+        case .object(let alert):
+            for member in alert {
+                let field = "payload.aps.alert." + member.key
+                if alertStringKeys.contains(member.key), member.value.stringValue == nil {
+                    problems.append(wrongType(field, member.value, "a string"))
+                } else if alertArrayKeys.contains(member.key) {
+                    let isStrings = member.value.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false
+                    if !isStrings { problems.append(wrongType(field, member.value, "an array of strings")) }
+                }
+            }
+        default:
+            problems.append(wrongType("payload.aps.alert", value, "a string or a dictionary with title, body, ..."))
+        }
+    }
+
+    static func checkSound(_ value: JSONValue, problems: inout [APNsRequestProblem]) {
+        switch value {
+        case .string:
+            return
+        case .object(let sound):
+            for member in sound {
+                let field = "payload.aps.sound." + member.key
+                switch member.key {
+                case "critical":
+                    if let flag = member.value.intValue {
+                        if flag != 0 && flag != 1 {
+                            problems.append(outOfRange(field, "critical is \(flag); use 1 for a critical alert or 0"))
+                        }
+                    } else {
+                        problems.append(wrongType(field, member.value, "0 or 1"))
+                    }
+                case "name":
+                    if member.value.stringValue == nil { problems.append(wrongType(field, member.value, "a string")) }
+                case "volume":
+                    checkUnitInterval(member.value, field: field, name: "volume", problems: &problems)
+                default:
+                    problems.append(APNsRequestProblem(
+                        .payloadUnknownAPSKey, field: field,
+                        "\"\(member.key)\" is not a sound key; a sound dictionary has critical, name and volume"))
+                }
+            }
+            if sound["name"] == nil {
+                problems.append(APNsRequestProblem(
+                    .payloadMissingKey, field: "payload.aps.sound.name",
+                    "a sound dictionary needs \"name\", the sound file or \"default\""))
+            }
+        default:
+            problems.append(wrongType(
+                "payload.aps.sound", value, #"a sound name string, or {"critical":1,"name":"default","volume":1}"#))
+        }
+    }
+
+    static func checkUnitInterval(_ value: JSONValue, field: String, name: String, problems: inout [APNsRequestProblem]) {
+        guard let number = value.doubleValue else {
+            problems.append(wrongType(field, value, "a number from 0 to 1"))
+            return
+        }
+        if !(number >= 0 && number <= 1) {
+            problems.append(outOfRange(field, "\(name) is \(value.compactString); use a number from 0 to 1"))
+        }
+    }
+
+    static func checkSeconds(_ value: JSONValue, field: String, name: String, problems: inout [APNsRequestProblem]) {
+        guard let seconds = value.intValue else {
+            problems.append(wrongType(field, value, "a whole number of UNIX seconds"))
+            return
+        }
+        if seconds < 0 {
+            problems.append(outOfRange(field, "\(name) is \(seconds); use a time in UNIX seconds"))
+        } else if seconds >= APNsExpiration.millisecondsThreshold {
+            problems.append(outOfRange(
+                field, "\(name) \(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))"))
+        }
+    }
+
+    static func checkBackground(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
+        for member in aps where member.key != "content-available" && apsKeys.contains(member.key) {
+            problems.append(APNsRequestProblem(
+                .payloadKeyNotAllowed, field: "payload.aps." + member.key,
+                "background pushes carry only \"content-available\": 1 in \"aps\"; remove \"\(member.key)\" "
+                    + "(use push type alert to show an alert, badge or sound)"))
+        }
+        if aps["content-available"] == nil {
+            problems.append(APNsRequestProblem(
+                .payloadMissingKey, field: "payload.aps.content-available",
+                #"background pushes need "content-available": 1 in "aps", as in {"aps":{"content-available":1}}"#))
+        }
+    }
+
+    static func checkLiveActivity(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
+        func require(_ key: String, _ why: String) {
+            if aps[key] == nil {
+                problems.append(APNsRequestProblem(.payloadMissingKey, field: "payload.aps." + key, why))
+            }
+        }
+        require("timestamp", "Live Activity pushes need \"timestamp\", the UNIX seconds the update was made")
+        require("event", "Live Activity pushes need \"event\": start, update or end")
+        if aps["event"]?.stringValue == "start" {
+            require("attributes-type", "a Live Activity start needs \"attributes-type\", the name of its ActivityAttributes type")
+            require("attributes", "a Live Activity start needs \"attributes\", the static ActivityAttributes values")
+            require("content-state", "a Live Activity start needs \"content-state\", the activity's first ContentState")
+        }
+    }
+
+    static func wrongType(_ field: String, _ value: JSONValue, _ expected: String) -> APNsRequestProblem {
+        let name = field.split(separator: ".").last.map(String.init) ?? field
+        return APNsRequestProblem(.payloadWrongType, field: field, "\(name) is \(value.typeName); use \(expected)")
+    }
+
+    static func outOfRange(_ field: String, _ message: String) -> APNsRequestProblem {
+        APNsRequestProblem(.payloadValueOutOfRange, field: field, message)
+    }
+}

@@ -1,0 +1,209 @@
+// One notification to one device, and its rendering into exactly what goes on the wire.
+
+/// A notification for one device: the typed headers and the JSON payload.
+///
+/// Values are checked where they are typed (`DeviceToken`, `APNsPriority`, ...); what depends on
+/// several fields together (priority for the push type, topic suffix, payload rules) is checked by
+/// `validate()`. A value type; safe to share across threads.
+public struct APNsRequest: Sendable, Hashable {
+    public var deviceToken: DeviceToken
+    public var environment: APNsEnvironment
+    /// The full `apns-topic`, suffix included (see `PushType.topic(forBundle:)`).
+    public var topic: String
+    public var pushType: PushType
+    public var priority: APNsPriority
+    public var expiration: APNsExpiration
+    public var collapseID: CollapseID?
+    /// The id of this attempt. A retry must use a fresh one (`APNsID.random()`).
+    public var apnsID: APNsID
+    /// The payload, rendered compact on the wire.
+    public var payload: JSONValue
+
+    /// - Parameters:
+    ///   - topic: the full topic; use `pushType.topic(forBundle:)` to make one from a bundle id.
+    ///   - priority: nil means the push type's `defaultPriority`.
+    ///   - apnsID: defaults to a fresh random id.
+    public init(
+        deviceToken: DeviceToken, environment: APNsEnvironment, topic: String, pushType: PushType = .alert,
+        priority: APNsPriority? = nil, expiration: APNsExpiration = .none, collapseID: CollapseID? = nil,
+        apnsID: APNsID = .random(), payload: JSONValue
+    ) {
+        self.deviceToken = deviceToken
+        self.environment = environment
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority ?? pushType.defaultPriority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+        self.payload = payload
+    }
+
+    /// `/3/device/<hex token>`.
+    public var path: String { "/3/device/" + deviceToken.hex }
+
+    /// `https://<host>/3/device/<hex token>`, for printing and curl.
+    public var url: String { "https://" + environment.host + path }
+
+    /// Every problem that would make APNs refuse the request or the device ignore it; empty when
+    /// the request is good to send.
+    public func validate() -> [APNsRequestProblem] {
+        validate(payloadByteCount: payload.compactByteCount)
+    }
+
+    func validate(payloadByteCount: Int) -> [APNsRequestProblem] {
+        var problems: [APNsRequestProblem] = []
+        APNsRequest.checkTopic(topic, pushType: pushType, problems: &problems)
+        if !pushType.allowedPriorities.contains(priority) {
+            let allowed = pushType.allowedPriorities.map(\.headerValue).joined(separator: " or ")
+            problems.append(APNsRequestProblem(
+                .priorityNotAllowed, field: "apns-priority",
+                "priority \(priority) is not allowed for \(pushType) pushes; use \(allowed)"))
+        }
+        if let seconds = expiration.unixSeconds, let problem = APNsExpiration.problem(seconds) {
+            problems.append(problem)
+        }
+        problems += APNsPayload.validate(payload, pushType: pushType, byteCount: payloadByteCount)
+        return problems
+    }
+
+    /// The request as it goes on the wire. Does not validate; see `validatedWire(providerToken:)`.
+    ///
+    /// - Parameter providerToken: the JWT for token authentication, sent as `authorization: bearer <JWT>`;
+    ///   nil for certificate authentication, which sends no authorization header.
+    public func wire(authorization providerToken: String?) -> APNsWireRequest {
+        wire(authorization: providerToken, body: payload.compactBytes)
+    }
+
+    /// Validates, then renders, serialising the payload only once (the hot path of the sender).
+    public func validatedWire(authorization providerToken: String?) throws(APNsInvalidRequest) -> APNsWireRequest {
+        let body = payload.compactBytes
+        let problems = validate(payloadByteCount: body.count)
+        if !problems.isEmpty { throw APNsInvalidRequest(problems: problems) }
+        return wire(authorization: providerToken, body: body)
+    }
+
+    func wire(authorization providerToken: String?, body: [UInt8]) -> APNsWireRequest {
+        var headers: [APNsHeaderField] = []
+        headers.reserveCapacity(7)
+        if let providerToken { headers.append(APNsHeaderField("authorization", "bearer " + providerToken)) }
+        headers.append(APNsHeaderField("apns-push-type", pushType.rawValue))
+        headers.append(APNsHeaderField("apns-topic", topic))
+        headers.append(APNsHeaderField("apns-priority", priority.headerValue))
+        if let expiration = expiration.headerValue { headers.append(APNsHeaderField("apns-expiration", expiration)) }
+        if let collapseID { headers.append(APNsHeaderField("apns-collapse-id", collapseID.value)) }
+        headers.append(APNsHeaderField("apns-id", apnsID.string))
+        return APNsWireRequest(
+            method: "POST", scheme: "https", authority: environment.host, path: path, headers: headers, body: body)
+    }
+
+    /// Topic syntax: a bundle id's characters (A-Z, a-z, 0-9, '-', '.'), with the push type's suffix.
+    static func checkTopic(_ topic: String, pushType: PushType, problems: inout [APNsRequestProblem]) {
+        if topic.isEmpty {
+            problems.append(APNsRequestProblem(
+                .topicEmpty, field: "apns-topic", "the topic is empty; use the app's bundle id, such as com.example.app"))
+            return
+        }
+        var position = 0
+        for scalar in topic.unicodeScalars {
+            position += 1
+            let v = scalar.value
+            let allowed = (v >= 0x30 && v <= 0x39) || (v >= 0x41 && v <= 0x5A) || (v >= 0x61 && v <= 0x7A)
+                || v == 0x2D || v == 0x2E
+            if !allowed {
+                problems.append(APNsRequestProblem(
+                    .topicInvalid, field: "apns-topic",
+                    "\(DeviceToken.describe(scalar)) at position \(position) of topic '\(topic)' cannot be in a bundle "
+                        + "id; use letters, digits, '-' and '.' such as com.example.app"))
+                return
+            }
+        }
+        if topic.hasPrefix(".") || topic.hasSuffix(".") || topic.contains("..") {
+            problems.append(APNsRequestProblem(
+                .topicInvalid, field: "apns-topic",
+                "topic '\(topic)' has an empty part between dots; use a bundle id such as com.example.app"))
+            return
+        }
+        let suffix = pushType.topicSuffix
+        if pushType == .mdm {
+            if !topic.hasPrefix("com.apple.mgmt.") {
+                problems.append(APNsRequestProblem(
+                    .topicSuffixMismatch, field: "apns-topic",
+                    "mdm pushes go to the MDM push magic topic from the push certificate, which starts with "
+                        + "com.apple.mgmt. (as com.apple.mgmt.External.<uuid>); '\(topic)' does not"))
+            }
+        } else if !suffix.isEmpty {
+            if !(topic.hasSuffix(suffix) && topic.utf8.count > suffix.utf8.count) {
+                problems.append(APNsRequestProblem(
+                    .topicSuffixMismatch, field: "apns-topic",
+                    "\(pushType) pushes go to the topic <bundle id>\(suffix); '\(topic)' lacks the suffix, "
+                        + "use '\(pushType.topic(forBundle: topic))'"))
+            }
+        } else if let other = PushType.allCases.first(where: { !$0.topicSuffix.isEmpty && topic.hasSuffix($0.topicSuffix) }) {
+            let bundle = String(topic.dropLast(other.topicSuffix.count))
+            problems.append(APNsRequestProblem(
+                .topicSuffixMismatch, field: "apns-topic",
+                "topic '\(topic)' carries the \(other) suffix '\(other.topicSuffix)', but the push type is "
+                    + "\(pushType); send \(pushType) pushes to the bundle id '\(bundle)', or use push type \(other)"))
+        }
+    }
+}
+
+/// One HTTP header: a lowercase name and its value.
+public struct APNsHeaderField: Sendable, Hashable {
+    public var name: String
+    public var value: String
+
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A request exactly as it goes on the wire: pseudo-headers, headers in a stable order, body bytes.
+///
+/// Headers come in this order: `authorization` (token authentication only), `apns-push-type`,
+/// `apns-topic`, `apns-priority`, `apns-expiration` (left out for `.none`), `apns-collapse-id`
+/// (when set), `apns-id`. `description` hides the provider token.
+public struct APNsWireRequest: Sendable, Hashable, CustomStringConvertible {
+    /// `POST`.
+    public var method: String
+    /// `https`.
+    public var scheme: String
+    /// The `:authority`: the environment's host. A client talking to another server (a simulator)
+    /// replaces it.
+    public var authority: String
+    /// `/3/device/<hex token>`.
+    public var path: String
+    public var headers: [APNsHeaderField]
+    /// The compact UTF-8 JSON payload.
+    public var body: [UInt8]
+
+    public init(
+        method: String, scheme: String, authority: String, path: String, headers: [APNsHeaderField], body: [UInt8]
+    ) {
+        self.method = method
+        self.scheme = scheme
+        self.authority = authority
+        self.path = path
+        self.headers = headers
+        self.body = body
+    }
+
+    /// `scheme://authority/path`.
+    public var url: String { scheme + "://" + authority + path }
+
+    /// The value of the first header of that (lowercase) name.
+    public subscript(header name: String) -> String? {
+        for field in headers where field.name == name { return field.value }
+        return nil
+    }
+
+    /// The request for logs: the authorization header's token replaced by `<redacted>`.
+    public var description: String {
+        let shown = headers.map { field in
+            field.name == "authorization" ? "authorization: bearer <redacted>" : field.name + ": " + field.value
+        }
+        return "\(method) \(url) [" + shown.joined(separator: ", ") + "] \(body.count) bytes"
+    }
+}
