@@ -17,7 +17,7 @@ final class JoinableThread: @unchecked Sendable {
         init(_ run: @escaping () -> Void) { self.run = run }
     }
 
-    /// Starts a thread running `body`. Throws when the system refuses to create a thread.
+    /// Starts a thread running `body`; `name` is for error messages. Throws when the system refuses to create a thread.
     init(name: String, _ body: @escaping @Sendable () -> Void) throws(SimulatorError) {
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
         var thread = pthread_t()
@@ -30,10 +30,6 @@ final class JoinableThread: @unchecked Sendable {
             Unmanaged<Body>.fromOpaque(context).release()
             throw SimulatorError(.system, "cannot start thread \(name): \(String(cString: strerror(result)))")
         }
-        #if canImport(Glibc)
-        // The kernel allows 15 characters; a longer name is refused, so truncate.
-        _ = pthread_setname_np(thread, String(name.prefix(15)))
-        #endif
         handle = thread
     }
 

@@ -54,10 +54,7 @@ final class SimulatorConnection: @unchecked Sendable {
 
     /// Takes ownership of `socket` (non-blocking, accepted).
     init(id: Int, socket: Int32, engine: SimulatorEngine, tls: TLSServerContext) throws(SimulatorError) {
-        var fds: [Int32] = [0, 0]
-        guard pipe2(&fds, O_NONBLOCK | O_CLOEXEC) == 0 else {
-            throw SimulatorError(.system, "pipe2 failed: \(String(cString: strerror(errno)))")
-        }
+        let fds = try makeWakePipe()
         self.id = id
         self.socket = socket
         self.wakeReader = fds[0]
@@ -135,12 +132,13 @@ final class SimulatorConnection: @unchecked Sendable {
     }
 
     private func teardown() {
+        let wasEstablished = session != nil
         if let session { nghttp2_session_del(session) }
         session = nil
         if let ssl { SSL_free(ssl) }
         ssl = nil
         close(socket)
-        engine.connectionClosed(id: id, streamsLeftOpen: openStreams)
+        engine.connectionClosed(id: id, wasEstablished: wasEstablished)
         streams.removeAll()
     }
 
@@ -156,8 +154,7 @@ final class SimulatorConnection: @unchecked Sendable {
         if result == 1 {
             handshakeDone = true
             sslWantsWrite = false
-            let certificateTopics = ClientCertificateTopics.read(from: ssl)
-            context.clientCertificateTopics = certificateTopics
+            context.authentication.certificateTopics = ClientCertificateTopics.read(from: ssl)
             return startSession()
         }
         switch SSL_get_error(ssl, result) {
@@ -487,6 +484,19 @@ enum HeaderBlock {
             return nva.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
         }
     }
+}
+
+/// A non-blocking pipe (read end, write end) a thread in poll(2) can be woken through.
+func makeWakePipe() throws(SimulatorError) -> [Int32] {
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else {
+        throw SimulatorError(.system, "pipe failed: \(String(cString: strerror(errno)))")
+    }
+    for fd in fds {
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+    }
+    return fds
 }
 
 /// Nanoseconds of CLOCK_MONOTONIC.

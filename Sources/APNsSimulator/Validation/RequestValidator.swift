@@ -1,0 +1,162 @@
+// Apple's checks on one request, in order: method, path, duplicate headers, authentication, apns-id,
+// push type, topic, priority, expiration, collapse id, payload, device token and its state. The first
+// failing check decides the answer, with Apple's status and reason (APNsErrorReason from the model).
+import APNs
+
+/// A request that passed every check.
+struct AcceptedRequest: Sendable, Hashable {
+    var deviceToken: String
+    /// The apns-id the client sent, if any (echoed back as sent).
+    var apnsID: String?
+    var pushType: PushType
+    var topic: String
+    /// The key id of the provider token, for token authentication.
+    var keyID: String?
+}
+
+/// The outcome of validation.
+enum ValidationVerdict: Sendable, Hashable {
+    case accepted(AcceptedRequest)
+    /// Refused with Apple's reason; `apnsID` is the client's id when it was valid, `timestamp` for 410.
+    case rejected(APNsErrorReason, apnsID: String?, timestamp: Int64?)
+
+    var reason: APNsErrorReason? {
+        if case .rejected(let reason, _, _) = self { return reason }
+        return nil
+    }
+}
+
+/// The reason APNs gives when the body is not a JSON object with an `aps` dictionary. Apple's table
+/// has no entry for it; the simulator uses this name (status 400).
+let badPayloadReason = APNsErrorReason.unknown("BadPayload")
+
+/// Per-connection facts validation depends on.
+struct ConnectionAuthentication: Sendable {
+    var providerToken = ProviderTokenConnectionState()
+    /// Topics (bundle ids) named by the client certificate, for certificate authentication.
+    var certificateTopics: [String] = []
+}
+
+/// Validates requests like APNs. Immutable; safe from any thread.
+struct RequestValidator: Sendable {
+    enum Authentication: Sendable {
+        case none
+        case providerToken(ProviderTokenAuthenticator)
+        case certificate
+    }
+
+    let authentication: Authentication
+    let devices: DeviceStates
+    /// Bundle ids the simulator accepts pushes for; empty accepts any.
+    let allowedBundles: Set<String>
+    /// The `timestamp` of unregistered tokens that have none configured (ms since 1970).
+    let startMilliseconds: Int64
+
+    static let pathPrefix = "/3/device/"
+
+    /// Checks `request`; `now` is UNIX seconds (for provider token ages).
+    func validate(_ request: IncomingRequest, connection: inout ConnectionAuthentication, now: Int64)
+        -> ValidationVerdict
+    {
+        var apnsID: String?
+        func reject(_ reason: APNsErrorReason, timestamp: Int64? = nil) -> ValidationVerdict {
+            .rejected(reason, apnsID: apnsID, timestamp: timestamp)
+        }
+        // Echo the client's apns-id in every answer once it is known to be valid.
+        if let id = request.header("apns-id"), (try? APNsID(parsing: id)) != nil { apnsID = id }
+
+        guard request.method == "POST" else { return reject(.methodNotAllowed) }
+        guard let path = request.path, path.hasPrefix(Self.pathPrefix) else { return reject(.badPath) }
+        let token = path.utf8.dropFirst(Self.pathPrefix.utf8.count)
+        guard !token.isEmpty else { return reject(.missingDeviceToken) }
+        if token.contains(UInt8(ascii: "/")) || token.contains(UInt8(ascii: "?")) { return reject(.badPath) }
+        if request.duplicateHeaderName != nil { return reject(.duplicateHeaders) }
+
+        var keyID: String?
+        switch authentication {
+        case .none:
+            break
+        case .certificate:
+            break  // the TLS handshake already required and verified the client certificate
+        case .providerToken(let authenticator):
+            switch authenticator.check(
+                authorization: request.header("authorization"), connection: &connection.providerToken, now: now)
+            {
+            case .accepted(let key): keyID = key
+            case .rejected(let reason): return reject(reason)
+            }
+        }
+
+        if request.header("apns-id") != nil && apnsID == nil { return reject(.badMessageId) }
+
+        guard let pushTypeText = request.header("apns-push-type"), let pushType = PushType(rawValue: pushTypeText)
+        else { return reject(.invalidPushType) }
+
+        var topic = request.header("apns-topic")
+        if topic == nil, case .certificate = authentication, connection.certificateTopics.count == 1 {
+            topic = pushType.topic(forBundle: connection.certificateTopics[0])
+        }
+        guard let topic else { return reject(.missingTopic) }
+        guard topicIsValid(topic, pushType: pushType) else { return reject(.badTopic) }
+        let bundle = pushType == .mdm ? topic : String(topic.dropLast(pushType.topicSuffix.count))
+        if case .certificate = authentication, !connection.certificateTopics.isEmpty,
+            !connection.certificateTopics.contains(bundle)
+        {
+            return reject(.topicDisallowed)
+        }
+        if !allowedBundles.isEmpty && !allowedBundles.contains(bundle) { return reject(.topicDisallowed) }
+
+        if let priorityText = request.header("apns-priority") {
+            guard let priority = try? APNsPriority(parsing: priorityText),
+                pushType.allowedPriorities.contains(priority)
+            else { return reject(.badPriority) }
+        }
+        if let expiration = request.header("apns-expiration") {
+            guard !expiration.isEmpty, expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                (try? APNsExpiration(parsing: expiration)) != nil
+            else { return reject(.badExpirationDate) }
+        }
+        if let collapseID = request.header("apns-collapse-id"), collapseID.utf8.count > CollapseID.maximumByteCount {
+            return reject(.badCollapseId)
+        }
+
+        if request.bodyLength == 0 { return reject(.payloadEmpty) }
+        if request.bodyLength > pushType.payloadLimit { return reject(.payloadTooLarge) }
+        guard case .object(let root)? = try? JSONValue(parsing: request.body) else { return reject(badPayloadReason) }
+        if let aps = root["aps"] {
+            guard case .object = aps else { return reject(badPayloadReason) }
+        } else if APNsPayload.requiresAPS(pushType) {
+            return reject(badPayloadReason)
+        }
+
+        // The path carries lowercase or uppercase hex; anything else (or a length no token has) is bad.
+        guard token.allSatisfy({ Self.isHexDigit($0) }),
+            let deviceToken = try? DeviceToken(String(Substring(token)))
+        else { return reject(.badDeviceToken) }
+        switch devices.verdict(token: deviceToken.hex, bundle: bundle, startMilliseconds: startMilliseconds) {
+        case .badDeviceToken?: return reject(.badDeviceToken)
+        case .notForTopic?: return reject(.deviceTokenNotForTopic)
+        case .unregistered(let since)?: return reject(.unregistered, timestamp: since)
+        case nil: break
+        }
+        return .accepted(AcceptedRequest(
+            deviceToken: deviceToken.hex, apnsID: apnsID, pushType: pushType, topic: topic, keyID: keyID))
+    }
+
+    /// The topic's syntax and push-type suffix, checked by the model's own request validation so the
+    /// simulator and the sender agree on what a good topic is.
+    private func topicIsValid(_ topic: String, pushType: PushType) -> Bool {
+        let probe = APNsRequest(
+            deviceToken: Self.probeToken, environment: .sandbox, topic: topic, pushType: pushType,
+            apnsID: Self.probeID, payload: Self.probePayload)
+        return !probe.validate().contains { $0.field == "apns-topic" }
+    }
+
+    private static let probeToken = try! DeviceToken(String(repeating: "0", count: 64))
+    private static let probeID = APNsID(high: 0, low: 0)
+    private static let probePayload = JSONValue.object(["aps": .object(["content-available": 1])])
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)
+    }
+}
