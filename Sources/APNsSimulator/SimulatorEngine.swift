@@ -16,6 +16,7 @@ struct ConnectionContext: Sendable {
     /// Streams planned so far on this connection.
     var streamOrdinal = 0
     var authentication = ConnectionAuthentication()
+    var faults = FaultSnapshot()
 }
 
 /// - Important: thread-safe; every connection thread calls into it.
@@ -37,7 +38,8 @@ final class SimulatorEngine: Sendable {
     /// Decides what a complete request gets.
     func plan(_ request: IncomingRequest, streamID: Int32, context: inout ConnectionContext) -> StreamPlan {
         context.streamOrdinal += 1
-        let decision = faults.decide(streamOrdinal: context.streamOrdinal, random: &context.random)
+        let decision = faults.decide(
+            streamOrdinal: context.streamOrdinal, cache: &context.faults, random: &context.random)
         var plan = StreamPlan(answer: .stall)
         plan.delayNanoseconds = decision.delayNanoseconds
         plan.newMaxConcurrentStreams = decision.newMaxConcurrentStreams
@@ -97,19 +99,18 @@ final class SimulatorEngine: Sendable {
             let record = AcceptedNotification(
                 connectionID: context.id, streamID: Int(streamID), deviceToken: accepted.deviceToken, apnsID: apnsID,
                 uniqueID: uniqueID, pushType: accepted.pushType, topic: accepted.topic, keyID: accepted.keyID,
-                headers: request.headers.compactMap { $0.name == "authorization" ? nil : APNsHeaderField($0.name, $0.value) },
+                headers: request.hasAuthorization ? request.headers.filter { $0.name != "authorization" } : request.headers,
                 payload: request.body, receivedAtMilliseconds: now)
-            ledger.withLock {
-                $0.countRequest()
-                $0.count(Self.okKind)
-                $0.record(record)
+            // The record pushed out of the full ring is released after the lock, not under it.
+            let pushedOut = ledger.withLock { ledger in
+                ledger.countAccepted()
+                return ledger.record(record)
             }
+            _ = pushedOut
             plan.answer = .respond(SimulatorResponse(status: 200, apnsID: apnsID, uniqueID: uniqueID))
         }
         return plan
     }
-
-    private static let okKind = ResponseKind(status: 200, reason: nil)
 
     private func echoedOrNewID(_ request: IncomingRequest, _ random: inout SimulatorRandom) -> String {
         if let id = request.header("apns-id"), (try? APNsID(parsing: id)) != nil { return id }

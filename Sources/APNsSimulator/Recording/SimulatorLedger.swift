@@ -113,7 +113,15 @@ public struct SimulatorStats: Sendable, Hashable {
 
 /// The ring of accepted notifications plus the counters; guarded by the engine's lock.
 struct SimulatorLedger {
-    private(set) var stats = SimulatorStats()
+    private var counters = SimulatorStats()
+    /// 200 answers, counted apart from `responses` to keep the hot path off the dictionary.
+    private var acceptedAnswers = 0
+
+    var stats: SimulatorStats {
+        var stats = counters
+        if acceptedAnswers > 0 { stats.responses[ResponseKind(status: 200, reason: nil), default: 0] += acceptedAnswers }
+        return stats
+    }
     private var ring: [AcceptedNotification] = []
     private var next = 0
     let capacity: Int
@@ -123,19 +131,27 @@ struct SimulatorLedger {
         ring.reserveCapacity(min(self.capacity, 4096))
     }
 
-    mutating func record(_ notification: AcceptedNotification) {
-        stats.acceptedRecorded += 1
+    /// Keeps `notification`; returns the oldest record when the ring was full (for the caller to
+    /// release outside the lock).
+    mutating func record(_ notification: AcceptedNotification) -> AcceptedNotification? {
+        counters.acceptedRecorded += 1
         guard capacity > 0 else {
-            stats.acceptedDropped += 1
-            return
+            counters.acceptedDropped += 1
+            return notification
         }
         if ring.count < capacity {
             ring.append(notification)
-        } else {
-            ring[next] = notification
-            next = (next + 1) % capacity
-            stats.acceptedDropped += 1
+            return nil
         }
+        counters.acceptedDropped += 1
+        defer { next = (next + 1) % capacity }
+        return swap(&ring[next], with: notification)
+    }
+
+    private func swap(_ slot: inout AcceptedNotification, with new: AcceptedNotification) -> AcceptedNotification {
+        let old = slot
+        slot = new
+        return old
     }
 
     /// Oldest first.
@@ -148,23 +164,28 @@ struct SimulatorLedger {
         next = 0
     }
 
-    mutating func count(_ kind: ResponseKind) { stats.responses[kind, default: 0] += 1 }
-    mutating func countRequest() { stats.requests += 1 }
-    mutating func countStall() { stats.stalledStreams += 1 }
-    mutating func countUnprocessed() { stats.unprocessedStreams += 1 }
-    mutating func countDrop() { stats.droppedConnections += 1 }
-    mutating func countGoAway() { stats.goAwaysSent += 1 }
-    mutating func connectionAccepted() { stats.connectionsAccepted += 1 }
-    mutating func connectionOpened() { stats.connectionsOpen += 1 }
-    mutating func connectionClosed(wasOpen: Bool) { if wasOpen { stats.connectionsOpen -= 1 } }
-    mutating func handshakeFailed() { stats.handshakeFailures += 1 }
+    mutating func count(_ kind: ResponseKind) { counters.responses[kind, default: 0] += 1 }
+    /// A request answered 200.
+    mutating func countAccepted() {
+        counters.requests += 1
+        acceptedAnswers += 1
+    }
+    mutating func countRequest() { counters.requests += 1 }
+    mutating func countStall() { counters.stalledStreams += 1 }
+    mutating func countUnprocessed() { counters.unprocessedStreams += 1 }
+    mutating func countDrop() { counters.droppedConnections += 1 }
+    mutating func countGoAway() { counters.goAwaysSent += 1 }
+    mutating func connectionAccepted() { counters.connectionsAccepted += 1 }
+    mutating func connectionOpened() { counters.connectionsOpen += 1 }
+    mutating func connectionClosed(wasOpen: Bool) { if wasOpen { counters.connectionsOpen -= 1 } }
+    mutating func handshakeFailed() { counters.handshakeFailures += 1 }
     mutating func peak(connection: Int, streams: Int) {
-        stats.peakConcurrentStreams[connection] = max(stats.peakConcurrentStreams[connection] ?? 0, streams)
+        counters.peakConcurrentStreams[connection] = max(counters.peakConcurrentStreams[connection] ?? 0, streams)
         // Bounded for long runs with many reconnects: forget the oldest connections.
-        if stats.peakConcurrentStreams.count > Self.peakConnectionsKept,
-            let oldest = stats.peakConcurrentStreams.keys.min()
+        if counters.peakConcurrentStreams.count > Self.peakConnectionsKept,
+            let oldest = counters.peakConcurrentStreams.keys.min()
         {
-            stats.peakConcurrentStreams.removeValue(forKey: oldest)
+            counters.peakConcurrentStreams.removeValue(forKey: oldest)
         }
     }
 

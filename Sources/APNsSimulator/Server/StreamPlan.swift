@@ -1,12 +1,15 @@
 // The hand-off between the HTTP/2 connection (bytes, frames, timers) and the simulator's logic
 // (faults, validation, device state, recording): one complete request in, one plan for its stream out.
+import APNs
 
 /// One request as it arrived on a stream: pseudo-headers, regular headers in order, and the body.
 struct IncomingRequest: Sendable {
     var method: String?
     var path: String?
     /// Regular (non-pseudo) headers in arrival order, names lowercase as HTTP/2 requires.
-    var headers: [(name: String, value: String)] = []
+    var headers: [APNsHeaderField] = []
+    /// True when an `authorization` header arrived (records leave it out).
+    var hasAuthorization = false
     /// The first regular header name that arrived more than once.
     var duplicateHeaderName: String?
     /// The body, up to `bodyCapacity` bytes.
@@ -18,20 +21,20 @@ struct IncomingRequest: Sendable {
     /// from one byte more, so an oversized body cannot grow memory.
     static let bodyCapacity = 5121
 
-    init(method: String? = nil, path: String? = nil, headers: [(name: String, value: String)] = [],
-         body: [UInt8] = []) {
+    init(method: String? = nil, path: String? = nil, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.method = method
         self.path = path
         self.body = body
         self.bodyLength = body.count
-        for header in headers { addHeader(name: header.name, value: header.value) }
+        for (name, value) in headers { addHeader(name: name, value: value) }
     }
 
     mutating func addHeader(name: String, value: String) {
         if duplicateHeaderName == nil, headers.contains(where: { $0.name == name }) {
             duplicateHeaderName = name
         }
-        headers.append((name, value))
+        if name == "authorization" { hasAuthorization = true }
+        headers.append(APNsHeaderField(name, value))
     }
 
     mutating func appendBody(_ bytes: UnsafeBufferPointer<UInt8>) {

@@ -35,6 +35,9 @@ struct ConnectionAuthentication: Sendable {
     var providerToken = ProviderTokenConnectionState()
     /// Topics (bundle ids) named by the client certificate, for certificate authentication.
     var certificateTopics: [String] = []
+    /// The last topic that passed the syntax check, with its push type: a connection almost always
+    /// sends the same one, and the check is the costliest header rule.
+    var lastValidTopic: (topic: String, pushType: PushType)?
 }
 
 /// Validates requests like APNs. Immutable; safe from any thread.
@@ -54,16 +57,43 @@ struct RequestValidator: Sendable {
 
     static let pathPrefix = "/3/device/"
 
+    /// The APNs headers of a request, found in one pass over its headers.
+    private struct APNsHeaders {
+        var authorization: String?
+        var apnsID: String?
+        var pushType: String?
+        var topic: String?
+        var priority: String?
+        var expiration: String?
+        var collapseID: String?
+
+        init(_ headers: [APNsHeaderField]) {
+            for field in headers {
+                switch field.name {
+                case "authorization": authorization = field.value
+                case "apns-id": apnsID = field.value
+                case "apns-push-type": pushType = field.value
+                case "apns-topic": topic = field.value
+                case "apns-priority": priority = field.value
+                case "apns-expiration": expiration = field.value
+                case "apns-collapse-id": collapseID = field.value
+                default: break
+                }
+            }
+        }
+    }
+
     /// Checks `request`; `now` is UNIX seconds (for provider token ages).
     func validate(_ request: IncomingRequest, connection: inout ConnectionAuthentication, now: Int64)
         -> ValidationVerdict
     {
+        let headers = APNsHeaders(request.headers)
         var apnsID: String?
         func reject(_ reason: APNsErrorReason, timestamp: Int64? = nil) -> ValidationVerdict {
             .rejected(reason, apnsID: apnsID, timestamp: timestamp)
         }
         // Echo the client's apns-id in every answer once it is known to be valid.
-        if let id = request.header("apns-id"), (try? APNsID(parsing: id)) != nil { apnsID = id }
+        if let id = headers.apnsID, (try? APNsID(parsing: id)) != nil { apnsID = id }
 
         guard request.method == "POST" else { return reject(.methodNotAllowed) }
         guard let path = request.path, path.hasPrefix(Self.pathPrefix) else { return reject(.badPath) }
@@ -80,25 +110,28 @@ struct RequestValidator: Sendable {
             break  // the TLS handshake already required and verified the client certificate
         case .providerToken(let authenticator):
             switch authenticator.check(
-                authorization: request.header("authorization"), connection: &connection.providerToken, now: now)
+                authorization: headers.authorization, connection: &connection.providerToken, now: now)
             {
             case .accepted(let key): keyID = key
             case .rejected(let reason): return reject(reason)
             }
         }
 
-        if request.header("apns-id") != nil && apnsID == nil { return reject(.badMessageId) }
+        if headers.apnsID != nil && apnsID == nil { return reject(.badMessageId) }
 
-        guard let pushTypeText = request.header("apns-push-type"), let pushType = PushType(rawValue: pushTypeText)
+        guard let pushTypeText = headers.pushType, let pushType = PushType(rawValue: pushTypeText)
         else { return reject(.invalidPushType) }
 
-        var topic = request.header("apns-topic")
+        var topic = headers.topic
         if topic == nil, case .certificate = authentication, connection.certificateTopics.count == 1 {
             topic = pushType.topic(forBundle: connection.certificateTopics[0])
         }
         guard let topic else { return reject(.missingTopic) }
-        guard topicIsValid(topic, pushType: pushType) else { return reject(.badTopic) }
-        let bundle = pushType == .mdm ? topic : String(topic.dropLast(pushType.topicSuffix.count))
+        if connection.lastValidTopic?.topic != topic || connection.lastValidTopic?.pushType != pushType {
+            guard topicIsValid(topic, pushType: pushType) else { return reject(.badTopic) }
+            connection.lastValidTopic = (topic, pushType)
+        }
+        let bundle = pushType == .mdm ? topic : String(topic.utf8.dropLast(pushType.topicSuffix.utf8.count))!
         if case .certificate = authentication, !connection.certificateTopics.isEmpty,
             !connection.certificateTopics.contains(bundle)
         {
@@ -106,17 +139,17 @@ struct RequestValidator: Sendable {
         }
         if !allowedBundles.isEmpty && !allowedBundles.contains(bundle) { return reject(.topicDisallowed) }
 
-        if let priorityText = request.header("apns-priority") {
-            guard let priority = try? APNsPriority(parsing: priorityText),
-                pushType.allowedPriorities.contains(priority)
+        if let priorityText = headers.priority {
+            guard let priority = Self.priority(priorityText), pushType.allowedPriorities.contains(priority)
             else { return reject(.badPriority) }
         }
-        if let expiration = request.header("apns-expiration") {
-            guard !expiration.isEmpty, expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+        if let expiration = headers.expiration {
+            guard !expiration.isEmpty, expiration.utf8.count <= 18,
+                expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                 (try? APNsExpiration(parsing: expiration)) != nil
             else { return reject(.badExpirationDate) }
         }
-        if let collapseID = request.header("apns-collapse-id"), collapseID.utf8.count > CollapseID.maximumByteCount {
+        if let collapseID = headers.collapseID, collapseID.utf8.count > CollapseID.maximumByteCount {
             return reject(.badCollapseId)
         }
 
@@ -141,6 +174,16 @@ struct RequestValidator: Sendable {
         }
         return .accepted(AcceptedRequest(
             deviceToken: deviceToken.hex, apnsID: apnsID, pushType: pushType, topic: topic, keyID: keyID))
+    }
+
+    /// The three values APNs accepts, exactly as sent on the wire.
+    private static func priority(_ text: String) -> APNsPriority? {
+        switch text {
+        case "10": return .immediately
+        case "5": return .considerPower
+        case "1": return .lowest
+        default: return nil
+        }
     }
 
     /// The topic's syntax and push-type suffix, checked by the model's own request validation so the
