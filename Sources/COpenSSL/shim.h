@@ -11,3 +11,4 @@
 #include <openssl/rand.h>
 #include <openssl/core_names.h>
 #include <openssl/decoder.h>
+#include <openssl/provider.h>

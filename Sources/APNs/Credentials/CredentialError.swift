@@ -68,7 +68,7 @@ public struct CredentialError: Error, Sendable, Hashable, CustomStringConvertibl
     public var code: Code
     /// What went wrong and how to fix it.
     public var message: String
-    /// The file involved, when there is one.
+    /// The file involved, when there is one (the message names it too).
     public var path: String?
 
     public init(_ code: Code, _ message: String, path: String? = nil) {
@@ -77,7 +77,7 @@ public struct CredentialError: Error, Sendable, Hashable, CustomStringConvertibl
         self.path = path
     }
 
-    public var description: String { path.map { "\($0): \(message)" } ?? message }
+    public var description: String { message }
 
     public static func == (lhs: CredentialError, rhs: CredentialError) -> Bool { lhs.code == rhs.code }
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }

@@ -35,18 +35,20 @@ final class OpenSSLKey: @unchecked Sendable {
                     + "or the environment, or decrypt the key once with 'openssl pkey -in KEY -out KEY.decrypted'",
                 path: source)
         }
-        OpenSSLError.clear()
+        OpenSSLErrorQueue.clear()
         let key: OpaquePointer? = bytes.withUnsafeBytes { raw in
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
             defer { BIO_free(bio) }
             if let password {
-                return password.withCString { PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: $0)) }
+                return password.withCString {
+                    PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: $0))
+                }
             }
             // A callback that supplies no password, so OpenSSL never prompts on the terminal.
             return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
         }
         guard let key else {
-            let reasons = OpenSSLError.drain()
+            let reasons = OpenSSLErrorQueue.drain()
             if labels.isEncrypted || reasons.contains(where: { $0.contains("bad decrypt") }) {
                 throw CredentialError(
                     .wrongPassword, "could not decrypt \(subject): the password is wrong", path: source)
@@ -61,14 +63,14 @@ final class OpenSSLKey: @unchecked Sendable {
 
     /// Parses a public key (`-----BEGIN PUBLIC KEY-----`).
     static func publicKey(fromPEM bytes: [UInt8], what: String) throws(CredentialError) -> OpenSSLKey {
-        OpenSSLError.clear()
+        OpenSSLErrorQueue.clear()
         let key: OpaquePointer? = bytes.withUnsafeBytes { raw in
             guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
             defer { BIO_free(bio) }
             return PEM_read_bio_PUBKEY(bio, nil, { _, _, _, _ in 0 }, nil)
         }
         guard let key else {
-            let reason = OpenSSLError.drain().last ?? "no PEM block found"
+            let reason = OpenSSLErrorQueue.drain().last ?? "no PEM block found"
             throw CredentialError(
                 .invalidPublicKey, "\(what) is not a PEM public key ('-----BEGIN PUBLIC KEY-----'): \(reason); "
                     + "make one with 'openssl pkey -in key.p8 -pubout'")
@@ -78,14 +80,14 @@ final class OpenSSLKey: @unchecked Sendable {
 
     static func generateP256() throws(CredentialError) -> OpenSSLKey {
         guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else {
-            throw CredentialError(.signingFailed, "OpenSSL cannot create an EC key context: \(OpenSSLError.summary())")
+            throw CredentialError(.signingFailed, "OpenSSL cannot create an EC key context: \(OpenSSLErrorQueue.summary())")
         }
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_CTX_set_group_name(context, "P-256") == 1,
             EVP_PKEY_generate(context, &key) == 1, let key
         else {
-            throw CredentialError(.signingFailed, "OpenSSL could not generate a P-256 key: \(OpenSSLError.summary())")
+            throw CredentialError(.signingFailed, "OpenSSL could not generate a P-256 key: \(OpenSSLErrorQueue.summary())")
         }
         return OpenSSLKey(taking: key)
     }
@@ -136,7 +138,7 @@ final class OpenSSLKey: @unchecked Sendable {
             return EVP_DigestSign(context, &signature, &length, input.baseAddress, input.count)
         }
         guard status == 1, length <= signature.count else {
-            throw CredentialError(.signingFailed, "OpenSSL could not sign: \(OpenSSLError.summary())")
+            throw CredentialError(.signingFailed, "OpenSSL could not sign: \(OpenSSLErrorQueue.summary())")
         }
         return Array(signature.prefix(length))
     }
@@ -146,11 +148,11 @@ final class OpenSSLKey: @unchecked Sendable {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
         guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pointer) == 1 else {
-            OpenSSLError.clear()
+            OpenSSLErrorQueue.clear()
             return false
         }
         let status = EVP_DigestVerify(context, signature, signature.count, message, message.count)
-        OpenSSLError.clear()
+        OpenSSLErrorQueue.clear()
         return status == 1
     }
 
@@ -213,7 +215,7 @@ struct PEMLabels {
 }
 
 /// Reading OpenSSL's thread-local error queue into words.
-enum OpenSSLError {
+enum OpenSSLErrorQueue {
     static func clear() { ERR_clear_error() }
 
     /// Takes every queued error (oldest first) and empties the queue.

@@ -1,5 +1,6 @@
 // Small value types for the apns-expiration, apns-collapse-id and apns-id headers, each checked
 // when made so that a request holding them renders valid headers.
+import Synchronization
 
 /// The apns-expiration header: until when APNs keeps trying to deliver.
 public enum APNsExpiration: Sendable, Hashable, CustomStringConvertible {
@@ -114,12 +115,21 @@ public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
         self.low = low
     }
 
-    /// A fresh random (version 4) UUID from the system's secure generator. Call once per attempt.
+    /// A fresh random-looking (version 4) UUID. Call once per attempt.
     ///
-    /// - Important: Thread-safe; each call returns a new id.
+    /// The sender makes one per request, tens of thousands a second, and the system generator
+    /// costs a system call per draw; an apns-id needs to be unique, not secret. So ids come from a
+    /// process-wide counter run through SplitMix64-style mixing (bijections) under two keys drawn
+    /// once from the system's secure generator. The low 62 bits are a bijection of the counter, so
+    /// ids never repeat within a process (for 2^62 calls); across processes they are as unlikely to
+    /// collide as random UUIDs.
+    ///
+    /// - Important: Thread-safe and lock-free; each call returns a new id.
     public static func random() -> APNsID {
-        var generator = SystemRandomNumberGenerator()
-        return random(using: &generator)
+        let count = IDStream.counter.add(1, ordering: .relaxed).newValue
+        let high = IDStream.mix(count &+ IDStream.keys.high) & 0xFFFF_FFFF_FFFF_0FFF | 0x0000_0000_0000_4000
+        let low = IDStream.mix62(count &+ IDStream.keys.low) | 0x8000_0000_0000_0000
+        return APNsID(high: high, low: low)
     }
 
     /// A random (version 4) UUID from the given generator; for tests that need repeatable ids.
@@ -165,26 +175,18 @@ public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// The canonical lowercase form, 36 characters.
     public var string: String {
         String(unsafeUninitializedCapacity: 36) { buffer in
+            // Nibbles from the most significant; dashes after hex digits 8, 12, 16 and 20.
             var position = 0
-            func put(_ value: UInt64, nibbles: Int) {
-                for shift in stride(from: (nibbles - 1) * 4, through: 0, by: -4) {
-                    buffer[position] = DeviceToken.hexDigits[Int((value >> UInt64(shift)) & 0xF)]
+            for index in 0..<32 {
+                if index == 8 || index == 12 || index == 16 || index == 20 {
+                    buffer[position] = UInt8(ascii: "-")
                     position += 1
                 }
-            }
-            func dash() {
-                buffer[position] = UInt8(ascii: "-")
+                let word = index < 16 ? high : low
+                let nibble = UInt8(truncatingIfNeeded: word >> UInt64((15 - (index & 15)) * 4)) & 0x0F
+                buffer[position] = nibble < 10 ? nibble &+ 0x30 : nibble &+ 0x57
                 position += 1
             }
-            put(high >> 32, nibbles: 8)
-            dash()
-            put(high >> 16, nibbles: 4)
-            dash()
-            put(high, nibbles: 4)
-            dash()
-            put(low >> 48, nibbles: 4)
-            dash()
-            put(low, nibbles: 12)
             return 36
         }
     }
@@ -192,4 +194,31 @@ public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
     public var description: String { string }
 
     public static func < (lhs: APNsID, rhs: APNsID) -> Bool { (lhs.high, lhs.low) < (rhs.high, rhs.low) }
+}
+
+/// The state behind `APNsID.random()`: a process-wide counter and two secret keys.
+enum IDStream {
+    static let counter = Atomic<UInt64>(0)
+    static let keys: (high: UInt64, low: UInt64) = {
+        var generator = SystemRandomNumberGenerator()
+        return (generator.next(), generator.next())
+    }()
+
+    /// SplitMix64's output function: a bijection on 64 bits that spreads every input bit.
+    @inline(__always) static func mix(_ value: UInt64) -> UInt64 {
+        var z = value &* 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// The same mixing on 62-bit words (every step taken modulo 2^62), so the result leaves room
+    /// for the UUID variant bits and is still a bijection of the input's low 62 bits.
+    @inline(__always) static func mix62(_ value: UInt64) -> UInt64 {
+        let mask: UInt64 = 0x3FFF_FFFF_FFFF_FFFF
+        var z = (value &* 0x9E37_79B9_7F4A_7C15) & mask
+        z = ((z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9) & mask
+        z = ((z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB) & mask
+        return z ^ (z >> 31)
+    }
 }

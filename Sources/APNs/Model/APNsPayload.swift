@@ -42,7 +42,9 @@ public enum APNsPayload {
     ///
     /// - Parameter byteCount: the size of the compact UTF-8 JSON when the caller already has it;
     ///   computed otherwise.
-    public static func validate(_ payload: JSONValue, pushType: PushType, byteCount: Int? = nil) -> [APNsRequestProblem] {
+    public static func validate(
+        _ payload: JSONValue, pushType: PushType, byteCount: Int? = nil
+    ) -> [APNsRequestProblem] {
         var problems: [APNsRequestProblem] = []
         let size = byteCount ?? payload.compactByteCount
         if size > pushType.payloadLimit {
@@ -64,7 +66,8 @@ public enum APNsPayload {
                 problems.append(APNsRequestProblem(
                     .payloadMissingAPS, field: "payload.aps",
                     "\(pushType) pushes need an \"aps\" dictionary in the payload, such as "
-                        + (pushType == .background ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"Hello"}}"#)))
+                        + (pushType == .background
+                            ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"Hello"}}"#)))
             }
             return problems
         }
@@ -85,7 +88,8 @@ public enum APNsPayload {
 
     static func checkAPSKeys(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
         for member in aps {
-            let field = "payload.aps." + member.key
+            // Field names are built only for problems: this loop runs for every request.
+            var field: String { "payload.aps." + member.key }
             let value = member.value
             switch member.key {
             case "alert":
@@ -154,7 +158,7 @@ public enum APNsPayload {
             return
         case .object(let alert):
             for member in alert {
-                let field = "payload.aps.alert." + member.key
+                var field: String { "payload.aps.alert." + member.key }
                 if alertStringKeys.contains(member.key), member.value.stringValue == nil {
                     problems.append(wrongType(field, member.value, "a string"))
                 } else if alertArrayKeys.contains(member.key) {
@@ -173,7 +177,7 @@ public enum APNsPayload {
             return
         case .object(let sound):
             for member in sound {
-                let field = "payload.aps.sound." + member.key
+                var field: String { "payload.aps.sound." + member.key }
                 switch member.key {
                 case "critical":
                     if let flag = member.value.intValue {
@@ -204,26 +208,30 @@ public enum APNsPayload {
         }
     }
 
-    static func checkUnitInterval(_ value: JSONValue, field: String, name: String, problems: inout [APNsRequestProblem]) {
+    static func checkUnitInterval(
+        _ value: JSONValue, field: @autoclosure () -> String, name: String, problems: inout [APNsRequestProblem]
+    ) {
         guard let number = value.doubleValue else {
-            problems.append(wrongType(field, value, "a number from 0 to 1"))
+            problems.append(wrongType(field(), value, "a number from 0 to 1"))
             return
         }
         if !(number >= 0 && number <= 1) {
-            problems.append(outOfRange(field, "\(name) is \(value.compactString); use a number from 0 to 1"))
+            problems.append(outOfRange(field(), "\(name) is \(value.compactString); use a number from 0 to 1"))
         }
     }
 
-    static func checkSeconds(_ value: JSONValue, field: String, name: String, problems: inout [APNsRequestProblem]) {
+    static func checkSeconds(
+        _ value: JSONValue, field: @autoclosure () -> String, name: String, problems: inout [APNsRequestProblem]
+    ) {
         guard let seconds = value.intValue else {
-            problems.append(wrongType(field, value, "a whole number of UNIX seconds"))
+            problems.append(wrongType(field(), value, "a whole number of UNIX seconds"))
             return
         }
         if seconds < 0 {
-            problems.append(outOfRange(field, "\(name) is \(seconds); use a time in UNIX seconds"))
+            problems.append(outOfRange(field(), "\(name) is \(seconds); use a time in UNIX seconds"))
         } else if seconds >= APNsExpiration.millisecondsThreshold {
             problems.append(outOfRange(
-                field, "\(name) \(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))"))
+                field(), "\(name) \(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))"))
         }
     }
 
@@ -250,9 +258,12 @@ public enum APNsPayload {
         require("timestamp", "Live Activity pushes need \"timestamp\", the UNIX seconds the update was made")
         require("event", "Live Activity pushes need \"event\": start, update or end")
         if aps["event"]?.stringValue == "start" {
-            require("attributes-type", "a Live Activity start needs \"attributes-type\", the name of its ActivityAttributes type")
+            require(
+                "attributes-type",
+                "a Live Activity start needs \"attributes-type\", the name of its ActivityAttributes type")
             require("attributes", "a Live Activity start needs \"attributes\", the static ActivityAttributes values")
-            require("content-state", "a Live Activity start needs \"content-state\", the activity's first ContentState")
+            require(
+                "content-state", "a Live Activity start needs \"content-state\", the activity's first ContentState")
         }
     }
 

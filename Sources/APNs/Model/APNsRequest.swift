@@ -6,13 +6,19 @@
 /// several fields together (priority for the push type, topic suffix, payload rules) is checked by
 /// `validate()`. A value type; safe to share across threads.
 public struct APNsRequest: Sendable, Hashable {
+    /// The device, as the path's last component.
     public var deviceToken: DeviceToken
+    /// Which APNs service: the token only works in the one it came from.
     public var environment: APNsEnvironment
     /// The full `apns-topic`, suffix included (see `PushType.topic(forBundle:)`).
     public var topic: String
+    /// The `apns-push-type` header.
     public var pushType: PushType
+    /// The `apns-priority` header, always sent.
     public var priority: APNsPriority
+    /// The `apns-expiration` header; `.none` leaves it out.
     public var expiration: APNsExpiration
+    /// The `apns-collapse-id` header; nil leaves it out.
     public var collapseID: CollapseID?
     /// The id of this attempt. A retry must use a fresh one (`APNsID.random()`).
     public var apnsID: APNsID
@@ -98,12 +104,74 @@ public struct APNsRequest: Sendable, Hashable {
     }
 
     /// Topic syntax: a bundle id's characters (A-Z, a-z, 0-9, '-', '.'), with the push type's suffix.
+    /// Works on UTF-8 bytes: it runs for every request.
     static func checkTopic(_ topic: String, pushType: PushType, problems: inout [APNsRequestProblem]) {
-        if topic.isEmpty {
+        let bytes = topic.utf8
+        if bytes.isEmpty {
             problems.append(APNsRequestProblem(
-                .topicEmpty, field: "apns-topic", "the topic is empty; use the app's bundle id, such as com.example.app"))
+                .topicEmpty, field: "apns-topic",
+                "the topic is empty; use the app's bundle id, such as com.example.app"))
             return
         }
+        var previous: UInt8 = UInt8(ascii: ".")
+        var emptyPart = false
+        for byte in bytes {
+            let allowed = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A)
+                || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x2E
+            if !allowed {
+                problems.append(topicCharacterProblem(topic))
+                return
+            }
+            if byte == 0x2E && previous == 0x2E { emptyPart = true }
+            previous = byte
+        }
+        if emptyPart || previous == 0x2E {
+            problems.append(APNsRequestProblem(
+                .topicInvalid, field: "apns-topic",
+                "topic '\(topic)' has an empty part between dots; use a bundle id such as com.example.app"))
+            return
+        }
+        if pushType == .mdm {
+            if !hasASCIIPrefix(topic, "com.apple.mgmt.") {
+                problems.append(APNsRequestProblem(
+                    .topicSuffixMismatch, field: "apns-topic",
+                    "mdm pushes go to the MDM push magic topic from the push certificate, which starts with "
+                        + "com.apple.mgmt. (as com.apple.mgmt.External.<uuid>); '\(topic)' does not"))
+            }
+            return
+        }
+        let suffix = pushType.topicSuffix
+        if !suffix.isEmpty {
+            if !hasASCIISuffix(topic, suffix) {
+                problems.append(APNsRequestProblem(
+                    .topicSuffixMismatch, field: "apns-topic",
+                    "\(pushType) pushes go to the topic <bundle id>\(suffix); '\(topic)' lacks the suffix, "
+                        + "use '\(pushType.topic(forBundle: topic))'"))
+            }
+            return
+        }
+        for other in PushType.allCases where !other.topicSuffix.isEmpty && hasASCIISuffix(topic, other.topicSuffix) {
+            let bundle = String(decoding: bytes.dropLast(other.topicSuffix.utf8.count), as: UTF8.self)
+            problems.append(APNsRequestProblem(
+                .topicSuffixMismatch, field: "apns-topic",
+                "topic '\(topic)' carries the \(other) suffix '\(other.topicSuffix)', but the push type is "
+                    + "\(pushType); send \(pushType) pushes to the bundle id '\(bundle)', or use push type \(other)"))
+            return
+        }
+    }
+
+    /// Byte-wise: `text` is longer than `suffix` and ends with it.
+    static func hasASCIISuffix(_ text: String, _ suffix: String) -> Bool {
+        text.utf8.count > suffix.utf8.count && text.utf8.suffix(suffix.utf8.count).elementsEqual(suffix.utf8)
+    }
+
+    /// Byte-wise: `text` is longer than `prefix` and starts with it.
+    static func hasASCIIPrefix(_ text: String, _ prefix: String) -> Bool {
+        text.utf8.count > prefix.utf8.count && text.utf8.prefix(prefix.utf8.count).elementsEqual(prefix.utf8)
+    }
+
+    /// The problem for a topic with a character a bundle id cannot have; names the first one.
+    static func topicCharacterProblem(_ topic: String) -> APNsRequestProblem {
         var position = 0
         for scalar in topic.unicodeScalars {
             position += 1
@@ -111,47 +179,21 @@ public struct APNsRequest: Sendable, Hashable {
             let allowed = (v >= 0x30 && v <= 0x39) || (v >= 0x41 && v <= 0x5A) || (v >= 0x61 && v <= 0x7A)
                 || v == 0x2D || v == 0x2E
             if !allowed {
-                problems.append(APNsRequestProblem(
+                return APNsRequestProblem(
                     .topicInvalid, field: "apns-topic",
-                    "\(DeviceToken.describe(scalar)) at position \(position) of topic '\(topic)' cannot be in a bundle "
-                        + "id; use letters, digits, '-' and '.' such as com.example.app"))
-                return
+                    "\(DeviceToken.describe(scalar)) at position \(position) of topic '\(topic)' cannot be in a "
+                        + "bundle id; use letters, digits, '-' and '.' such as com.example.app")
             }
         }
-        if topic.hasPrefix(".") || topic.hasSuffix(".") || topic.contains("..") {
-            problems.append(APNsRequestProblem(
-                .topicInvalid, field: "apns-topic",
-                "topic '\(topic)' has an empty part between dots; use a bundle id such as com.example.app"))
-            return
-        }
-        let suffix = pushType.topicSuffix
-        if pushType == .mdm {
-            if !topic.hasPrefix("com.apple.mgmt.") {
-                problems.append(APNsRequestProblem(
-                    .topicSuffixMismatch, field: "apns-topic",
-                    "mdm pushes go to the MDM push magic topic from the push certificate, which starts with "
-                        + "com.apple.mgmt. (as com.apple.mgmt.External.<uuid>); '\(topic)' does not"))
-            }
-        } else if !suffix.isEmpty {
-            if !(topic.hasSuffix(suffix) && topic.utf8.count > suffix.utf8.count) {
-                problems.append(APNsRequestProblem(
-                    .topicSuffixMismatch, field: "apns-topic",
-                    "\(pushType) pushes go to the topic <bundle id>\(suffix); '\(topic)' lacks the suffix, "
-                        + "use '\(pushType.topic(forBundle: topic))'"))
-            }
-        } else if let other = PushType.allCases.first(where: { !$0.topicSuffix.isEmpty && topic.hasSuffix($0.topicSuffix) }) {
-            let bundle = String(topic.dropLast(other.topicSuffix.count))
-            problems.append(APNsRequestProblem(
-                .topicSuffixMismatch, field: "apns-topic",
-                "topic '\(topic)' carries the \(other) suffix '\(other.topicSuffix)', but the push type is "
-                    + "\(pushType); send \(pushType) pushes to the bundle id '\(bundle)', or use push type \(other)"))
-        }
+        return APNsRequestProblem(.topicInvalid, field: "apns-topic", "topic '\(topic)' is not a bundle id")
     }
 }
 
 /// One HTTP header: a lowercase name and its value.
 public struct APNsHeaderField: Sendable, Hashable {
+    /// Lowercase, as HTTP/2 requires.
     public var name: String
+    /// The value. Headers of a request that passed `validate()` hold no control characters.
     public var value: String
 
     public init(_ name: String, _ value: String) {
@@ -175,6 +217,7 @@ public struct APNsWireRequest: Sendable, Hashable, CustomStringConvertible {
     public var authority: String
     /// `/3/device/<hex token>`.
     public var path: String
+    /// The regular headers, in the order they go out; see the type's documentation.
     public var headers: [APNsHeaderField]
     /// The compact UTF-8 JSON payload.
     public var body: [UInt8]

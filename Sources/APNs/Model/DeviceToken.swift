@@ -22,11 +22,10 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
     /// (with its 1-based position in `raw`), has an odd number of digits, or is too short or too long.
     public init(_ raw: String) throws(APNsRequestError) {
         // Fast path for what services send: already lowercase hex, nothing to copy.
-        var clean = true
-        for byte in raw.utf8 where !DeviceToken.isLowerHex(byte) {
-            clean = false
-            break
-        }
+        let clean = raw.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes where !DeviceToken.isLowerHex(byte) { return false }
+            return true
+        } ?? false
         if clean {
             try DeviceToken.checkDigitCount(raw.utf8.count)
             hex = raw

@@ -48,12 +48,16 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, CustomStringConv
     /// The priorities APNs accepts for this push type, most urgent first.
     public var allowedPriorities: [APNsPriority] {
         switch self {
-        case .background, .fileprovider: return [.considerPower]
-        case .voip, .pushtotalk: return [.immediately]
+        case .background, .fileprovider: return PushType.onlyConsiderPower
+        case .voip, .pushtotalk: return PushType.onlyImmediately
         case .alert, .complication, .mdm, .location, .liveactivity, .widgets, .controls:
-            return [.immediately, .considerPower]
+            return PushType.immediatelyOrConsiderPower
         }
     }
+
+    private static let onlyConsiderPower: [APNsPriority] = [.considerPower]
+    private static let onlyImmediately: [APNsPriority] = [.immediately]
+    private static let immediatelyOrConsiderPower: [APNsPriority] = [.immediately, .considerPower]
 
     /// The priority used when a request names none: 10, except 5 where 10 is not allowed.
     public var defaultPriority: APNsPriority { allowedPriorities[0] }
@@ -65,7 +69,7 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, CustomStringConv
     /// with the suffix. For mdm the topic is the push magic topic and is returned unchanged.
     public func topic(forBundle bundle: String) -> String {
         let suffix = topicSuffix
-        if suffix.isEmpty || bundle.utf8.count > suffix.utf8.count && bundle.hasSuffix(suffix) { return bundle }
+        if suffix.isEmpty || APNsRequest.hasASCIISuffix(bundle, suffix) { return bundle }
         return bundle + suffix
     }
 }

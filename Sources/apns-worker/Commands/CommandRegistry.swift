@@ -3,5 +3,7 @@ enum CommandRegistry {
     static let all: [any Command.Type] = [
         SendCommand.self,
         SimulatorCommand.self,
+        TokenCommand.self,
+        CredentialsInspectCommand.self,
     ]
 }
