@@ -155,11 +155,13 @@ struct RequestValidator: Sendable {
 
         if request.bodyLength == 0 { return reject(.payloadEmpty) }
         if request.bodyLength > pushType.payloadLimit { return reject(.payloadTooLarge) }
-        guard case .object(let root)? = try? JSONValue(parsing: request.body) else { return reject(badPayloadReason) }
-        if let aps = root["aps"] {
-            guard case .object = aps else { return reject(badPayloadReason) }
-        } else if APNsPayload.requiresAPS(pushType) {
+        switch PayloadShape.inspect(request.body) {
+        case .notJSON, .notObject, .object(aps: .other):
             return reject(badPayloadReason)
+        case .object(aps: .absent):
+            if APNsPayload.requiresAPS(pushType) { return reject(badPayloadReason) }
+        case .object(aps: .dictionary):
+            break
         }
 
         // The path carries lowercase or uppercase hex; anything else (or a length no token has) is bad.
