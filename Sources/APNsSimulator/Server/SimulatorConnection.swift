@@ -461,27 +461,30 @@ final class SimulatorConnection: @unchecked Sendable {
     }
 }
 
-/// Builds an `nghttp2_nv` array over one contiguous byte buffer for the duration of a call.
+/// Builds an `nghttp2_nv` array over one contiguous byte buffer for the duration of a call
+/// (nghttp2 copies names and values when a response is submitted).
 enum HeaderBlock {
     static func withNameValues<R>(
         _ fields: [(String, String)], _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R
     ) -> R {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(fields.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count })
-        var spans: [(Int, Int, Int, Int)] = []
         for (name, value) in fields {
-            let nameStart = bytes.count
             bytes.append(contentsOf: name.utf8)
-            let valueStart = bytes.count
             bytes.append(contentsOf: value.utf8)
-            spans.append((nameStart, valueStart - nameStart, valueStart, bytes.count - valueStart))
         }
         return bytes.withUnsafeMutableBufferPointer { raw in
-            var nva = spans.map { span in
-                nghttp2_nv(name: raw.baseAddress! + span.0, value: raw.baseAddress! + span.2,
-                    namelen: span.1, valuelen: span.3, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: fields.count) { nva in
+                var offset = 0
+                for (index, (name, value)) in fields.enumerated() {
+                    let nameLength = name.utf8.count, valueLength = value.utf8.count
+                    nva[index] = nghttp2_nv(
+                        name: raw.baseAddress! + offset, value: raw.baseAddress! + offset + nameLength,
+                        namelen: nameLength, valuelen: valueLength, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                    offset += nameLength + valueLength
+                }
+                return body(nva.baseAddress!, fields.count)
             }
-            return nva.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
         }
     }
 }

@@ -99,7 +99,8 @@ struct RequestValidator: Sendable {
         guard let path = request.path, path.hasPrefix(Self.pathPrefix) else { return reject(.badPath) }
         let token = path.utf8.dropFirst(Self.pathPrefix.utf8.count)
         guard !token.isEmpty else { return reject(.missingDeviceToken) }
-        if token.contains(UInt8(ascii: "/")) || token.contains(UInt8(ascii: "?")) { return reject(.badPath) }
+        let tokenCharacters = Self.classify(token)
+        if tokenCharacters == .pathSyntax { return reject(.badPath) }
         if request.duplicateHeaderName != nil { return reject(.duplicateHeaders) }
 
         var keyID: String?
@@ -165,8 +166,7 @@ struct RequestValidator: Sendable {
         }
 
         // The path carries lowercase or uppercase hex; anything else (or a length no token has) is bad.
-        guard token.allSatisfy({ Self.isHexDigit($0) }),
-            let deviceToken = try? DeviceToken(String(Substring(token)))
+        guard tokenCharacters == .hex, let deviceToken = try? DeviceToken(String(Substring(token)))
         else { return reject(.badDeviceToken) }
         switch devices.verdict(token: deviceToken.hex, bundle: bundle, startMilliseconds: startMilliseconds) {
         case .badDeviceToken?: return reject(.badDeviceToken)
@@ -201,7 +201,19 @@ struct RequestValidator: Sendable {
     private static let probeID = APNsID(high: 0, low: 0)
     private static let probePayload = JSONValue.object(["aps": .object(["content-available": 1])])
 
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)
+    private enum TokenCharacters { case hex, other, pathSyntax }
+
+    /// One pass over the token part of the path: all hex, something else, or a '/' or '?' that makes
+    /// the path itself wrong.
+    private static func classify(_ token: Substring.UTF8View) -> TokenCharacters {
+        var result = TokenCharacters.hex
+        for byte in token {
+            switch byte {
+            case 0x30...0x39, 0x41...0x46, 0x61...0x66: continue
+            case UInt8(ascii: "/"), UInt8(ascii: "?"): return .pathSyntax
+            default: result = .other
+            }
+        }
+        return result
     }
 }
