@@ -11,5 +11,9 @@ enum CommandRegistry {
         RulesRenderCommand.self,
         RulesExplainCommand.self,
         BenchRulesCommand.self,
+        SendCommand.self,
+        SimulatorCommand.self,
+        TokenCommand.self,
+        CredentialsInspectCommand.self,
     ]
 }
