@@ -11,9 +11,6 @@ enum CommandRegistry {
         RulesRenderCommand.self,
         RulesExplainCommand.self,
         BenchRulesCommand.self,
-        SendCommand.self,
         SimulatorCommand.self,
-        TokenCommand.self,
-        CredentialsInspectCommand.self,
     ]
 }

@@ -1,0 +1,131 @@
+// The worker as a process: observability port, rules with reload, the runtime, and the signals that
+// drive it (SIGTERM/SIGINT drain and exit 0; SIGHUP reloads the rules).
+import Foundation
+public import PushRules
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum WorkerProcess {
+    /// Runs until SIGTERM/SIGINT (or `shutdown` is triggered); returns the process exit code.
+    ///
+    /// - Parameters:
+    ///   - checkOnly: load and check everything (rules, credentials, Kafka settings), then return.
+    ///   - rulesText: rules to use instead of `configuration.rulesFile` (the `dev` command's embedded ones).
+    ///   - shutdown: an outside trigger besides signals (the `dev` command stops after N events).
+    ///   - started: called once the worker runs, with it.
+    public static func run(
+        configuration: WorkerConfiguration, logger: Logger, checkOnly: Bool = false,
+        observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil, shutdown: ShutdownSignal = ShutdownSignal(),
+        started: (@Sendable (WorkerRuntime) -> Void)? = nil
+    ) async -> Int32 {
+        let metrics: WorkerMetrics
+        do {
+            metrics = try WorkerMetrics()
+        } catch {
+            logger.critical("metrics could not be registered: \(error)")
+            return 1
+        }
+        let readiness = Readiness(conditions: Readiness.Condition.all)
+        readiness.setReady(Readiness.Condition.config)
+        let liveness = Liveness()
+
+        let rules: RulesStore
+        do throws(RulesLoadError) {
+            if let rulesStore { rules = rulesStore } else { rules = try RulesStore(path: configuration.rulesFile) }
+        } catch {
+            logger.critical("the rules file has problems; the worker does not start", [
+                "problems": .array(error.problems.map { .string("\($0)") })
+            ])
+            return 1
+        }
+        logger.info("rules loaded", ["summary": .string(rules.current.summary)])
+
+        let runtime: WorkerRuntime
+        do {
+            runtime = try WorkerRuntime(
+                configuration: configuration, rules: rules, metrics: metrics, readiness: readiness, logger: logger,
+                observer: observer)
+        } catch {
+            logger.critical("the worker cannot start: \(error)")
+            return 1
+        }
+        if checkOnly {
+            logger.info("configuration, rules and credentials are valid")
+            return 0
+        }
+
+        let server: ObservabilityServer
+        do {
+            server = try ObservabilityServer(
+                listen: ListenAddress(parsing: configuration.metricsListen), metrics: metrics.registry,
+                liveness: liveness, readiness: readiness)
+        } catch {
+            logger.critical("the metrics port cannot be opened: \(error)")
+            return 1
+        }
+        defer { server.stop() }
+
+        let reloads = metrics.rulesReloads
+        let reloadLogger = logger.with(["component": "rules"])
+        let report: @Sendable (RulesReloadResult) -> Void = { result in
+            switch result {
+            case .replaced(let rules):
+                reloads.labels("success").increment()
+                reloadLogger.notice("rules reloaded", ["summary": .string(rules.summary)])
+            case .rejected(let error):
+                reloads.labels("failure").increment()
+                reloadLogger.error("the changed rules file has problems; keeping the rules in use", [
+                    "problems": .array(error.problems.map { .string("\($0)") })
+                ], rateLimitKey: "rules rejected")
+            case .unchanged:
+                break
+            }
+        }
+        let watcher = rulesStore == nil ? RulesFileWatcher(store: rules, interval: .seconds(5), onReload: report) : nil
+        watcher?.start()
+        defer { watcher?.stop() }
+
+        let signals = SignalWatcher(signals: [SIGTERM, SIGINT, SIGHUP]) { number in
+            if number == SIGHUP {
+                DispatchQueue.global().async { report(rules.reload()) }
+            } else {
+                shutdown.trigger(reason: number == SIGTERM ? "SIGTERM" : "SIGINT")
+            }
+        }
+        defer { signals.cancel() }
+
+        do {
+            try runtime.start()
+        } catch {
+            logger.critical("the worker cannot join its consumer group: \(error)")
+            return 1
+        }
+        readiness.setReady(Readiness.Condition.consumerGroup)
+        readiness.setReady(Readiness.Condition.apns)
+        started?(runtime)
+
+        // The pipeline's own loop has no thread to watch; this heartbeat proves the process turns.
+        let heartbeat = liveness.register("pipeline", allowance: .seconds(30))
+        let beating = Task {
+            while !Task.isCancelled {
+                heartbeat.beat()
+                if let fatal = runtime.pipeline.fatalError {
+                    logger.critical("results could not be published; stopping without committing past them", [
+                        "error": .string(fatal)
+                    ])
+                    shutdown.trigger(reason: "publish failure")
+                    break
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        let reason = await shutdown.wait()
+        beating.cancel()
+        logger.info("shutting down", ["reason": .string(reason), "drain_timeout_seconds": .double(configuration.drainTimeout)])
+        readiness.setNotReady(Readiness.Condition.consumerGroup, reason: "shutting down")
+        await runtime.shutdown(timeout: configuration.drainTimeout)
+        return runtime.pipeline.fatalError == nil ? 0 : 1
+    }
+}
