@@ -50,7 +50,7 @@ struct ParsedArguments {
         while index < arguments.count {
             let argument = arguments[index]
             index += 1
-            guard argument.hasPrefix("--") else {
+            guard argument.hasPrefix("--") || (argument.count == 2 && argument.hasPrefix("-")) else {
                 if allowsPositionals {
                     positionals.append(argument)
                     continue

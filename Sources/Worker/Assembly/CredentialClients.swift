@@ -9,6 +9,12 @@ public struct LoadedCredential: Sendable {
     public var name: String
     public var signer: ProviderTokenSigner?
     public var identity: CertificateIdentity?
+
+    public init(name: String, signer: ProviderTokenSigner? = nil, identity: CertificateIdentity? = nil) {
+        self.name = name
+        self.signer = signer
+        self.identity = identity
+    }
 }
 
 public enum CredentialClients {

@@ -18,7 +18,7 @@ public enum WorkerProcess {
     public static func run(
         configuration: WorkerConfiguration, logger: Logger, checkOnly: Bool = false,
         observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil, shutdown: ShutdownSignal = ShutdownSignal(),
-        started: (@Sendable (WorkerRuntime) -> Void)? = nil
+        preloadedCredentials: [String: LoadedCredential]? = nil, started: (@Sendable (WorkerRuntime) -> Void)? = nil
     ) async -> Int32 {
         let metrics: WorkerMetrics
         do {
@@ -46,7 +46,7 @@ public enum WorkerProcess {
         do {
             runtime = try WorkerRuntime(
                 configuration: configuration, rules: rules, metrics: metrics, readiness: readiness, logger: logger,
-                observer: observer)
+                observer: observer, preloadedCredentials: preloadedCredentials)
         } catch {
             logger.critical("the worker cannot start: \(error)")
             return 1

@@ -20,15 +20,17 @@ public final class WorkerRuntime: Sendable {
     /// Builds every part and checks every credential; connects to nothing yet except Kafka clients
     /// being created.
     ///
-    /// - Parameter observer: also told about outcomes (the `dev` command prints them).
+    /// - Parameters:
+    ///   - observer: also told about outcomes (the `dev` command prints them).
+    ///   - preloadedCredentials: credentials made in memory instead of loaded from files (`dev`).
     public init(
         configuration: WorkerConfiguration, rules: RulesStore, metrics: WorkerMetrics, readiness: Readiness,
-        logger: Logger, observer: (any PipelineObserver)? = nil
+        logger: Logger, observer: (any PipelineObserver)? = nil, preloadedCredentials: [String: LoadedCredential]? = nil
     ) throws {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
-        credentials = try CredentialClients.load(configuration)
+        credentials = try preloadedCredentials ?? CredentialClients.load(configuration)
         readiness.setReady(Readiness.Condition.credentials)
         group = EventLoopGroup(threadCount: 1)
         let clients = try CredentialClients.clients(for: configuration, credentials: credentials, group: group)

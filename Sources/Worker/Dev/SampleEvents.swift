@@ -74,24 +74,39 @@ public struct SampleEventGenerator: Sendable {
         }
         var event = JSONObject()
         event["id"] = .string("evt-\(sequence)")
-        let kind = next(10)
-        event["type"] = .string(kind < 7 ? "chat.message" : kind < 9 ? "order.shipped" : "sync.requested")
         event["occurred_at"] = .string(RFC3339.format(occurredAt))
         event["app"] = .string(app)
         event["recipient"] = ["user_id": .string(userID), "locale": .string(Self.locales[next(Self.locales.count)])]
         event["devices"] = .array(chosen)
-        switch kind {
-        case ..<7:
+        let sender: JSONValue = ["name": .string(Self.senders[next(Self.senders.count)])]
+        let thread = JSONValue.string("t\(next(50))")
+        // Mostly chat, as a messaging backend sends; the rest exercises other rules and the no-rule skip.
+        switch next(20) {
+        case 0..<12:
+            event["type"] = "chat.message"
             event["data"] = [
-                "sender": ["name": .string(Self.senders[next(Self.senders.count)])],
-                "text": .string(Self.texts[next(Self.texts.count)]),
-                "thread_id": .string("t\(next(50))"),
-                "unread": .int(Int64(1 + next(20))),
+                "sender": sender, "text": .string(Self.texts[next(Self.texts.count)]), "thread_id": thread,
+                "message_id": .string("m\(sequence)"), "unread_count": .int(Int64(1 + next(20))),
             ]
-        case ..<9:
-            event["data"] = ["order_id": .string("o-\(sequence)"), "carrier": "DHL", "eta_days": .int(Int64(1 + next(5)))]
+        case 12..<14:
+            event["type"] = "chat.message"
+            event["data"] = [
+                "sender": sender, "text": "look!", "thread_id": thread, "message_id": .string("m\(sequence)"),
+                "attachment": ["kind": "photo", "url": .string("https://cdn.example.com/p/\(sequence).jpg")],
+            ]
+        case 14..<16:
+            event["type"] = "chat.read"
+            event["data"] = ["thread_id": thread]
+        case 16..<18:
+            event["type"] = "order.shipped"
+            event["data"] = ["order": ["number": .string("A-\(10_000 + sequence)")], "carrier": "dhl"]
+        case 18:
+            event["type"] = "chat.message"
+            event["data"] = ["sender": sender, "text": "shh", "thread_id": thread, "thread_muted": true]
         default:
-            event["data"] = ["reason": "server_changed"]
+            // No rule matches this type: the outcome says `skipped` with reason `no_rule`.
+            event["type"] = "inventory.recount"
+            event["data"] = ["warehouse": "w1"]
         }
         return (Array(userID.utf8), JSONValue.object(event).compactBytes)
     }

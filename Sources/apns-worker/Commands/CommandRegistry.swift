@@ -2,6 +2,7 @@
 enum CommandRegistry {
     static let all: [any Command.Type] = [
         RunCommand.self,
+        DevCommand.self,
         SendCommand.self,
         BenchSendCommand.self,
         TokenCommand.self,
