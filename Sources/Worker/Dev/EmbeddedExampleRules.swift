@@ -360,4 +360,5 @@ rules:
       type: widget.refresh
     push_type: widgets
     priority: 5
+
 """#
