@@ -47,6 +47,9 @@ public final class WorkerRuntime: Sendable {
             consumerConfiguration.client.properties["group.instance.id"] = configuration.kafka.groupInstanceID
         }
         consumerConfiguration.rebalanceDeadline = .milliseconds(Int(configuration.pipeline.revokeTimeout * 1000) + 2000)
+        // Stored offsets are committed every second: what a crash (or a refused revoke commit) makes
+        // the next owner redo is at most a second of work beyond the records in flight.
+        consumerConfiguration.autoCommitInterval = .seconds(1)
         let kafkaLogger = logger.with(["component": "kafka"])
         let eventHandler: KafkaEventHandler = { event in
             switch event {

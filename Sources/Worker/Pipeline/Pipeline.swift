@@ -143,8 +143,10 @@ public final class Pipeline: SourceHandler {
             state.assigned.formUnion(partitions)
             return state.flow.isPaused
         }
-        // Newly assigned partitions join a paused pipeline paused.
-        if paused { source.pause(partitions) }
+        // Newly assigned partitions join a paused pipeline paused, and a running one running: a
+        // partition paused when it was revoked may come back still paused (librdkafka keeps the flag),
+        // and the resume that followed the revoke did not include it.
+        if paused { source.pause(partitions) } else { source.resume(partitions) }
     }
 
     public func revoking(_ partitions: [TopicPartition], deadline: ContinuousClock.Instant) async {
