@@ -134,7 +134,7 @@ final class SimulatorEngine: Sendable {
     func connectionClosed(id: Int, wasEstablished: Bool) {
         ledger.withLock { $0.connectionClosed(wasOpen: wasEstablished) }
     }
-    func handshakeFailed(reason: String) { ledger.withLock { $0.handshakeFailed() } }
+    func handshakeFailed(reason: String) { ledger.withLock { $0.handshakeFailed(reason: reason) } }
     func goAwaySent() { ledger.withLock { $0.countGoAway() } }
     func peakConcurrentStreams(connection: Int, peak: Int) {
         ledger.withLock { $0.peak(connection: connection, streams: peak) }

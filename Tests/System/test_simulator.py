@@ -163,6 +163,8 @@ class H2Client:
         elif isinstance(event, h2.events.StreamEnded):
             self.responses[event.stream_id]["done"] = True
             self.responses[event.stream_id]["at"] = time.monotonic()
+        elif isinstance(event, h2.events.StreamReset):
+            self.responses[event.stream_id]["reset"] = event.error_code
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.terminated = event
         elif isinstance(event, h2.events.RemoteSettingsChanged):
@@ -642,6 +644,28 @@ def test_http1_and_missing_alpn_are_refused(simulator):
         context.wrap_socket(socket.create_connection(("127.0.0.1", sim.port), timeout=5),
                             server_hostname="localhost")
     assert H2Client(sim).request()["status"] == 200
+
+
+def test_an_oversized_header_block_resets_only_its_stream(simulator):
+    sim = simulator()
+    client = H2Client(sim)
+    huge = client.send(headers=BASIC + [(f"x-filler-{i}", "v" * 1000) for i in range(20)])
+    client.pump(2, until=lambda: "reset" in client.responses[huge])
+    assert client.responses[huge].get("reset") == 2  # RST_STREAM INTERNAL_ERROR
+    assert client.responses[huge]["status"] is None
+    assert client.request()["status"] == 200
+
+
+def test_stopping_sends_goaway_shutdown_to_open_connections(simulator):
+    sim = simulator()
+    client = H2Client(sim)
+    assert client.request()["status"] == 200
+    stats = sim.stop()
+    client.pump(3)
+    assert client.terminated is not None and client.terminated.error_code == 0
+    assert json.loads(client.terminated.additional_data) == {"reason": "Shutdown"}
+    assert client.closed
+    assert stats["goAwaysSent"] == 1 and stats["connectionsOpen"] == 0
 
 
 # --------------------------------------------------------------------------------------------------

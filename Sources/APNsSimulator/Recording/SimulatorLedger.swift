@@ -52,6 +52,8 @@ public struct SimulatorStats: Sendable, Hashable {
     public var connectionsAccepted = 0
     /// Connections whose TLS handshake failed (no or untrusted client certificate, no h2 in ALPN).
     public var handshakeFailures = 0
+    /// Why the latest failed handshake failed (OpenSSL's words), for diagnosing client setups.
+    public var lastHandshakeFailure: String?
     /// Connections open now.
     public var connectionsOpen = 0
     /// Complete requests received (every stream the simulator planned an answer for).
@@ -97,6 +99,7 @@ public struct SimulatorStats: Sendable, Hashable {
         return .object([
             "connectionsAccepted": .int(Int64(connectionsAccepted)),
             "handshakeFailures": .int(Int64(handshakeFailures)),
+            "lastHandshakeFailure": lastHandshakeFailure.map { .string($0) } ?? .null,
             "connectionsOpen": .int(Int64(connectionsOpen)),
             "requests": .int(Int64(requests)),
             "responses": .object(responseObject),
@@ -178,7 +181,10 @@ struct SimulatorLedger {
     mutating func connectionAccepted() { counters.connectionsAccepted += 1 }
     mutating func connectionOpened() { counters.connectionsOpen += 1 }
     mutating func connectionClosed(wasOpen: Bool) { if wasOpen { counters.connectionsOpen -= 1 } }
-    mutating func handshakeFailed() { counters.handshakeFailures += 1 }
+    mutating func handshakeFailed(reason: String) {
+        counters.handshakeFailures += 1
+        counters.lastHandshakeFailure = reason
+    }
     mutating func peak(connection: Int, streams: Int) {
         counters.peakConcurrentStreams[connection] = max(counters.peakConcurrentStreams[connection] ?? 0, streams)
         // Bounded for long runs with many reconnects: forget the oldest connections.

@@ -19,6 +19,8 @@ final class StreamState {
     var responseOffset = 0
     /// The request is complete and has been given to the engine.
     var planned = false
+    /// Bytes of header names and values received.
+    var headerBytes = 0
 
     init(id: Int32) { self.id = id }
 }
@@ -164,8 +166,11 @@ final class SimulatorConnection: @unchecked Sendable {
         case SSL_ERROR_WANT_WRITE:
             sslWantsWrite = true
             return true
+        case SSL_ERROR_SYSCALL, SSL_ERROR_ZERO_RETURN:
+            engine.handshakeFailed(reason: "the client closed the connection during the TLS handshake")
+            return false
         default:
-            engine.handshakeFailed(reason: TLSServerContext.openSSLErrors())
+            engine.handshakeFailed(reason: "TLS handshake failed: " + TLSServerContext.openSSLErrors())
             return false
         }
     }
@@ -355,6 +360,10 @@ final class SimulatorConnection: @unchecked Sendable {
         guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
             let stream = streams[frame.pointee.hd.stream_id]
         else { return 0 }
+        // Bounded memory: a request's header block may hold at most 16 KiB (APNs requests need under
+        // 1 KiB); beyond that the stream is reset.
+        stream.headerBytes += nameLength + valueLength
+        if stream.headerBytes > 16 * 1024 { return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue }
         let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
         let valueString = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
         if nameLength > 0 && name[0] == UInt8(ascii: ":") {
