@@ -46,6 +46,10 @@ final class SimulatorConnection: @unchecked Sendable {
     private var outputOffset = 0
     private var readBuffer = [UInt8](repeating: 0, count: 32 * 1024)
     private var closeNow = false
+    /// Close without the TLS close_notify and lingering read: a drop fault.
+    private var abrupt = false
+    /// readAvailable() stopped early (round limit or output backlog) with data possibly left in TLS.
+    private var readAgain = false
     private var sslWantsWrite = false
     private var openStreams = 0
     private var peakOpenStreams = 0
@@ -101,7 +105,7 @@ final class SimulatorConnection: @unchecked Sendable {
             fds[0].events = events
             fds[0].revents = 0
             fds[1].revents = 0
-            let timeout = timers.millisecondsUntilNext(now: monotonicNanoseconds())
+            let timeout = readAgain && !pendingOutput ? 0 : timers.millisecondsUntilNext(now: monotonicNanoseconds())
             let ready = poll(&fds, 2, timeout)
             if ready < 0 && errno != EINTR { break }
             if fds[1].revents != 0 { drainWakePipe() }
@@ -114,7 +118,11 @@ final class SimulatorConnection: @unchecked Sendable {
                 if !handshakeDone { continue }
             }
             applyChangedFaults()
-            if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || sslWantsWrite { readAvailable() }
+            if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || sslWantsWrite
+                || (readAgain && outputOffset >= output.count)
+            {
+                readAvailable()
+            }
             if closeNow { break }
             fireDueTimers()
             if closeNow { break }
@@ -134,6 +142,7 @@ final class SimulatorConnection: @unchecked Sendable {
     }
 
     private func teardown() {
+        if handshakeDone && !abrupt { closeGracefully() }
         let wasEstablished = session != nil
         if let session { nghttp2_session_del(session) }
         session = nil
@@ -142,6 +151,24 @@ final class SimulatorConnection: @unchecked Sendable {
         close(socket)
         engine.connectionClosed(id: id, wasEstablished: wasEstablished)
         streams.removeAll()
+    }
+
+    /// Sends close_notify and FIN, then reads and discards what the client still sends for up to
+    /// 300 ms: closing a socket with unread input makes the kernel send RST, which can destroy our last
+    /// frames (a GOAWAY, the last answers) before the client reads them.
+    private func closeGracefully() {
+        if let ssl { _ = SSL_shutdown(ssl) }
+        Glibc.shutdown(socket, Int32(SHUT_WR))
+        let deadline = monotonicNanoseconds() + 300_000_000
+        var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let now = monotonicNanoseconds()
+            guard now < deadline else { return }
+            fd.revents = 0
+            guard poll(&fd, 1, Int32((deadline - now) / 1_000_000) + 1) > 0 else { return }
+            if read(socket, &scratch, scratch.count) <= 0 { return }
+        }
     }
 
     private func drainWakePipe() {
@@ -210,8 +237,13 @@ final class SimulatorConnection: @unchecked Sendable {
     private func readAvailable() {
         guard let ssl, let session else { return }
         sslWantsWrite = false
+        readAgain = false
         var rounds = 0
-        while !closeNow && rounds < 16 {
+        while !closeNow {
+            if rounds == 16 {
+                readAgain = true  // let timers and writes have a turn
+                return
+            }
             rounds += 1
             let count = readBuffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
             if count > 0 {
@@ -225,7 +257,10 @@ final class SimulatorConnection: @unchecked Sendable {
                     closeNow = true
                     return
                 }
-                if output.count - outputOffset > 256 * 1024 { return }
+                if output.count - outputOffset > 256 * 1024 {
+                    readAgain = true
+                    return
+                }
                 continue
             }
             switch SSL_get_error(ssl, count) {
@@ -411,6 +446,7 @@ final class SimulatorConnection: @unchecked Sendable {
         }
         if plan.dropConnection {
             closeNow = true
+            abrupt = true
             return
         }
         if plan.goAway == .beforeThisStream {
