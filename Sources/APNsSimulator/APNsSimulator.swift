@@ -122,7 +122,8 @@ public final class APNsSimulator: Sendable {
                 throw SimulatorError(.configuration, "start() was already called on this simulator")
             }
             let listener = try SimulatorListener(
-                host: configuration.host, port: configuration.port, engine: engine, tls: tls)
+                host: configuration.host, port: configuration.port,
+                maximumConnections: configuration.maximumConnections, engine: engine, tls: tls)
             try listener.start()
             phase = .running(listener)
             boundPort.store(listener.port, ordering: .releasing)

@@ -31,7 +31,7 @@ extension SimulatorConfiguration {
                                 {"request": 7, "action": "stall"}, {"stream": 9, "action": "drop"},
                                 {"stream": 1, "action": "delay", "ms": 100},
                                 {"stream": 2, "action": "maxConcurrentStreams", "value": 1}]},
-          "acceptedCapacity": 10000, "seed": 1
+          "acceptedCapacity": 10000, "maximumConnections": 512, "seed": 1
         }
         """#
 
@@ -57,7 +57,7 @@ extension SimulatorConfiguration {
         self.init()
         let root = try ConfigObject(json, path: "")
         try root.allowOnly(["host", "port", "environment", "tls", "caOut", "auth", "allowedBundles", "devices",
-                            "faults", "acceptedCapacity", "seed"])
+                            "faults", "acceptedCapacity", "maximumConnections", "seed"])
         if let host = try root.string("host") { self.host = host }
         if let port = try root.integer("port", in: 0...65535) { self.port = port }
         if let environment = try root.string("environment") {
@@ -85,6 +85,7 @@ extension SimulatorConfiguration {
         if let devices = try root.object("devices") { self.devices = try Self.devices(devices) }
         if let faults = try root.object("faults") { self.faults = try Self.faults(faults) }
         if let capacity = try root.integer("acceptedCapacity", in: 0...10_000_000) { acceptedCapacity = capacity }
+        if let maximum = try root.integer("maximumConnections", in: 1...100_000) { maximumConnections = maximum }
         if let seed = try root.integer("seed", in: 0...Int.max) { self.seed = UInt64(seed) }
         try validate()
     }

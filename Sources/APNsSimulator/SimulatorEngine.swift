@@ -129,7 +129,12 @@ final class SimulatorEngine: Sendable {
 
     // MARK: - Counters
 
-    func connectionAccepted() { ledger.withLock { $0.connectionAccepted() } }
+    func connectionAccepted(refused: Bool) {
+        ledger.withLock { ledger in
+            ledger.connectionAccepted()
+            if refused { ledger.connectionRefused() }
+        }
+    }
     func connectionEstablished(id: Int) { ledger.withLock { $0.connectionOpened() } }
     func connectionClosed(id: Int, wasEstablished: Bool) {
         ledger.withLock { $0.connectionClosed(wasOpen: wasEstablished) }

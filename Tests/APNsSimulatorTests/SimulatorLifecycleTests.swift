@@ -153,6 +153,29 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
         }
     }
 
+    @Test func connectionsBeyondTheMaximumAreClosedAtOnce() throws {
+        var configuration = SimulatorConfiguration()
+        configuration.maximumConnections = 2
+        let simulator = try APNsSimulator(configuration)
+        defer { simulator.stop() }
+        let port = try simulator.start()
+        let kept = [connectTCP(port: port), connectTCP(port: port)]
+        #expect(waitUntil { simulator.stats.connectionsAccepted == 2 })
+        let refused = connectTCP(port: port)
+        #expect(waitUntil { simulator.stats.connectionsRefused == 1 })
+        var byte: UInt8 = 0
+        #expect(read(refused, &byte, 1) <= 0, "the refused connection is closed")
+        close(refused)
+        // Once one has ended (its handshake fails on our close), a new connection is served again.
+        close(kept[0])
+        #expect(waitUntil { simulator.stats.handshakeFailures == 1 })
+        let again = connectTCP(port: port)
+        #expect(waitUntil { simulator.stats.connectionsAccepted == 4 })
+        #expect(simulator.stats.connectionsRefused == 1)
+        close(again)
+        close(kept[1])
+    }
+
     @Test func setFaultsValidatesAndTakesEffect() throws {
         let simulator = try APNsSimulator(SimulatorConfiguration())
         defer { simulator.stop() }

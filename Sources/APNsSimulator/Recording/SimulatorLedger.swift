@@ -50,6 +50,8 @@ public struct ResponseKind: Sendable, Hashable, CustomStringConvertible {
 public struct SimulatorStats: Sendable, Hashable {
     /// TCP connections accepted (including those whose TLS handshake failed).
     public var connectionsAccepted = 0
+    /// Connections closed at once because `maximumConnections` were already being served.
+    public var connectionsRefused = 0
     /// Connections whose TLS handshake failed (no or untrusted client certificate, no h2 in ALPN).
     public var handshakeFailures = 0
     /// Why the latest failed handshake failed (OpenSSL's words), for diagnosing client setups.
@@ -98,6 +100,7 @@ public struct SimulatorStats: Sendable, Hashable {
         }
         return .object([
             "connectionsAccepted": .int(Int64(connectionsAccepted)),
+            "connectionsRefused": .int(Int64(connectionsRefused)),
             "handshakeFailures": .int(Int64(handshakeFailures)),
             "lastHandshakeFailure": lastHandshakeFailure.map { .string($0) } ?? .null,
             "connectionsOpen": .int(Int64(connectionsOpen)),
@@ -179,6 +182,7 @@ struct SimulatorLedger {
     mutating func countDrop() { counters.droppedConnections += 1 }
     mutating func countGoAway() { counters.goAwaysSent += 1 }
     mutating func connectionAccepted() { counters.connectionsAccepted += 1 }
+    mutating func connectionRefused() { counters.connectionsRefused += 1 }
     mutating func connectionOpened() { counters.connectionsOpen += 1 }
     mutating func connectionClosed(wasOpen: Bool) { if wasOpen { counters.connectionsOpen -= 1 } }
     mutating func handshakeFailed(reason: String) {

@@ -30,9 +30,14 @@ final class SimulatorListener: Sendable {
     private let registry = Mutex(Registry())
     /// The bound port.
     let port: Int
+    /// Connections served at once; each has a thread, so more are closed as soon as accepted.
+    private let maximumConnections: Int
 
     /// Binds and listens on `host:port` (port 0 picks a free one).
-    init(host: String, port: Int, engine: SimulatorEngine, tls: TLSServerContext) throws(SimulatorError) {
+    init(host: String, port: Int, maximumConnections: Int, engine: SimulatorEngine, tls: TLSServerContext)
+        throws(SimulatorError)
+    {
+        self.maximumConnections = maximumConnections
         self.engine = engine
         self.tls = tls
         var hints = addrinfo()
@@ -148,11 +153,17 @@ final class SimulatorListener: Sendable {
         }
     }
 
+
     private func startConnection(_ client: Int32) {
-        engine.connectionAccepted()
-        let id = registry.withLock { registry in
+        let id: Int? = registry.withLock { registry in
+            guard registry.entries.count < maximumConnections else { return nil }
             defer { registry.nextID += 1 }
             return registry.nextID
+        }
+        engine.connectionAccepted(refused: id == nil)
+        guard let id else {
+            close(client)
+            return
         }
         let connection: SimulatorConnection
         do {

@@ -23,7 +23,7 @@ struct SimulatorCommand: Command {
           apns-worker simulator --port 2197 --key-id ABC123DEFG --public-key-file key.pub \\
               --unregistered-rate 0.05 --fail-rate 0.01 --fail-status 503 --retry-after 2
 
-        Configuration file (JSON):
+        Configuration file (JSON; every key optional; the // notes are not part of the format):
         \(SimulatorConfiguration.fileFormat)
         """
     static let options: [OptionSpec] = [
