@@ -29,4 +29,21 @@ if [[ "${1:-}" == "--test" ]]; then
         "$venv/bin/pip" install -q --disable-pip-version-check -r scripts/requirements-test.txt
         cp scripts/requirements-test.txt "$venv/requirements.txt"
     fi
+
+    # promtool lints the live /metrics exposition in the tests. Only the binary is taken from Debian's
+    # prometheus package: installing the package pulls ~37 packages and starts a server on :9090.
+    promtool=.cache/promtool/promtool
+    if [[ ! -x "$promtool" ]]; then
+        echo "setup: extracting promtool from Debian's prometheus package into .cache/promtool" >&2
+        download=$(mktemp -d)
+        chmod 755 "$download"   # lets apt's sandbox user write the download
+        if ! (cd "$download" && apt-get download -qq prometheus 2>/dev/null); then
+            apt-get update -qq
+            (cd "$download" && apt-get download -qq prometheus)
+        fi
+        dpkg-deb -x "$download"/prometheus_*.deb "$download/root"
+        mkdir -p "$(dirname "$promtool")"
+        cp "$download/root/usr/bin/promtool" "$promtool"
+        rm -rf "$download"
+    fi
 fi

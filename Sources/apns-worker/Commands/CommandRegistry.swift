@@ -1,9 +1,14 @@
 /// Every subcommand of apns-worker. A command's name may have several words; the longest match wins.
 enum CommandRegistry {
     static let all: [any Command.Type] = [
-        SendCommand.self,
-        SimulatorCommand.self,
         TokenCommand.self,
         CredentialsInspectCommand.self,
+        SendCommand.self,
+        KafkaMockCommand.self,
+        RulesCheckCommand.self,
+        RulesRenderCommand.self,
+        RulesExplainCommand.self,
+        BenchRulesCommand.self,
+        SimulatorCommand.self,
     ]
 }

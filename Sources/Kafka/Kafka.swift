@@ -1,1 +1,0 @@
-// The Kafka module; see ARCHITECTURE.md.

@@ -1,0 +1,289 @@
+// A group consumer over librdkafka: a dedicated poll thread feeds a small bounded hand-off that an
+// async sequence drains; rebalances, pauses, offset storage, commits and lag are methods here.
+internal import CRdKafka
+
+/// A Kafka group consumer.
+///
+/// ```swift
+/// let consumer = try KafkaConsumer(configuration: config, rebalanceHandler: { event in ... })
+/// try consumer.subscribe(topics: ["push.requests"])
+/// for try await message in consumer.messages {
+///     ... process ...
+///     try consumer.storeOffset(topic: message.topic, partition: message.partition, nextOffset: message.offset + 1)
+/// }
+/// ```
+///
+/// - Important: Threading. librdkafka is polled on a thread the consumer owns (never on Swift's
+///   cooperative pool). Received records go into a hand-off of at most `bufferCapacity` records that
+///   ``messages`` drains. When the hand-off is full the poll thread waits for room, so a slow reader
+///   slows fetching without extra work (librdkafka's own prefetch queue is bounded by
+///   `queued.max.messages.kbytes`). If the reader takes nothing for `stallTimeout`, the consumer
+///   pauses every assigned partition (librdkafka drops what it prefetched and later refetches from
+///   the next undelivered offset) and goes on polling so rebalances are still served; it resumes them
+///   once half of the hand-off has been taken. Memory stays bounded even if the reader stops.
+///
+///   Flow control of records in flight (taken but not finished) is the owner's job: pause
+///   partitions with ``pause(_:)`` when too much is in flight and ``resume(_:)`` them below a
+///   low-water mark. Up to `bufferCapacity` records already in the hand-off may still arrive after
+///   a pause.
+///
+/// Offsets: nothing is committed unless stored. Store the offset of the NEXT record to read
+/// (`message.offset + 1`) once a record and every earlier record of its partition are finished;
+/// librdkafka commits stored offsets every `autoCommitInterval`, on ``commit()``, on revoke and
+/// on ``close()``.
+///
+/// Rebalances: the `rebalanceHandler` runs for every non-empty assignment change while the poll
+/// thread waits for it (at most `rebalanceDeadline`). Both EAGER (`range`, `roundrobin`) and
+/// COOPERATIVE (`cooperative-sticky`) protocols are handled. On revoke the handler should finish
+/// or abandon the in-flight records of those partitions and store their offsets; then the consumer
+/// commits synchronously and releases the partitions. See ``KafkaRevocation``.
+public final class KafkaConsumer: Sendable {
+    private let client: RDKafkaClient
+    private let core: ConsumerCore
+
+    /// Creates the consumer and starts its poll thread. It joins the group on ``subscribe(topics:)``.
+    ///
+    /// - Parameters:
+    ///   - rebalanceHandler: told about assigned and revoked partitions; see ``KafkaRebalanceEvent``.
+    ///     Runs as a task while the poll thread waits for it to return or for `rebalanceDeadline`.
+    ///   - eventHandler: receives librdkafka's log lines, errors and statistics (see ``KafkaEvent``).
+    /// - Throws: ``KafkaError/Code/invalidConfiguration`` naming every rejected property.
+    public init(
+        configuration: KafkaConsumerConfiguration,
+        rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)? = nil,
+        eventHandler: KafkaEventHandler? = nil
+    ) throws(KafkaError) {
+        let core = ConsumerCore(
+            capacity: configuration.bufferCapacity, stallTimeout: configuration.stallTimeout,
+            rebalanceDeadline: configuration.rebalanceDeadline,
+            rebalanceHandler: rebalanceHandler, eventHandler: eventHandler
+        )
+        let properties = configuration.librdkafkaProperties()
+        let callbacks = RDKafkaCallbacks(
+            eventHandler: eventHandler, redactor: SecretRedactor(properties: properties),
+            onFatal: { [core] error in core.fail(error) },
+            onRebalance: { [core] rk, code, list in core.rebalance(rk, code, list) }
+        )
+        let client = try RDKafkaClient.make(.consumer, properties: properties, callbacks: callbacks)
+        // Route the main queue (errors, statistics, rebalances) through rd_kafka_consumer_poll.
+        rd_kafka_poll_set_consumer(client.handle)
+        core.state.withLock { $0.handle = client.handle }
+        self.client = client
+        self.core = core
+        DedicatedThread.start(name: "kafka-consumer-poll") { [client, core] in
+            Self.pollLoop(client: client, core: core)
+        }
+    }
+
+    deinit {
+        // Without an explicit close() the poll thread still leaves the group and then exits.
+        requestClose()
+    }
+
+    // MARK: Subscription and records
+
+    /// Subscribes to `topics` (replacing any earlier subscription); the group assigns partitions.
+    /// Returns at once (it waits only for librdkafka's main thread, no network I/O); assignments
+    /// arrive through the rebalance handler.
+    public func subscribe(topics: [String]) throws(KafkaError) {
+        let list = RDKafkaTopicPartitionList(
+            topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) }
+        )
+        let response = rd_kafka_subscribe(client.handle, list.pointer)
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(.subscription, "subscribing to \(topics.joined(separator: ", "))", response: response)
+        }
+    }
+
+    /// The received records, in order per partition. Ends after ``close()``; throws a fatal error.
+    /// Several tasks may iterate at once; each record goes to one of them.
+    public var messages: KafkaConsumerMessages { KafkaConsumerMessages(client: client, core: core) }
+
+    /// How many received records wait in the hand-off (at most `bufferCapacity`, see ``KafkaConsumer``).
+    public var bufferedMessageCount: Int { core.bufferedCount }
+
+    /// The partitions currently assigned to this consumer, as librdkafka sees them. Waits only for
+    /// librdkafka's main thread (microseconds), no network I/O.
+    public func assignment() throws(KafkaError) -> [KafkaTopicPartition] {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        let response = rd_kafka_assignment(client.handle, &list)
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR, let list else {
+            throw KafkaError(.query, "reading the assignment", response: response)
+        }
+        return RDKafkaTopicPartitionList(taking: list).entries.map(\.topicPartition).sorted()
+    }
+
+    // MARK: Flow control
+
+    /// Stops fetching these assigned partitions until ``resume(_:)``. Records already in the
+    /// hand-off still arrive. Non-blocking; any thread.
+    /// - Throws: ``KafkaError/Code/partitionState`` if a partition is not assigned to this consumer.
+    public func pause(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
+        try core.pauseByOwner(partitions)
+    }
+
+    /// Fetches these partitions again from the next record not yet handed out. Non-blocking; any thread.
+    /// - Throws: ``KafkaError/Code/partitionState`` if a partition is not assigned to this consumer.
+    public func resume(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
+        try core.resumeByOwner(partitions)
+    }
+
+    // MARK: Offsets
+
+    /// Stores the offset to commit for a partition: `nextOffset` is the offset of the NEXT record to
+    /// read, i.e. the last finished record's offset + 1. librdkafka commits it later (auto-commit,
+    /// ``commit()``, revoke, close). Non-blocking; any thread.
+    ///
+    /// - Throws: ``KafkaError/Code/offsetStore`` if the partition is not assigned to this consumer
+    ///   (any more), so a late store after a revoke cannot move the group's offset.
+    public func storeOffset(topic: String, partition: Int32, nextOffset: Int64) throws(KafkaError) {
+        try storeOffsets([KafkaTopicPartition(topic: topic, partition: partition): nextOffset])
+    }
+
+    /// Stores several next-to-read offsets at once; see ``storeOffset(topic:partition:nextOffset:)``.
+    public func storeOffsets(_ nextOffsets: [KafkaTopicPartition: Int64]) throws(KafkaError) {
+        guard !nextOffsets.isEmpty else { return }
+        let list = RDKafkaTopicPartitionList(offsets: nextOffsets.map { ($0.key, $0.value) })
+        let response = rd_kafka_offsets_store(client.handle, list.pointer)
+        if let error = list.firstError(.offsetStore, "storing the offset of") { throw error }
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(.offsetStore, "storing offsets", response: response)
+        }
+    }
+
+    /// Commits the stored offsets of the current assignment and waits for the broker's answer.
+    /// The blocking call runs on a dedicated thread. Succeeds when nothing new was stored.
+    public func commit() async throws(KafkaError) {
+        let client = client
+        try await DedicatedThread.run(name: "kafka-commit") { () throws(KafkaError) in
+            let response = rd_kafka_commit(client.handle, nil, 0)
+            guard response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET else {
+                throw KafkaError(.commit, "committing stored offsets", response: response)
+            }
+        }
+    }
+
+    /// Starts committing the stored offsets and returns at once. A failure (like that of a background
+    /// auto-commit) is reported to the event handler as ``KafkaEvent/error(_:)`` with code
+    /// ``KafkaError/Code/commit``.
+    public func scheduleCommit() throws(KafkaError) {
+        let response = rd_kafka_commit(client.handle, nil, 1)
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET else {
+            throw KafkaError(.commit, "scheduling a commit", response: response)
+        }
+    }
+
+    /// The group's committed offsets (next offset to read) for `partitions`, asked of the broker.
+    /// Partitions without a committed offset are absent. The blocking call runs on a dedicated thread.
+    public func committedOffsets(
+        for partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
+    ) async throws(KafkaError) -> [KafkaTopicPartition: Int64] {
+        let client = client
+        return try await DedicatedThread.run(name: "kafka-committed") { () throws(KafkaError) in
+            try KafkaCommittedOffsets.query(client: client, partitions: partitions, timeout: timeout)
+        }
+    }
+
+    /// Lag per assigned partition from librdkafka's local view: the position (next record to hand
+    /// out) against the high watermark of the last fetch. Non-blocking; no broker call.
+    public func partitionLags() throws(KafkaError) -> [KafkaPartitionLag] {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        let response = rd_kafka_assignment(client.handle, &list)
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR, let list else {
+            throw KafkaError(.query, "reading the assignment", response: response)
+        }
+        let assignment = RDKafkaTopicPartitionList(taking: list)
+        let positionResponse = rd_kafka_position(client.handle, assignment.pointer)
+        guard positionResponse == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(.query, "reading positions", response: positionResponse)
+        }
+        return assignment.entries.map { entry in
+            var low: Int64 = 0
+            var high: Int64 = 0
+            let known = rd_kafka_get_watermark_offsets(
+                client.handle, entry.topicPartition.topic, entry.topicPartition.partition, &low, &high
+            ) == RD_KAFKA_RESP_ERR_NO_ERROR
+            return KafkaPartitionLag(
+                topicPartition: entry.topicPartition,
+                position: entry.offset >= 0 ? entry.offset : nil,
+                highWatermark: known && high >= 0 ? high : nil
+            )
+        }.sorted { $0.topicPartition < $1.topicPartition }
+    }
+
+    // MARK: Shutdown
+
+    /// Leaves the group cleanly: the rebalance handler gets the final revoke, stored offsets are
+    /// committed, the group is told this member left (so it rebalances at once), and ``messages``
+    /// ends. Waits for all of it; safe to call more than once.
+    /// - Throws: the error librdkafka reported while closing, if any.
+    public func close() async throws(KafkaError) {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let closed = core.state.withLock { state in
+                if state.lifecycle != .closed { state.closeWaiters.append(continuation) }
+                return state.lifecycle == .closed
+            }
+            if closed { continuation.resume() } else { core.requestClose() }
+        }
+        if let error = core.state.withLock({ $0.closeError }) { throw error }
+    }
+
+    private func requestClose() {
+        core.requestClose()
+    }
+
+    // MARK: Poll thread
+
+    private static let pollTimeoutMilliseconds: Int32 = 100
+
+    private static func pollLoop(client: RDKafkaClient, core: ConsumerCore) {
+        let rk = client.handle
+        while core.isRunning {
+            if !core.waitForRoom() { core.throttle() }
+            guard let message = rd_kafka_consumer_poll(rk, pollTimeoutMilliseconds) else { continue }
+            defer { rd_kafka_message_destroy(message) }
+            let response = message.pointee.err
+            if response == RD_KAFKA_RESP_ERR_NO_ERROR {
+                core.deliver(KafkaConsumerMessage(copying: message))
+            } else if response == RD_KAFKA_RESP_ERR__FATAL {
+                let error = client.recordedFatalError ?? KafkaError(.fatal, "consumer", response: response)
+                core.fail(error)
+                core.eventHandler?(.fatal(error))
+            } else if response != RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                var context = String(cString: rd_kafka_message_errstr(message))
+                if let topic = message.pointee.rkt {
+                    let name = String(cString: rd_kafka_topic_name(topic))
+                    context = "\(name)[\(message.pointee.partition)]: " + context
+                }
+                core.eventHandler?(.error(KafkaError(.client, client.callbacks.redactor.redact(context),
+                                                     response: response)))
+            }
+        }
+        // Serves the final revoke (the rebalance handler runs here), commits and leaves the group.
+        let response = rd_kafka_consumer_close(rk)
+        let error = response == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(.closed, "closing", response: response)
+        core.finishClosing(error: error)
+    }
+}
+
+/// The records a ``KafkaConsumer`` receives. Iterating waits without blocking a thread.
+public struct KafkaConsumerMessages: AsyncSequence, Sendable {
+    public typealias Element = KafkaConsumerMessage
+
+    fileprivate let client: RDKafkaClient
+    fileprivate let core: ConsumerCore
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        /// Keeps the handle alive while a reader waits, even if the consumer object is gone.
+        fileprivate let client: RDKafkaClient
+        fileprivate let core: ConsumerCore
+
+        /// The next record; `nil` after the consumer closed or when the task is cancelled.
+        /// - Throws: a ``KafkaError/Code/fatal`` error when the consumer can no longer work.
+        public mutating func next() async throws -> KafkaConsumerMessage? {
+            try await core.next()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(client: client, core: core) }
+}

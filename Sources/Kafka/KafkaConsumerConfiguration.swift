@@ -1,0 +1,81 @@
+// Settings of a group consumer, with the defaults the at-least-once design needs.
+
+/// Settings of a ``KafkaConsumer``.
+///
+/// The defaults follow the design's delivery guarantee: librdkafka commits in the background
+/// (`enable.auto.commit=true`) but only offsets the application stored explicitly
+/// (`enable.auto.offset.store=false`), so nothing is committed before it is finished.
+public struct KafkaConsumerConfiguration: Sendable {
+    /// Where to start when a partition has no committed offset (`auto.offset.reset`).
+    public enum OffsetReset: String, Sendable {
+        case earliest, latest
+        /// Fail with an error event instead of choosing.
+        case error
+    }
+
+    /// How partitions are spread over a group's members (`partition.assignment.strategy`).
+    public struct AssignmentStrategy: Hashable, Sendable {
+        /// librdkafka's name of the strategy.
+        public var name: String
+        public init(name: String) { self.name = name }
+        /// Incremental (COOPERATIVE) rebalancing: only moved partitions are revoked.
+        public static let cooperativeSticky = AssignmentStrategy(name: "cooperative-sticky")
+        /// EAGER rebalancing: every member gives up all partitions, then gets a new set.
+        public static let range = AssignmentStrategy(name: "range")
+        /// EAGER rebalancing, partitions dealt round-robin.
+        public static let roundRobin = AssignmentStrategy(name: "roundrobin")
+    }
+
+    /// Brokers, client id and pass-through properties.
+    public var client: KafkaConfiguration
+    /// The consumer group (`group.id`). Required.
+    public var groupID: String
+    /// Default: `.earliest`.
+    public var autoOffsetReset: OffsetReset = .earliest
+    /// Default: `.cooperativeSticky`.
+    public var assignmentStrategy: AssignmentStrategy = .cooperativeSticky
+    /// Commit stored offsets in the background (`enable.auto.commit`). Default: `true`.
+    public var enableAutoCommit: Bool = true
+    /// How often background commits run (`auto.commit.interval.ms`). Default: 5 seconds.
+    public var autoCommitInterval: Duration = .seconds(5)
+    /// How long the group waits for a silent member before rebalancing (`session.timeout.ms`).
+    /// Default: 45 seconds.
+    public var sessionTimeout: Duration = .seconds(45)
+    /// How often the member heartbeats (`heartbeat.interval.ms`). Default: 3 seconds.
+    public var heartbeatInterval: Duration = .seconds(3)
+    /// How often librdkafka emits statistics JSON as ``KafkaEvent/statistics(_:)``
+    /// (`statistics.interval.ms`). Default: `nil` (off).
+    public var statisticsInterval: Duration?
+    /// How many received records the hand-off between the poll thread and ``KafkaConsumer/messages``
+    /// holds. When it is full the poll thread waits for room (see ``KafkaConsumer``). Default: 256.
+    public var bufferCapacity: Int = 256
+    /// How long the poll thread waits for room in a full hand-off before it pauses the assigned
+    /// partitions so that it can go on polling (serving rebalances). Default: 1 second.
+    public var stallTimeout: Duration = .seconds(1)
+    /// How long a rebalance handler may take for revoked (or assigned) partitions before the consumer
+    /// commits what is stored and releases them anyway. Default: 10 seconds.
+    public var rebalanceDeadline: Duration = .seconds(10)
+
+    public init(client: KafkaConfiguration, groupID: String) {
+        self.client = client
+        self.groupID = groupID
+    }
+
+    /// The full librdkafka property list, in the order it is applied (later wins).
+    func librdkafkaProperties() -> [(String, String)] {
+        var own: [(String, String)] = [
+            ("group.id", groupID),
+            ("enable.auto.commit", enableAutoCommit ? "true" : "false"),
+            ("enable.auto.offset.store", "false"),
+            ("auto.offset.reset", autoOffsetReset.rawValue),
+            ("partition.assignment.strategy", assignmentStrategy.name),
+            ("auto.commit.interval.ms", String(autoCommitInterval.wholeMilliseconds)),
+            ("session.timeout.ms", String(sessionTimeout.wholeMilliseconds)),
+            ("heartbeat.interval.ms", String(heartbeatInterval.wholeMilliseconds)),
+        ]
+        if let statisticsInterval {
+            own.append(("statistics.interval.ms", String(statisticsInterval.wholeMilliseconds)))
+        }
+        return client.librdkafkaProperties(with: own)
+    }
+}

@@ -1,0 +1,33 @@
+// Runs blocking librdkafka calls on threads of their own, never on Swift's cooperative pool.
+import Foundation
+
+enum DedicatedThread {
+    /// Starts a long-lived thread (a client's poll loop).
+    static func start(name: String, _ body: @escaping @Sendable () -> Void) {
+        let thread = Thread(block: body)
+        thread.name = name
+        thread.start()
+    }
+
+    /// Sleeps the calling thread; only for threads this module owns (the poll threads).
+    static func sleep(milliseconds: Int) {
+        Thread.sleep(forTimeInterval: Double(milliseconds) / 1000)
+    }
+
+    /// Runs one blocking call on a new thread and returns its result to the awaiting task.
+    /// Meant for rare calls (a synchronous commit, an offset query), not for the hot path.
+    static func run<T: Sendable>(
+        name: String, _ body: @escaping @Sendable () throws(KafkaError) -> T
+    ) async throws(KafkaError) -> T {
+        let result: Result<T, KafkaError> = await withCheckedContinuation { continuation in
+            start(name: name) {
+                do throws(KafkaError) {
+                    continuation.resume(returning: .success(try body()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+}

@@ -1,0 +1,185 @@
+// The one owner of an rd_kafka_t: builds the rd_kafka_conf_t from a property list (turning each
+// rejected property into a KafkaError), installs the callbacks, and destroys the handle in deinit.
+internal import CRdKafka
+
+/// What the C callbacks of one client call into. The conf's opaque points at this object, which
+/// the client keeps alive until after `rd_kafka_destroy`.
+final class RDKafkaCallbacks: Sendable {
+    typealias RebalanceCallback = @Sendable (
+        OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) -> Void
+
+    let eventHandler: KafkaEventHandler?
+    let redactor: SecretRedactor
+    /// Called on the poll thread when librdkafka reports a fatal error.
+    let onFatal: @Sendable (KafkaError) -> Void
+    let onRebalance: RebalanceCallback?
+
+    init(
+        eventHandler: KafkaEventHandler?, redactor: SecretRedactor,
+        onFatal: @escaping @Sendable (KafkaError) -> Void = { _ in },
+        onRebalance: RebalanceCallback? = nil
+    ) {
+        self.eventHandler = eventHandler
+        self.redactor = redactor
+        self.onFatal = onFatal
+        self.onRebalance = onRebalance
+    }
+
+    func emit(_ event: KafkaEvent) { eventHandler?(event) }
+
+    static func from(_ opaque: UnsafeMutableRawPointer?) -> RDKafkaCallbacks? {
+        guard let opaque else { return nil }
+        return Unmanaged<RDKafkaCallbacks>.fromOpaque(opaque).takeUnretainedValue()
+    }
+}
+
+/// Owns one `rd_kafka_t`. librdkafka's API is thread-safe, so the handle may be used from any thread.
+final class RDKafkaClient: @unchecked Sendable {
+    enum Kind { case consumer, producer }
+
+    let handle: OpaquePointer
+    let callbacks: RDKafkaCallbacks
+
+    private init(handle: OpaquePointer, callbacks: RDKafkaCallbacks) {
+        self.handle = handle
+        self.callbacks = callbacks
+    }
+
+    deinit {
+        // rd_kafka_destroy blocks while it joins librdkafka's threads (and closes a consumer that
+        // was not closed), so it runs on a thread of its own; the callbacks stay alive until it is done.
+        let handle = UncheckedHandle(pointer: handle)
+        let callbacks = callbacks
+        DedicatedThread.start(name: "rdkafka-destroy") {
+            rd_kafka_destroy(handle.pointer)
+            withExtendedLifetime(callbacks) {}
+        }
+    }
+
+    /// Creates the client. `properties` are applied in order; every rejected one is named in the error.
+    static func make(
+        _ kind: Kind, properties: [(String, String)], callbacks: RDKafkaCallbacks
+    ) throws(KafkaError) -> RDKafkaClient {
+        let conf = try makeConf(properties: properties, redactor: callbacks.redactor)
+        rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(callbacks).toOpaque())
+        installCallbacks(on: conf, for: kind, callbacks: callbacks)
+        let (handle, reason) = withErrorBuffer { buffer, size in
+            rd_kafka_new(kind == .consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, buffer, size)
+        }
+        guard let handle else {
+            rd_kafka_conf_destroy(conf)  // rd_kafka_new takes the conf only on success
+            let what = kind == .consumer ? "consumer" : "producer"
+            throw KafkaError(
+                code: .invalidConfiguration,
+                message: "librdkafka could not create the \(what): \(callbacks.redactor.redact(reason))"
+            )
+        }
+        return RDKafkaClient(handle: handle, callbacks: callbacks)
+    }
+
+    /// Builds an `rd_kafka_conf_t`; the caller owns the result.
+    static func makeConf(
+        properties: [(String, String)], redactor: SecretRedactor
+    ) throws(KafkaError) -> OpaquePointer {
+        let conf = rd_kafka_conf_new()!
+        var rejected: [String] = []
+        for (name, value) in properties {
+            let (result, reason) = withErrorBuffer { buffer, size in
+                rd_kafka_conf_set(conf, name, value, buffer, size)
+            }
+            guard result != RD_KAFKA_CONF_OK else { continue }
+            let shown = KafkaConfiguration.isSecret(name) ? "(value hidden)" : "\"\(value)\""
+            rejected.append("property '\(name)' = \(shown): \(redactor.redact(reason))")
+        }
+        guard rejected.isEmpty else {
+            rd_kafka_conf_destroy(conf)
+            throw KafkaError(
+                code: .invalidConfiguration,
+                message: "invalid Kafka configuration: " + rejected.joined(separator: "; ")
+                    + " (properties are listed in librdkafka's CONFIGURATION.md)"
+            )
+        }
+        return conf
+    }
+
+    private static func installCallbacks(on conf: OpaquePointer, for kind: Kind, callbacks: RDKafkaCallbacks) {
+        rd_kafka_conf_set_log_cb(conf) { rk, level, facility, line in
+            guard let rk, let callbacks = RDKafkaCallbacks.from(rd_kafka_opaque(rk)) else { return }
+            let message = KafkaLogMessage(
+                level: level, facility: facility.map { String(cString: $0) } ?? "",
+                message: callbacks.redactor.redact(line.map { String(cString: $0) } ?? "")
+            )
+            // Without an offset-commit callback librdkafka reports failed background (auto or
+            // scheduled) commits only as this log line; synchronous commits return their error.
+            if message.facility == "COMMITFAIL" {
+                callbacks.emit(.error(KafkaError(code: .commit, message: message.message)))
+            } else {
+                callbacks.emit(.log(message))
+            }
+        }
+        rd_kafka_conf_set_error_cb(conf) { rk, code, reason, opaque in
+            guard let rk, let callbacks = RDKafkaCallbacks.from(opaque) else { return }
+            let response = rd_kafka_resp_err_t(rawValue: code)
+            if response == RD_KAFKA_RESP_ERR__FATAL {
+                let error = RDKafkaClient.recordedFatalError(of: rk, redactor: callbacks.redactor)
+                callbacks.onFatal(error)
+                callbacks.emit(.fatal(error))
+                return
+            }
+            let text = callbacks.redactor.redact(reason.map { String(cString: $0) } ?? "")
+            callbacks.emit(.error(KafkaError(.client, text, response: response)))
+        }
+        rd_kafka_conf_set_stats_cb(conf) { _, json, length, opaque in
+            guard let json, let callbacks = RDKafkaCallbacks.from(opaque) else { return 0 }
+            let text = String(decoding: UnsafeRawBufferPointer(start: json, count: length), as: UTF8.self)
+            callbacks.emit(.statistics(text))
+            return 0  // 0: librdkafka frees the JSON buffer
+        }
+        if kind == .producer {
+            // Each message's opaque is a retained DeliveryCallback; the report consumes it.
+            rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
+                guard let message, let opaque = message.pointee._private else { return }
+                Unmanaged<DeliveryCallback>.fromOpaque(opaque).takeRetainedValue().report(message)
+            }
+        }
+        if kind == .consumer {
+            if callbacks.onRebalance != nil {
+                rd_kafka_conf_set_rebalance_cb(conf) { rk, code, partitions, opaque in
+                    guard let rk, let partitions, let callbacks = RDKafkaCallbacks.from(opaque) else { return }
+                    callbacks.onRebalance?(rk, code, partitions)
+                }
+            }
+        }
+    }
+
+    /// The fatal error librdkafka recorded, as a KafkaError.
+    static func recordedFatalError(of rk: OpaquePointer, redactor: SecretRedactor) -> KafkaError {
+        let (response, reason) = withErrorBuffer { buffer, size in rd_kafka_fatal_error(rk, buffer, size) }
+        return KafkaError(.fatal, redactor.redact(reason), response: response)
+    }
+
+    /// The client's fatal error, if it has had one.
+    var recordedFatalError: KafkaError? {
+        let (response, _) = withErrorBuffer { buffer, size in rd_kafka_fatal_error(handle, buffer, size) }
+        guard response != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+        return Self.recordedFatalError(of: handle, redactor: callbacks.redactor)
+    }
+}
+
+/// A C handle carried to another thread; librdkafka handles are thread-safe.
+struct UncheckedHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// Calls `body` with a zeroed C error buffer and returns its result and the buffer as text.
+func withErrorBuffer<Result>(
+    _ body: (UnsafeMutablePointer<CChar>, Int) -> Result
+) -> (Result, String) {
+    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 512) { buffer in
+        buffer.initialize(repeating: 0)
+        let result = body(buffer.baseAddress!, buffer.count)
+        buffer[buffer.count - 1] = 0
+        return (result, String(cString: buffer.baseAddress!))
+    }
+}

@@ -1,1 +1,0 @@
-// The PushRules module; see ARCHITECTURE.md.

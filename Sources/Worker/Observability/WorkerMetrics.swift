@@ -1,0 +1,163 @@
+// Every metric the worker exposes, defined in one place (names, help, labels, buckets), so the pipeline
+// bumps fields of one object and the README's table can be checked against this file.
+
+/// The worker's metric set, registered on one `MetricsRegistry`.
+///
+/// Label values must come from bounded sets: topics, push types, HTTP statuses, APNs reasons, rule ids,
+/// partitions, pool and credential names from the config. Never device tokens, event ids or free text;
+/// the `*Label(_:)` functions fold anything unexpected into `other`.
+///
+/// - Important: Thread-safe. Resolve children once where the labels are known ahead
+///   (`recordsConsumed.labels(topic)` when a partition is assigned) and keep them for the hot path.
+public final class WorkerMetrics: Sendable {
+    /// Every series name starts with this.
+    public static let prefix = "apns_worker_"
+
+    public let registry: MetricsRegistry
+
+    /// `apns_worker_records_consumed_total{topic}`: input records taken from Kafka.
+    public let recordsConsumed: CounterFamily
+    /// `apns_worker_apns_requests_total{push_type,status,reason}`: APNs requests answered or failed, one per
+    /// attempt. `status` is the HTTP status (`statusLabel`), `reason` APNs' reason (`reasonLabel`).
+    public let apnsRequests: CounterFamily
+    /// `apns_worker_retries_total{reason}`: attempts scheduled again after a retryable failure.
+    public let retries: CounterFamily
+    /// `apns_worker_outcomes_total{status}`: outcome records produced: delivered, rejected, failed, skipped.
+    public let outcomes: CounterFamily
+    /// `apns_worker_dead_letters_total{error_class}`: input records sent to the dead-letter topic.
+    public let deadLetters: CounterFamily
+    /// `apns_worker_invalid_tokens_total{reason}`: invalid-token events produced.
+    public let invalidTokens: CounterFamily
+    /// `apns_worker_rule_matches_total{rule_id}`: events a rule matched.
+    public let ruleMatches: CounterFamily
+    /// `apns_worker_rules_reloads_total{result}`: rules-file reloads, `result` is `success` or `failure`.
+    public let rulesReloads: CounterFamily
+    /// `apns_worker_apns_requests_in_flight`: APNs requests sent and not yet answered.
+    public let requestsInFlight: Gauge
+    /// `apns_worker_records_in_flight`: input records taken and not yet finished.
+    public let recordsInFlight: Gauge
+    /// `apns_worker_partitions_paused`: partitions paused because the in-flight cap was reached.
+    public let partitionsPaused: Gauge
+    /// `apns_worker_consumer_lag_records{topic,partition}`: records between this consumer's position and the
+    /// partition's high watermark. Remove a partition's child when it is revoked.
+    public let consumerLag: GaugeFamily
+    /// `apns_worker_apns_connections_open{pool}`: open HTTP/2 connections per pool (`environment/credential`).
+    public let connectionsOpen: GaugeFamily
+    /// `apns_worker_provider_token_age_seconds{credential}`: age of the JWT currently in use; set it from
+    /// `registry.onCollect` so that it is current at every scrape.
+    public let providerTokenAge: GaugeFamily
+    /// `apns_worker_certificate_expiry_timestamp_seconds{credential}`: the client certificate's notAfter,
+    /// in unix seconds.
+    public let certificateExpiry: GaugeFamily
+    /// `apns_worker_apns_response_duration_seconds{environment}`: from sending a request to its response.
+    public let apnsResponseDuration: HistogramFamily
+    /// `apns_worker_event_to_outcome_seconds{status}`: from the event's `occurred_at` (or, without one, from
+    /// when the record was consumed) to its outcome.
+    public let eventToOutcome: HistogramFamily
+
+    /// Response times of APNs: a few ms on a warm connection, up to the request timeout.
+    public static let responseDurationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    /// End-to-end latency includes Kafka lag and retries with backoff: up to many minutes.
+    public static let eventToOutcomeBuckets: [Double] = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900]
+
+    /// Registers the whole set on `registry` (a fresh one by default).
+    ///
+    /// - Throws: `MetricsRegistryError` if `registry` already holds one of these names.
+    public init(registry: MetricsRegistry = MetricsRegistry()) throws(MetricsRegistryError) {
+        self.registry = registry
+        let p = Self.prefix
+        recordsConsumed = try registry.counter(
+            p + "records_consumed_total", help: "Input records taken from Kafka.", labelNames: ["topic"])
+        apnsRequests = try registry.counter(
+            p + "apns_requests_total",
+            help: "APNs request attempts by push type, HTTP status (none: no response) and APNs reason.",
+            labelNames: ["push_type", "status", "reason"])
+        retries = try registry.counter(
+            p + "retries_total", help: "APNs requests scheduled again after a retryable failure, by reason.",
+            labelNames: ["reason"])
+        outcomes = try registry.counter(
+            p + "outcomes_total", help: "Outcome records produced, by status (delivered, rejected, failed, skipped).",
+            labelNames: ["status"])
+        deadLetters = try registry.counter(
+            p + "dead_letters_total", help: "Input records sent to the dead-letter topic, by error class.",
+            labelNames: ["error_class"])
+        invalidTokens = try registry.counter(
+            p + "invalid_tokens_total", help: "Invalid-token events produced, by APNs reason.",
+            labelNames: ["reason"])
+        ruleMatches = try registry.counter(
+            p + "rule_matches_total", help: "Events matched by a rule, by rule id.", labelNames: ["rule_id"],
+            maxLabelSets: 500)
+        rulesReloads = try registry.counter(
+            p + "rules_reloads_total", help: "Rules file reloads, by result (success, failure).",
+            labelNames: ["result"])
+        requestsInFlight = try registry.gauge(
+            p + "apns_requests_in_flight", help: "APNs requests sent and not yet answered.").labels()
+        recordsInFlight = try registry.gauge(
+            p + "records_in_flight", help: "Input records taken from Kafka and not yet finished.").labels()
+        partitionsPaused = try registry.gauge(
+            p + "partitions_paused", help: "Partitions paused because the in-flight cap was reached.").labels()
+        consumerLag = try registry.gauge(
+            p + "consumer_lag_records", help: "Records between the consumer position and the high watermark.",
+            labelNames: ["topic", "partition"], maxLabelSets: 4096)
+        connectionsOpen = try registry.gauge(
+            p + "apns_connections_open", help: "Open HTTP/2 connections to APNs, by pool (environment/credential).",
+            labelNames: ["pool"])
+        providerTokenAge = try registry.gauge(
+            p + "provider_token_age_seconds", help: "Age of the provider token (JWT) in use, by credential.",
+            labelNames: ["credential"])
+        certificateExpiry = try registry.gauge(
+            p + "certificate_expiry_timestamp_seconds",
+            help: "When the APNs client certificate expires, in unix seconds, by credential.",
+            labelNames: ["credential"])
+        apnsResponseDuration = try registry.histogram(
+            p + "apns_response_duration_seconds", help: "Time from sending an APNs request to its response.",
+            labelNames: ["environment"], buckets: Self.responseDurationBuckets)
+        eventToOutcome = try registry.histogram(
+            p + "event_to_outcome_seconds", help: "Time from an event's occurrence to its outcome, by outcome status.",
+            labelNames: ["status"], buckets: Self.eventToOutcomeBuckets)
+    }
+
+    /// Counts one APNs request attempt with its labels folded into their bounded sets.
+    public func countRequest(pushType: String, httpStatus: Int?, reason: String?) {
+        apnsRequests.labels(Self.pushTypeLabel(pushType), Self.statusLabel(httpStatus), Self.reasonLabel(reason))
+            .increment()
+    }
+}
+
+extension WorkerMetrics {
+    /// The push types APNs defines; anything else is labelled `other`.
+    public static let pushTypes: Set<String> = [
+        "alert", "background", "voip", "complication", "fileprovider", "mdm", "location", "liveactivity",
+        "pushtotalk", "widgets", "controls",
+    ]
+
+    /// The reasons APNs documents, plus the worker's own for attempts that got no response.
+    public static let reasons: Set<String> = [
+        "BadCollapseId", "BadDeviceToken", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic",
+        "DeviceTokenNotForTopic", "DuplicateHeaders", "IdleTimeout", "InvalidPushType", "MissingDeviceToken",
+        "MissingTopic", "PayloadEmpty", "TopicDisallowed", "BadCertificate", "BadCertificateEnvironment",
+        "ExpiredProviderToken", "Forbidden", "InvalidProviderToken", "MissingProviderToken", "UnrelatedKeyIdInToken",
+        "BadEnvironmentKeyIdInToken", "BadPath", "MethodNotAllowed", "ExpiredToken", "Unregistered",
+        "PayloadTooLarge", "TooManyProviderTokenUpdates", "TooManyRequests", "InternalServerError",
+        "ServiceUnavailable", "Shutdown",
+        // No response: the worker's names.
+        "timeout", "connection_error", "stream_refused",
+    ]
+
+    /// `alert`, `voip`, ... or `other`.
+    public static func pushTypeLabel(_ pushType: String) -> String {
+        pushTypes.contains(pushType) ? pushType : "other"
+    }
+
+    /// The HTTP status as digits, `none` when no response arrived, `other` outside 100...599.
+    public static func statusLabel(_ httpStatus: Int?) -> String {
+        guard let httpStatus else { return "none" }
+        return (100...599).contains(httpStatus) ? String(httpStatus) : "other"
+    }
+
+    /// A documented reason as is, `none` when there is none (a 200), `other` otherwise.
+    public static func reasonLabel(_ reason: String?) -> String {
+        guard let reason, !reason.isEmpty else { return "none" }
+        return reasons.contains(reason) ? reason : "other"
+    }
+}

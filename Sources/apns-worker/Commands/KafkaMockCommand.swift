@@ -1,0 +1,117 @@
+// `apns-worker kafka-mock`: librdkafka's mock Kafka cluster as a process of its own, for tests that
+// kill the worker and for trying `run` locally. Prints its bootstrap servers, runs until a signal.
+import Dispatch
+import Foundation
+import Kafka
+import Synchronization
+
+struct KafkaMockCommand: Command {
+    static let name = "kafka-mock"
+    static let summary = "Run librdkafka's mock Kafka cluster on loopback until SIGINT or SIGTERM."
+    static let discussion = """
+        Starts an in-process mock cluster (brokers on 127.0.0.1, ports chosen by the OS), creates the
+        topics, and prints one line to standard output:
+          bootstrap.servers=127.0.0.1:PORT,127.0.0.1:PORT,...
+        It supports producing (also idempotent) and consumer groups with committed offsets. Offsets and
+        records live in memory and are gone when it stops.
+
+        example: apns-worker kafka-mock --brokers 3 --topics push.requests:12,push.outcomes:6
+        """
+    static let options: [OptionSpec] = [
+        .value("--brokers", "N", "Number of brokers, 1 to 64. Default: 3."),
+        .value("--topics", "NAME:PARTITIONS,...", "Topics to create, e.g. push.requests:12,push.outcomes:6."),
+        .value("--replication-factor", "N", "Replicas per partition, 1 to the broker count. Default: 1."),
+    ]
+
+    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
+        let brokers = try arguments.integer("--brokers", default: 3, range: 1...64)!
+        let replication = try arguments.integer("--replication-factor", default: 1, range: 1...brokers)!
+        let topics = try parseTopics(arguments.value("--topics") ?? "")
+
+        let signals = TerminationSignals()
+        let cluster = try MockKafkaCluster(brokers: brokers)
+        for (topic, partitions) in topics {
+            try cluster.createTopic(topic, partitions: partitions, replicationFactor: replication)
+        }
+        FileHandle.standardOutput.write(Data("bootstrap.servers=\(cluster.bootstrapServers)\n".utf8))
+        let summary = topics.map { "\($0.name) (\($0.partitions) partitions)" }.joined(separator: ", ")
+        standardError("kafka-mock: \(brokers) brokers; topics: \(summary.isEmpty ? "none" : summary); "
+            + "stop with Ctrl-C or SIGTERM")
+
+        let signal = await signals.wait()
+        await cluster.stop()
+        standardError("kafka-mock: stopped on \(signal == SIGINT ? "SIGINT" : "SIGTERM")")
+        return 0
+    }
+
+    /// Parses comma-separated `name:partitions` entries.
+    static func parseTopics(_ list: String) throws -> [(name: String, partitions: Int)] {
+        var topics: [(name: String, partitions: Int)] = []
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        for entry in list.split(separator: ",") {
+            let parts = entry.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 2, let partitions = Int(parts[1]) else {
+                throw UsageError(message: "--topics entry '\(entry)' must be NAME:PARTITIONS, e.g. push.requests:12")
+            }
+            let name = String(parts[0])
+            guard !name.isEmpty, name.count <= 249, name.allSatisfy(allowed.contains) else {
+                throw UsageError(message: "--topics entry '\(entry)': a topic name is 1 to 249 characters "
+                    + "of a-z, A-Z, 0-9, '.', '_' and '-'")
+            }
+            guard (1...10_000).contains(partitions) else {
+                throw UsageError(
+                    message: "--topics entry '\(entry)': partitions must be 1 to 10000, got \(partitions)"
+                )
+            }
+            guard !topics.contains(where: { $0.name == name }) else {
+                throw UsageError(message: "--topics names '\(name)' more than once")
+            }
+            topics.append((name, partitions))
+        }
+        return topics
+    }
+}
+
+/// Catches SIGINT and SIGTERM from the moment it is made, so a signal sent right after the
+/// bootstrap line is printed is not lost.
+private final class TerminationSignals {
+    /// The first signal, and the task waiting for it.
+    private final class Latch: Sendable {
+        let state = Mutex<(received: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
+
+        func fire(_ number: Int32) {
+            let waiter = state.withLock { state in
+                if state.received == nil { state.received = number }
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: number)
+        }
+    }
+
+    private static let numbers = [SIGINT, SIGTERM]
+    private let latch = Latch()
+    private let sources: [any DispatchSourceSignal]
+
+    init() {
+        for number in Self.numbers { signal(number, SIG_IGN) }  // delivered to the sources instead
+        sources = Self.numbers.map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
+        for (source, number) in zip(sources, Self.numbers) {
+            source.setEventHandler { [latch] in latch.fire(number) }
+            source.resume()
+        }
+    }
+
+    /// Suspends until a signal has arrived; returns which.
+    func wait() async -> Int32 {
+        let number = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+            let received = latch.state.withLock { state in
+                if state.received == nil { state.waiter = continuation }
+                return state.received
+            }
+            if let received { continuation.resume(returning: received) }
+        }
+        for source in sources { source.cancel() }
+        return number
+    }
+}

@@ -1,0 +1,107 @@
+// Configuration: the design's defaults, pass-through properties, errors that name each rejected
+// property, and secret values that never appear in errors or librdkafka's messages.
+@testable import Kafka
+import Testing
+
+@Suite("KafkaConfiguration")
+struct KafkaConfigurationTests {
+    private func producerConfiguration(_ properties: [String: String]) -> KafkaProducerConfiguration {
+        KafkaProducerConfiguration(client: KafkaConfiguration(bootstrapServers: "127.0.0.1:1", properties: properties))
+    }
+
+    private func creationError(_ properties: [String: String]) -> KafkaError? {
+        #expect(throws: KafkaError.self) { _ = try KafkaProducer(configuration: producerConfiguration(properties)) }
+    }
+
+    @Test("the consumer defaults follow the design, and a pass-through property overrides them")
+    func consumerDefaultsAndOverrides() {
+        var configuration = KafkaConsumerConfiguration(
+            client: KafkaConfiguration(bootstrapServers: "b:9092"), groupID: "workers"
+        )
+        var applied = Dictionary(configuration.librdkafkaProperties(), uniquingKeysWith: { _, last in last })
+        #expect(applied["enable.auto.commit"] == "true")
+        #expect(applied["enable.auto.offset.store"] == "false")
+        #expect(applied["auto.offset.reset"] == "earliest")
+        #expect(applied["partition.assignment.strategy"] == "cooperative-sticky")
+        #expect(applied["group.id"] == "workers")
+        #expect(applied["bootstrap.servers"] == "b:9092")
+
+        configuration.client[property: "partition.assignment.strategy"] = "range"
+        configuration.client[property: "security.protocol"] = "sasl_ssl"
+        applied = Dictionary(configuration.librdkafkaProperties(), uniquingKeysWith: { _, last in last })
+        #expect(applied["partition.assignment.strategy"] == "range")
+        #expect(applied["security.protocol"] == "sasl_ssl")
+    }
+
+    @Test("the producer is idempotent by default")
+    func producerDefaults() {
+        let properties = producerConfiguration([:]).librdkafkaProperties()
+        let applied = Dictionary(properties, uniquingKeysWith: { _, last in last })
+        #expect(applied["enable.idempotence"] == "true")
+    }
+
+    @Test("every rejected property is named with its value and librdkafka's reason")
+    func rejectedPropertiesAreNamed() throws {
+        let error = try #require(creationError(["bogus.setting": "1", "enable.auto.commit": "maybe"]))
+        #expect(error.code == .invalidConfiguration)
+        #expect(error.message.contains("'bogus.setting' = \"1\": No such configuration property"))
+        #expect(error.message.contains("'enable.auto.commit' = \"maybe\": Expected bool value"))
+    }
+
+    @Test("an impossible combination is reported with librdkafka's explanation")
+    func inconsistentPropertiesAreExplained() throws {
+        let error = try #require(creationError([
+            "security.protocol": "ssl", "ssl.keystore.location": "/nonexistent/client.p12",
+        ]))
+        #expect(error.code == .invalidConfiguration)
+        #expect(error.message.contains("ssl.keystore.password"))
+    }
+
+    @Test("a rejected secret-looking property is named but its value is not shown")
+    func secretValuesAreNotEchoed() throws {
+        let error = try #require(creationError([
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule password=\"hunter2-pw\"",
+            "my.api.secret": "hunter2-secret",
+        ]))
+        #expect(error.message.contains("'sasl.jaas.config' = (value hidden)"))
+        #expect(error.message.contains("'my.api.secret' = (value hidden)"))
+        #expect(!error.message.contains("hunter2"))
+        #expect(!error.description.contains("hunter2"))
+    }
+
+    @Test("secret values quoted by librdkafka at run time are redacted, even in part")
+    func librdkafkaMessagesAreRedacted() async throws {
+        let events = Recorder<String>()
+        let producer = try KafkaProducer(
+            configuration: producerConfiguration([
+                "security.protocol": "sasl_plaintext", "sasl.mechanisms": "OAUTHBEARER",
+                "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                // librdkafka quotes the part it cannot parse: "bogus=hunter2secret".
+                "sasl.oauthbearer.config": "principal=admin bogus=hunter2secret",
+            ]),
+            eventHandler: { event in
+                switch event {
+                case .error(let error), .fatal(let error): events.append(error.description)
+                case .log(let line): events.append(line.message)
+                case .statistics: break
+                }
+            }
+        )
+        #expect(await eventually(within: .seconds(5)) {
+            events.all.contains { $0.contains("sasl.oauthbearer.config") }
+        })
+        #expect(events.all.contains { $0.contains("[redacted]") })
+        #expect(!events.all.contains { $0.contains("hunter2") })
+        try? await producer.close(timeout: .milliseconds(100))
+    }
+
+    @Test("secret-looking names are recognised", arguments: [
+        ("sasl.password", true), ("ssl.key.password", true), ("ssl.key.pem", true), ("ssl.keystore.password", true),
+        ("sasl.oauthbearer.client.secret", true), ("sasl.jaas.config", true), ("sasl.username", true),
+        ("sasl.oauthbearer.config", true), ("bootstrap.servers", false), ("security.protocol", false),
+        ("ssl.ca.location", false), ("enable.auto.commit", false),
+    ])
+    func secretNames(name: String, isSecret: Bool) {
+        #expect(KafkaConfiguration.isSecret(name) == isSecret)
+    }
+}

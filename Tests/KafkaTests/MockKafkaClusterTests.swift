@@ -1,0 +1,54 @@
+// The mock cluster's own API: addresses, topic creation, broker control and its errors, stop.
+import Kafka
+import Testing
+
+@Suite("MockKafkaCluster")
+struct MockKafkaClusterTests {
+    @Test("bootstrap servers list one loopback address per broker")
+    func bootstrapServersAreLoopback() async throws {
+        let cluster = try MockKafkaCluster(brokers: 3)
+        let servers = cluster.bootstrapServers.split(separator: ",")
+        #expect(servers.count == 3)
+        for server in servers {
+            #expect(server.hasPrefix("127.0.0.1:"))
+            #expect((Int(server.dropFirst("127.0.0.1:".count)) ?? 0) > 0)
+        }
+        await cluster.stop()
+    }
+
+    @Test("bad arguments are rejected with what would be right")
+    func badArgumentsAreExplained() throws {
+        let cluster = try MockKafkaCluster(brokers: 2)
+        let replication = #expect(throws: KafkaError.self) {
+            try cluster.createTopic("t", partitions: 3, replicationFactor: 3)
+        }
+        #expect(replication?.message.contains("1...2") == true)
+        let partitions = #expect(throws: KafkaError.self) { try cluster.createTopic("t", partitions: 0) }
+        #expect(partitions?.message.contains("at least 1 partition") == true)
+        let broker = #expect(throws: KafkaError.self) { try cluster.setBrokerDown(3) }
+        #expect(broker?.message.contains("broker ids are 1...2") == true)
+        let size = #expect(throws: KafkaError.self) { _ = try MockKafkaCluster(brokers: 0) }
+        #expect(size?.code == .mockCluster)
+    }
+
+    @Test("a created topic has the requested partitions")
+    func createdTopicHasPartitions() async throws {
+        let cluster = try startCluster(topic: "t", partitions: 5)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        _ = try await producer.send(topic: "t", key: nil, value: [1], partition: 4)
+        let error = await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(topic: "t", key: nil, value: [1], partition: 5)
+        }
+        #expect(error?.librdkafkaName == "_UNKNOWN_PARTITION")
+        try await producer.close(timeout: .seconds(2))
+    }
+
+    @Test("after stop the cluster refuses changes")
+    func stoppedClusterRefusesChanges() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        await cluster.stop()
+        await cluster.stop()
+        let error = #expect(throws: KafkaError.self) { try cluster.createTopic("t", partitions: 1) }
+        #expect(error?.code == .closed)
+    }
+}

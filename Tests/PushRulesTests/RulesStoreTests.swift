@@ -1,0 +1,129 @@
+// Reloading: a valid new file replaces the rules atomically; an invalid one leaves them in force and
+// says why; the watcher notices changes by content.
+import APNs
+import Foundation
+import Synchronization
+import Testing
+@testable import PushRules
+
+@Suite struct RulesStoreTests {
+    static func rules(_ alert: String) -> String {
+        "version: 1\nrules:\n  - id: r\n    match: {}\n    alert: \(alert)\n"
+    }
+
+    /// A fresh temporary file with `text`.
+    static func temporaryFile(_ text: String) throws -> String {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("rules-store-\(UInt64.random(in: 0...UInt64.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("rules.yaml").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    static func alert(_ store: RulesStore) throws -> JSONValue? {
+        let decisions = store.current.evaluate(try JSONValue(parsing: Golden.event()), now: Golden.now)
+        return decisions.decisions.first?.json()["body"]?["aps"]?["alert"]
+    }
+
+    @Test func aValidNewFileReplacesTheRules() throws {
+        let path = try Self.temporaryFile(Self.rules("one"))
+        let store = try RulesStore(path: path)
+        #expect(try Self.alert(store) == "one")
+        guard case .unchanged = store.reload() else { Issue.record("expected unchanged"); return }
+        try Data(Self.rules("two").utf8).write(to: URL(fileURLWithPath: path))
+        guard case .replaced(let rules) = store.reload() else { Issue.record("expected replaced"); return }
+        #expect(rules === store.current)
+        #expect(try Self.alert(store) == "two")
+    }
+
+    @Test func anInvalidNewFileKeepsTheOldRulesAndSaysWhy() throws {
+        let path = try Self.temporaryFile(Self.rules("one"))
+        let store = try RulesStore(path: path)
+        let before = store.current
+        try Data("version: 1\nrules:\n  - id: r\n    match: {}\n    alert: \"{{ nope }}\"\n".utf8)
+            .write(to: URL(fileURLWithPath: path))
+        guard case .rejected(let error) = store.reload() else { Issue.record("expected rejected"); return }
+        #expect(error.problems.map(\.description) == [
+            "\(path):5:16: rule 'r': alert: template error: unknown variable 'nope'; templates can read event, "
+                + "device and locale",
+        ])
+        #expect(store.current === before)
+        #expect(try Self.alert(store) == "one")
+        // Asked again (as on SIGHUP), the same bad version is reported again.
+        guard case .rejected(let again) = store.reload() else { Issue.record("expected rejected"); return }
+        #expect(again.problems == error.problems)
+        guard case .unchanged = store.reloadIfChanged() else { Issue.record("expected unchanged"); return }
+        try FileManager.default.removeItem(atPath: path)
+        guard case .rejected(let missing) = store.reload() else { Issue.record("expected rejected"); return }
+        #expect(missing.problems.first?.message.contains("keeping the rules in force") == true)
+        #expect(store.current === before)
+    }
+
+    @Test func anInvalidFileCannotStartAStore() throws {
+        let path = try Self.temporaryFile("version: 1\n")
+        #expect(throws: RulesLoadError.self) { try RulesStore(path: path) }
+    }
+
+    @Test func readersAlwaysSeeAWholeRuleSetWhileReloading() async throws {
+        let path = try Self.temporaryFile(Self.rules("v0"))
+        let store = try RulesStore(path: path)
+        let event = try JSONValue(parsing: Golden.event())
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for version in 1...30 {
+                    try? Data(Self.rules("v\(version)").utf8).write(to: URL(fileURLWithPath: path))
+                    _ = store.reload()
+                }
+            }
+            for _ in 0..<2 {
+                group.addTask {
+                    for _ in 0..<500 {
+                        let decision = store.current.evaluate(event, now: Golden.now).decisions.first
+                        let alert = decision?.json()["body"]?["aps"]?["alert"]
+                        #expect(alert?.stringValue?.hasPrefix("v") == true)
+                    }
+                }
+            }
+        }
+        #expect(try Self.alert(store) == "v30")
+    }
+
+    @Test func theWatcherReloadsWhenTheContentChanges() async throws {
+        let path = try Self.temporaryFile(Self.rules("one"))
+        let store = try RulesStore(path: path)
+        let results = Mutex<[String]>([])
+        let watcher = RulesFileWatcher(store: store, interval: .milliseconds(100)) { result in
+            results.withLock { results in
+                switch result {
+                case .replaced: results.append("replaced")
+                case .rejected: results.append("rejected")
+                case .unchanged: results.append("unchanged")
+                }
+            }
+        }
+        watcher.start()
+        defer { watcher.stop() }
+        // Same size, same second: only the content hash can tell.
+        try Data(Self.rules("two").utf8).write(to: URL(fileURLWithPath: path))
+        try await Self.waitUntil { results.withLock { $0 } == ["replaced"] }
+        #expect(try Self.alert(store) == "two")
+        try Data(Self.rules("\"{{ x }}\"").utf8).write(to: URL(fileURLWithPath: path))
+        try await Self.waitUntil { results.withLock { $0 } == ["replaced", "rejected"] }
+        #expect(try Self.alert(store) == "two")
+        // A rejected version is reported once, not on every tick.
+        try await Task.sleep(for: .milliseconds(350))
+        #expect(results.withLock { $0 } == ["replaced", "rejected"])
+    }
+
+    static func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            if ContinuousClock.now > deadline {
+                Issue.record("timed out")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}

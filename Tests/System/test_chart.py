@@ -1,0 +1,389 @@
+"""The Helm chart in helm/apns-worker, rendered by the real Helm engine (helm-python-sdk, offline): it lints
+clean, renders with the default values and with every option on, and the manifests pass kubernetes-validate
+--strict for a current Kubernetes, yamllint, and the chart's own rules (both autoscalers at once, a grace
+period shorter than the drain timeout, more replicas than partitions all fail with a clear message). The
+worker.yaml it renders satisfies schemas/worker-config.schema.json."""
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import helm_python as helm
+import pytest
+import yaml
+
+from test_schemas import schema_errors
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "apns-worker"
+BIN = Path(sys.executable).parent
+KUBE_VERSIONS = ["1.29.0", "1.37.0"]  # the oldest release still common in managed clusters, and the newest
+# Custom resources kubernetes-validate has no schema for; test_custom_resources checks them instead.
+CRD_KINDS = {"ServiceMonitor", "ScaledObject"}
+YAMLLINT_CONFIG = ("{extends: default, rules: {document-start: disable, line-length: {max: 160},"
+                   # toYaml writes block sequences unindented, hand-written templates indent them.
+                   " indentation: {spaces: 2, indent-sequences: whatever}}}")
+
+
+def values_file(name):
+    return helm.values_from_yaml((CHART / "ci" / f"{name}-values.yaml").read_text())
+
+
+def render(values=None, name="push", namespace="notify"):
+    with helm.Chart.load(str(CHART)) as chart:
+        return chart.render(values=values or {}, name=name, namespace=namespace, is_install=True)
+
+
+def joined(rendered):
+    """Like `helm template`: every non-empty manifest with a Source comment, NOTES.txt left out."""
+    return "\n".join(f"---\n# Source: {path}\n{text}" for path, text in sorted(rendered.items())
+                     if path.endswith((".yaml", ".yml")) and text.strip())
+
+
+def manifests(values=None):
+    return [doc for doc in yaml.safe_load_all(joined(render(values))) if doc]
+
+
+def by_kind(docs):
+    result = {}
+    for doc in docs:
+        result.setdefault(doc["kind"], []).append(doc)
+    return result
+
+
+def workload(docs):
+    kinds = by_kind(docs)
+    (found,) = kinds.get("Deployment", []) + kinds.get("StatefulSet", [])
+    return found
+
+
+def render_error(values):
+    with pytest.raises(helm.HelmError) as raised:
+        render(values)
+    return str(raised.value)
+
+
+def with_values(base, **changes):
+    values = copy.deepcopy(base)
+    for dotted, value in changes.items():
+        node = values
+        parts = dotted.split("__")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return values
+
+
+VARIANTS = {
+    "defaults": {},
+    "production": values_file("production"),
+    "all-options": values_file("all-options"),
+    "hpa": with_values(values_file("all-options"), autoscaling__keda__enabled=False, autoscaling__hpa__enabled=True),
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lint and validate
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_lints_clean_in_strict_mode(variant):
+    report = helm.lint(str(CHART), VARIANTS[variant], strict=True, kube_version="v1.37.0")
+    assert report["errors"] == [], report
+    assert all(message["severity"] == 1 for message in report["messages"]), report["messages"]
+
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_manifests_pass_strict_kubernetes_validation(variant, kube_version, tmp_path):
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(joined(render(VARIANTS[variant])))
+    result = subprocess.run([str(BIN / "kubernetes-validate"), "--strict", "-k", kube_version, str(rendered)],
+                            capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "ERROR" not in output
+    for line in output.splitlines():
+        if line.startswith("WARN"):
+            assert any(f"kind {kind} " in line for kind in CRD_KINDS), f"unexpected warning: {line}"
+    validated = output.count("passed for resource")
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(rendered.read_text()) if doc]
+    assert validated == len([kind for kind in kinds if kind not in CRD_KINDS]), output
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rendered_output_passes_yamllint(variant, tmp_path):
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(joined(render(VARIANTS[variant])))
+    result = subprocess.run([str(BIN / "yamllint"), "-s", "-d", YAMLLINT_CONFIG, str(rendered)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_custom_resources_carry_what_their_controllers_require():
+    docs = manifests(VARIANTS["all-options"])
+    kinds = by_kind(docs)
+    target = workload(docs)
+    (metrics_service,) = [s for s in kinds["Service"] if s["metadata"]["name"].endswith("-metrics")]
+
+    (monitor,) = kinds["ServiceMonitor"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= metrics_service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {port["name"] for port in metrics_service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics" and endpoint["interval"] == "15s"
+
+    (scaled,) = kinds["ScaledObject"]
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    assert scaled["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": target["kind"],
+                                                "name": target["metadata"]["name"]}
+    assert scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"] == 12
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["type"] == "kafka"
+    assert trigger["authenticationRef"] == {"name": "kafka-trigger-auth"}
+    # KEDA reads trigger metadata as strings only.
+    assert all(isinstance(value, str) for value in trigger["metadata"].values()), trigger["metadata"]
+    assert trigger["metadata"] == {
+        "bootstrapServers": "b-1.kafka.internal:9096", "consumerGroup": "notifications", "topic": "notify.requests",
+        "lagThreshold": "500", "activationLagThreshold": "5", "allowIdleConsumers": "false"}
+
+
+def test_keda_defaults_to_the_workers_brokers_group_and_topic():
+    docs = manifests(with_values({}, autoscaling__keda__enabled=True))
+    (scaled,) = by_kind(docs)["ScaledObject"]
+    metadata = scaled["spec"]["triggers"][0]["metadata"]
+    assert (metadata["bootstrapServers"], metadata["consumerGroup"], metadata["topic"]) == (
+        "kafka:9092", "apns-worker", "push.requests")
+    assert "authenticationRef" not in scaled["spec"]["triggers"][0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the defaults deploy
+
+def test_defaults_deploy_a_hardened_worker_with_probes_and_mounted_secrets():
+    docs = manifests()
+    assert sorted(by_kind(docs)) == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
+    deployment = workload(docs)
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert pod["automountServiceAccountToken"] is False
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["startupProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
+    assert container["args"] == ["--config", "/etc/apns-worker/config/worker.yaml"]
+    mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
+    assert all(mounts[name]["readOnly"] for name in ("config", "rules", "credentials"))
+    assert mounts["tmp"]["mountPath"] == "/tmp"
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    assert volumes["credentials"]["secret"] == {"secretName": "apns-worker-credentials", "defaultMode": 0o440}
+    assert [c["topologyKey"] for c in pod["topologySpreadConstraints"]] == [
+        "topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+    assert all(c["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+               for c in pod["topologySpreadConstraints"])
+    (pdb,) = by_kind(docs)["PodDisruptionBudget"]
+    assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
+
+
+def test_grace_period_is_derived_from_the_drain_timeout():
+    pod = workload(manifests(with_values({}, drainTimeoutSeconds=50)))["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 65
+    config = rendered_worker_config(with_values({}, drainTimeoutSeconds=50))
+    assert config["shutdown"] == {"drain_timeout": "50s"}
+
+
+def test_grace_period_not_longer_than_the_drain_timeout_fails():
+    message = render_error(with_values({}, drainTimeoutSeconds=30, terminationGracePeriodSeconds=30))
+    assert "terminationGracePeriodSeconds (30) must be longer than drainTimeoutSeconds (30)" in message
+
+
+def test_both_hpa_and_keda_enabled_fails_with_a_clear_message():
+    message = render_error(with_values({}, autoscaling__hpa__enabled=True, autoscaling__keda__enabled=True))
+    assert "autoscaling.hpa.enabled and autoscaling.keda.enabled are both true" in message
+    assert "Enable only one" in message
+
+
+@pytest.mark.parametrize("autoscaler", ["hpa", "keda"])
+def test_an_autoscaler_owns_the_replica_count(autoscaler):
+    docs = manifests(with_values({}, **{f"autoscaling__{autoscaler}__enabled": True}))
+    assert "replicas" not in workload(docs)["spec"]
+    assert ("HorizontalPodAutoscaler" in by_kind(docs)) == (autoscaler == "hpa")
+    assert ("ScaledObject" in by_kind(docs)) == (autoscaler == "keda")
+
+
+@pytest.mark.parametrize("setting", [
+    {"replicaCount": 13},
+    {"autoscaling__keda__enabled": True, "autoscaling__keda__maxReplicas": 20},
+    {"autoscaling__hpa__enabled": True, "autoscaling__hpa__maxReplicas": 16},
+])
+def test_more_replicas_than_partitions_fails(setting):
+    message = render_error(with_values({"partitionCount": 12}, **setting))
+    assert "is more than partitionCount (12)" in message and "sits idle" in message
+
+
+@pytest.mark.parametrize("key", ["rules", "metrics", "shutdown"])
+def test_config_keys_the_chart_owns_are_refused(key):
+    values = with_values({}, config=copy.deepcopy(yaml.safe_load((CHART / "values.yaml").read_text())["config"]))
+    values["config"][key] = {}
+    assert f"config.{key} is set by the chart" in render_error(values)
+
+
+def test_static_membership_gives_each_statefulset_pod_its_name_as_group_instance_id():
+    docs = manifests(VARIANTS["production"])
+    statefulset = workload(docs)
+    assert statefulset["kind"] == "StatefulSet"
+    assert statefulset["spec"]["serviceName"] == "push-apns-worker-headless"
+    headless = [s for s in by_kind(docs)["Service"] if s["metadata"]["name"] == "push-apns-worker-headless"]
+    assert headless and headless[0]["spec"]["clusterIP"] == "None"
+    env = {e["name"]: e for e in statefulset["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["APNS_WORKER_KAFKA__GROUP_INSTANCE_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert "APNS_WORKER_KAFKA__GROUP_INSTANCE_ID" not in {
+        e["name"] for e in workload(manifests())["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def test_kafka_secret_is_mounted_read_only_where_the_config_points():
+    pod = workload(manifests(VARIANTS["production"]))["spec"]["template"]["spec"]
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["kafka-secret"] == {"name": "kafka-secret", "mountPath": "/etc/apns-worker/kafka", "readOnly": True}
+    config = rendered_worker_config(VARIANTS["production"])
+    assert config["kafka"]["property_files"]["sasl.password"].startswith("/etc/apns-worker/kafka/")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The ConfigMap: worker.yaml and the rules, rolled on change
+
+def rendered_configmap(values):
+    (configmap,) = by_kind(manifests(values))["ConfigMap"]
+    return configmap
+
+
+def rendered_worker_config(values):
+    return yaml.safe_load(rendered_configmap(values)["data"]["worker.yaml"])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rendered_worker_yaml_satisfies_the_config_schema(variant):
+    config = rendered_worker_config(VARIANTS[variant])
+    assert schema_errors("worker-config", config) == []
+    port = workload(manifests(VARIANTS[variant]))["spec"]["template"]["spec"]["containers"][0]["ports"][0]
+    assert config["metrics"]["listen"] == f"0.0.0.0:{port['containerPort']}"
+    assert config["rules"]["file"] == "/etc/apns-worker/rules/rules.yaml"
+
+
+def test_rules_are_stored_verbatim():
+    # A literal block keeps exactly one final newline ("clip"), as the rules file had.
+    rules = values_file("production")["rules"]
+    assert rendered_configmap(VARIANTS["production"])["data"]["rules.yaml"] == rules
+    blank_lines_inside = values_file("all-options")["rules"]
+    assert "\n\n" in blank_lines_inside
+    assert rendered_configmap(VARIANTS["all-options"])["data"]["rules.yaml"] == blank_lines_inside
+
+
+def checksum(values):
+    return workload(manifests(values))["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+
+def test_pods_roll_when_config_or_rules_change_and_only_then():
+    base = checksum({})
+    other_rules = "version: 1\nrules:\n  - id: other\n    match: {}\n    skip: test\n"
+    assert checksum(with_values({}, rules=other_rules)) != base
+    assert checksum(with_values({}, drainTimeoutSeconds=40)) != base
+    assert checksum(with_values({}, replicaCount=5)) == base
+    assert checksum(with_values({}, podLabels={"team": "x"})) == base
+
+
+# ---------------------------------------------------------------------------------------------------
+# values.schema.json
+
+@pytest.mark.parametrize("values, expected", [
+    ({"replicaCount": "three"}, "replicaCount"),
+    ({"replicaCount": -1}, "replicaCount"),
+    ({"workload": {"kind": "DaemonSet"}}, "kind"),
+    ({"metrics": {"port": 80}}, "port"),
+    ({"securityContext": {"readOnlyRootFilesystem": False}}, "readOnlyRootFilesystem"),
+    ({"credentials": {"existingSecret": "Not_A_Name"}}, "existingSecret"),
+    ({"image": {"repository": "x", "digest": "latest"}}, "digest"),
+    ({"replicas": 3}, "replicas"),
+    ({"autoscaling": {"keda": {"lagThreshold": 0}}}, "lagThreshold"),
+])
+def test_values_schema_rejects_bad_values(values, expected):
+    with helm.Chart.load(str(CHART)) as chart:
+        with pytest.raises(helm.HelmValuesError) as raised:
+            chart.render(values=values, name="push", namespace="notify", is_install=True)
+    assert expected in str(raised.value)
+
+
+def test_notes_explain_how_to_check_the_release():
+    notes = render(VARIANTS["production"])["apns-worker/templates/NOTES.txt"]
+    assert "svc/push-apns-worker-metrics 9090" in notes and "/readyz" in notes
+    assert "KEDA scales between 3 and 24 replicas" in notes
+    deployment_notes = render(with_values({}, staticMembership={"enabled": True}))["apns-worker/templates/NOTES.txt"]
+    assert "set workload.kind=StatefulSet" in deployment_notes
+
+
+# ---------------------------------------------------------------------------------------------------
+# The image the chart deploys (image/Dockerfile; no Docker engine here, so its contract is checked)
+
+DOCKERFILE = ROOT / "image" / "Dockerfile"
+
+
+def runtime_stage():
+    text = DOCKERFILE.read_text()
+    return text[text.rindex("\nFROM "):]
+
+
+def runtime_packages():
+    stage = runtime_stage().replace("\\\n", " ")
+    (install,) = [line for line in stage.splitlines() if "apt-get install" in line]
+    words = install.split("apt-get install", 1)[1].split("&&", 1)[0].split()
+    return {word for word in words if not word.startswith("-")}
+
+
+def test_image_runs_as_the_non_root_user_the_chart_expects():
+    stage = runtime_stage()
+    run_as = yaml.safe_load((CHART / "values.yaml").read_text())["podSecurityContext"]
+    assert f"USER {run_as['runAsUser']}:{run_as['runAsGroup']}" in stage
+    assert f"--uid {run_as['runAsUser']}" in stage and f"--gid {run_as['runAsGroup']}" in stage
+    assert 'ENTRYPOINT ["/usr/local/bin/apns-worker", "run"]' in stage
+    assert "FROM ${SWIFT_IMAGE} AS build" in DOCKERFILE.read_text()
+    assert "ARG SWIFT_IMAGE=swift:6.3-bookworm" in DOCKERFILE.read_text()
+    assert "ARG RUNTIME_IMAGE=debian:bookworm-slim" in DOCKERFILE.read_text()
+
+
+def _package_of(library):
+    """The Debian package that ships a shared library, found through ldconfig and dpkg."""
+    listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    paths = [line.split("=>")[1].strip() for line in listing.splitlines()
+             if line.strip().startswith(library + " ") and "x86-64" in line]
+    assert paths, f"{library} not found by ldconfig"
+    for path in paths + [str(Path(paths[0]).resolve())]:
+        for candidate in {path, path.removeprefix("/usr"), "/usr" + path}:
+            found = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
+            if found.returncode == 0:
+                return found.stdout.split(":")[0]
+    raise AssertionError(f"no package owns {library}")
+
+
+def test_image_installs_exactly_the_libraries_the_binary_links():
+    binary = os.environ.get("APNS_WORKER_BIN")
+    if not binary:
+        pytest.skip("APNS_WORKER_BIN is not set (scripts/test.sh sets it to the release build)")
+    dynamic = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True, check=True).stdout
+    needed = [line.split("[")[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line]
+    # The image links the Swift runtime and Foundation statically (--static-swift-stdlib).
+    swift_runtime = ("libswift", "libFoundation", "libdispatch", "libBlocksRuntime")
+    system = [library for library in needed if not library.startswith(swift_runtime)]
+    packages = {_package_of(library) for library in system}
+    base_image = {"libc6", "libgcc-s1", "libstdc++6"}
+    installed = runtime_packages()
+    assert packages - base_image <= installed, f"the image lacks {packages - base_image - installed}"
+    # Nothing beyond what is linked, the trust store, and the static Swift runtime's C++ library.
+    assert installed - packages - {"ca-certificates", "libstdc++6"} == set(), installed - packages

@@ -1,0 +1,266 @@
+{{/* Names, labels and the checks that make a bad combination of values fail with a clear message. */}}
+
+{{- define "apns-worker.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "apns-worker.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "apns-worker.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "apns-worker.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "apns-worker.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "apns-worker.labels" -}}
+helm.sh/chart: {{ include "apns-worker.chart" . }}
+{{ include "apns-worker.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "apns-worker.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "apns-worker.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "apns-worker.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Text as the body of a literal block scalar indented by 4: no trailing newline, and no trailing spaces on
+blank lines (indent would pad them, and linters reject trailing spaces).
+*/}}
+{{- define "apns-worker.blockScalar" -}}
+{{- regexReplaceAll "(?m)[ \t]+$" (. | trimSuffix "\n" | nindent 4) "" }}
+{{- end }}
+
+{{/* The grace period: given, or the drain timeout plus time to commit offsets and exit. */}}
+{{- define "apns-worker.terminationGracePeriodSeconds" -}}
+{{- $drain := int .Values.drainTimeoutSeconds }}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
+{{- add $drain 15 }}
+{{- else }}
+{{- int .Values.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
+{{/* worker.yaml: the user's config plus the keys the chart owns. */}}
+{{- define "apns-worker.workerConfig" -}}
+{{- $config := deepCopy .Values.config }}
+{{- $_ := set $config "rules" (dict "file" "/etc/apns-worker/rules/rules.yaml") }}
+{{- $_ = set $config "metrics" (dict "listen" (printf "0.0.0.0:%d" (int .Values.metrics.port))) }}
+{{- $_ = set $config "shutdown" (dict "drain_timeout" (printf "%ds" (int .Values.drainTimeoutSeconds))) }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/* Every check of values that the schema cannot express; included by the workload template. */}}
+{{- define "apns-worker.validate" -}}
+{{- $autoscaling := .Values.autoscaling }}
+{{- if and $autoscaling.hpa.enabled $autoscaling.keda.enabled }}
+{{- fail (print "autoscaling.hpa.enabled and autoscaling.keda.enabled are both true: KEDA manages its own "
+  "HorizontalPodAutoscaler for the ScaledObject, and two autoscalers would fight over the replica count. "
+  "Enable only one.") }}
+{{- end }}
+{{- $drain := int .Values.drainTimeoutSeconds }}
+{{- $grace := int (include "apns-worker.terminationGracePeriodSeconds" .) }}
+{{- if le $grace $drain }}
+{{- fail (printf (print "terminationGracePeriodSeconds (%d) must be longer than drainTimeoutSeconds (%d), or the "
+  "kubelet kills the worker before it has drained; leave it null to get drainTimeoutSeconds + 15") $grace $drain) }}
+{{- end }}
+{{- range $key := list "rules" "metrics" "shutdown" }}
+{{- if hasKey $.Values.config $key }}
+{{- fail (printf (print "config.%s is set by the chart (from rules, metrics.port and drainTimeoutSeconds); "
+  "remove config.%s from your values") $key $key) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.staticMembership.enabled (hasKey (.Values.config.kafka | default dict) "group_instance_id") }}
+{{- fail (print "staticMembership.enabled sets kafka.group_instance_id to the pod name; "
+  "remove config.kafka.group_instance_id") }}
+{{- end }}
+{{- with .Values.partitionCount }}
+{{- $partitions := int . }}
+{{- $checks := dict "replicaCount" $.Values.replicaCount }}
+{{- if $autoscaling.hpa.enabled }}
+{{- $_ := set $checks "autoscaling.hpa.maxReplicas" $autoscaling.hpa.maxReplicas }}
+{{- end }}
+{{- if $autoscaling.keda.enabled }}
+{{- $_ := set $checks "autoscaling.keda.maxReplicas" $autoscaling.keda.maxReplicas }}
+{{- end }}
+{{- range $name, $value := $checks }}
+{{- if gt (int $value) $partitions }}
+{{- fail (printf (print "%s (%d) is more than partitionCount (%d): a consumer beyond the partition count gets no "
+  "partition and sits idle") $name (int $value) $partitions) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The pod template shared by the Deployment and the StatefulSet. */}}
+{{- define "apns-worker.podTemplate" -}}
+metadata:
+  labels:
+    {{- include "apns-worker.selectorLabels" . | nindent 4 }}
+    {{- with .Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    # Rolls the pods when worker.yaml or the rules change.
+    checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
+    {{- with .Values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "apns-worker.serviceAccountName" . }}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: {{ include "apns-worker.terminationGracePeriodSeconds" . }}
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  containers:
+    - name: apns-worker
+      image: {{ include "apns-worker.image" . | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args: ["--config", "/etc/apns-worker/config/worker.yaml"]
+      ports:
+        - name: metrics
+          containerPort: {{ .Values.metrics.port }}
+          protocol: TCP
+      env:
+        {{- if .Values.staticMembership.enabled }}
+        - name: APNS_WORKER_KAFKA__GROUP_INSTANCE_ID
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        {{- end }}
+        - name: POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        - name: POD_NAMESPACE
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+        {{- with .Values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      startupProbe:
+        httpGet:
+          path: /healthz
+          port: metrics
+        periodSeconds: {{ .Values.probes.startup.periodSeconds }}
+        failureThreshold: {{ .Values.probes.startup.failureThreshold }}
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: metrics
+        periodSeconds: {{ .Values.probes.liveness.periodSeconds }}
+        timeoutSeconds: {{ .Values.probes.liveness.timeoutSeconds }}
+        failureThreshold: {{ .Values.probes.liveness.failureThreshold }}
+      readinessProbe:
+        httpGet:
+          path: /readyz
+          port: metrics
+        periodSeconds: {{ .Values.probes.readiness.periodSeconds }}
+        timeoutSeconds: {{ .Values.probes.readiness.timeoutSeconds }}
+        failureThreshold: {{ .Values.probes.readiness.failureThreshold }}
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: config
+          mountPath: /etc/apns-worker/config
+          readOnly: true
+        - name: rules
+          mountPath: /etc/apns-worker/rules
+          readOnly: true
+        - name: credentials
+          mountPath: /etc/apns-worker/credentials
+          readOnly: true
+        {{- if .Values.kafkaSecret.existingSecret }}
+        - name: kafka-secret
+          mountPath: /etc/apns-worker/kafka
+          readOnly: true
+        {{- end }}
+        - name: tmp
+          mountPath: /tmp
+  volumes:
+    - name: config
+      configMap:
+        name: {{ include "apns-worker.fullname" . }}
+        items:
+          - key: worker.yaml
+            path: worker.yaml
+    - name: rules
+      configMap:
+        name: {{ include "apns-worker.fullname" . }}
+        items:
+          - key: rules.yaml
+            path: rules.yaml
+    - name: credentials
+      secret:
+        secretName: {{ .Values.credentials.existingSecret }}
+        # Group-readable for the pod's fsGroup; never world-readable.
+        defaultMode: 0440
+    {{- if .Values.kafkaSecret.existingSecret }}
+    - name: kafka-secret
+      secret:
+        secretName: {{ .Values.kafkaSecret.existingSecret }}
+        defaultMode: 0440
+    {{- end }}
+    - name: tmp
+      emptyDir:
+        sizeLimit: 64Mi
+  {{- if .Values.topologySpread.enabled }}
+  topologySpreadConstraints:
+    {{- range .Values.topologySpread.topologyKeys }}
+    - maxSkew: {{ $.Values.topologySpread.maxSkew }}
+      topologyKey: {{ . }}
+      whenUnsatisfiable: {{ $.Values.topologySpread.whenUnsatisfiable }}
+      labelSelector:
+        matchLabels:
+          {{- include "apns-worker.selectorLabels" $ | nindent 10 }}
+    {{- end }}
+  {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
