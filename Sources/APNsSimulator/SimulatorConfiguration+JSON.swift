@@ -71,7 +71,8 @@ extension SimulatorConfiguration {
             let certificate = try tls.string("certFile"), key = try tls.string("keyFile")
             switch (certificate, key) {
             case (let certificate?, let key?):
-                self.tls = .files(certificate: resolve(certificate, baseDirectory), privateKey: resolve(key, baseDirectory),
+                self.tls = .files(
+                    certificate: resolve(certificate, baseDirectory), privateKey: resolve(key, baseDirectory),
                     caFile: try tls.string("caFile").map { resolve($0, baseDirectory) })
             case (nil, nil):
                 if let hosts = try tls.strings("hosts") { self.tls = .generated(hosts: hosts) }
@@ -213,13 +214,17 @@ extension SimulatorConfiguration {
     }
 
     private static func scriptEntry(_ entry: ConfigObject) throws(SimulatorError) -> ScriptedFault {
-        try entry.allowOnly(["request", "stream", "action", "status", "retryAfter", "processThisStream", "ms", "value"])
-        let request = try entry.integer("request", in: 1...Int.max), stream = try entry.integer("stream", in: 1...Int.max)
+        try entry.allowOnly(
+            ["request", "stream", "action", "status", "retryAfter", "processThisStream", "ms", "value"])
+        let request = try entry.integer("request", in: 1...Int.max)
+        let stream = try entry.integer("stream", in: 1...Int.max)
         let trigger: ScriptedFault.Trigger
         switch (request, stream) {
         case (let n?, nil): trigger = .request(n)
         case (nil, let n?): trigger = .stream(n)
-        default: throw entry.error("", "give exactly one of request (Nth request overall) or stream (Nth of each connection)")
+        default:
+            throw entry.error(
+                "", "give exactly one of request (Nth request overall) or stream (Nth of each connection)")
         }
         guard let name = try entry.string("action") else {
             throw entry.error("action", "is required: fail, stall, drop, goaway, delay or maxConcurrentStreams")
@@ -244,7 +249,8 @@ extension SimulatorConfiguration {
             }
             action = .setMaxConcurrentStreams(UInt32(value))
         default:
-            throw entry.error("action", "must be fail, stall, drop, goaway, delay or maxConcurrentStreams, got '\(name)'")
+            throw entry.error(
+                "action", "must be fail, stall, drop, goaway, delay or maxConcurrentStreams, got '\(name)'")
         }
         return ScriptedFault(trigger, action)
     }
@@ -257,7 +263,8 @@ private func resolve(_ file: String, _ baseDirectory: String) -> String {
 /// Reads a whole text file; the error names the file and what it was for.
 func readTextFile(_ path: String, what: String) throws(SimulatorError) -> String {
     guard let file = fopen(path, "r") else {
-        throw SimulatorError(.configuration, "cannot read the \(what) file \(path): \(String(cString: strerror(errno)))")
+        throw SimulatorError(
+            .configuration, "cannot read the \(what) file \(path): \(String(cString: strerror(errno)))")
     }
     defer { fclose(file) }
     var bytes: [UInt8] = []

@@ -99,7 +99,8 @@ final class SimulatorEngine: Sendable {
             let record = AcceptedNotification(
                 connectionID: context.id, streamID: Int(streamID), deviceToken: accepted.deviceToken, apnsID: apnsID,
                 uniqueID: uniqueID, pushType: accepted.pushType, topic: accepted.topic, keyID: accepted.keyID,
-                headers: request.hasAuthorization ? request.headers.filter { $0.name != "authorization" } : request.headers,
+                headers: request.hasAuthorization
+                    ? request.headers.filter { $0.name != "authorization" } : request.headers,
                 payload: request.body, receivedAtMilliseconds: now)
             // The record pushed out of the full ring is released after the lock, not under it.
             let pushedOut = ledger.withLock { ledger in

@@ -542,8 +542,8 @@ def test_max_concurrent_streams_of_one_then_raised_mid_connection(simulator):
         client.send()  # the client library enforces the announced limit
     client.pump(1)
     assert client.conn.remote_settings.max_concurrent_streams == 5
-    changes = [c.changed_settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS].new_value
-               for c in client.settings_changes if h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS in c.changed_settings]
+    code = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+    changes = [c.changed_settings[code].new_value for c in client.settings_changes if code in c.changed_settings]
     assert changes == [1, 5]
     streams = [client.send(flush=False) for _ in range(5)]
     client.flush()

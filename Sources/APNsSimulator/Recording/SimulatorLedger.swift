@@ -125,7 +125,9 @@ struct SimulatorLedger {
 
     var stats: SimulatorStats {
         var stats = counters
-        if acceptedAnswers > 0 { stats.responses[ResponseKind(status: 200, reason: nil), default: 0] += acceptedAnswers }
+        if acceptedAnswers > 0 {
+            stats.responses[ResponseKind(status: 200, reason: nil), default: 0] += acceptedAnswers
+        }
         return stats
     }
     private var ring: [AcceptedNotification] = []

@@ -17,7 +17,8 @@ final class JoinableThread: @unchecked Sendable {
         init(_ run: @escaping () -> Void) { self.run = run }
     }
 
-    /// Starts a thread running `body`; `name` is for error messages. Throws when the system refuses to create a thread.
+    /// Starts a thread running `body`; `name` is for error messages. Throws when the system refuses to
+    /// create a thread.
     init(name: String, _ body: @escaping @Sendable () -> Void) throws(SimulatorError) {
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
         var thread = pthread_t()

@@ -96,7 +96,9 @@ final class SimulatorConnection: @unchecked Sendable {
     func run() {
         defer { teardown() }
         guard setUp() else { return }
-        var fds = [pollfd(fd: socket, events: 0, revents: 0), pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: socket, events: 0, revents: 0), pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0),
+        ]
         while !closeNow {
             var events = Int16(0)
             let pendingOutput = outputOffset < output.count
@@ -209,7 +211,8 @@ final class SimulatorConnection: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             SimulatorConnection.from(user).onBeginHeaders(frame!)
         }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            _, frame, name, nameLength, value, valueLength, _, user in
             SimulatorConnection.from(user).onHeader(frame!, name!, nameLength, value!, valueLength)
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
@@ -226,7 +229,8 @@ final class SimulatorConnection: @unchecked Sendable {
         guard nghttp2_session_server_new(&session, callbacks, user) == 0, let session else { return false }
         self.session = session
         var settings = [nghttp2_settings_entry(
-            settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: announcedMaxConcurrentStreams)]
+            settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+            value: announcedMaxConcurrentStreams)]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, 1)
         engine.connectionEstablished(id: id)
         return true
@@ -481,7 +485,8 @@ final class SimulatorConnection: @unchecked Sendable {
             if stream.responseBody.isEmpty {
                 _ = nghttp2_submit_response(session, stream.id, nva, count, nil)
             } else {
-                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil)) { _, streamID, buffer, length, flags, _, user in
+                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil)) {
+                    _, streamID, buffer, length, flags, _, user in
                     SimulatorConnection.from(user).readResponseBody(streamID, buffer!, length, flags!)
                 }
                 _ = nghttp2_submit_response(session, stream.id, nva, count, &provider)

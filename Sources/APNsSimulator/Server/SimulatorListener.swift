@@ -47,7 +47,8 @@ final class SimulatorListener: Sendable {
         var list: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {
-            throw SimulatorError(.network, "cannot resolve listen address '\(host)': \(String(cString: gai_strerror(status)))")
+            throw SimulatorError(
+                .network, "cannot resolve listen address '\(host)': \(String(cString: gai_strerror(status)))")
         }
         defer { freeaddrinfo(list) }
         let fd = Glibc.socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -73,9 +74,13 @@ final class SimulatorListener: Sendable {
         let family = address.ss_family
         let boundPort: UInt16 = withUnsafePointer(to: &address) { pointer in
             if family == sa_family_t(AF_INET6) {
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    UInt16(bigEndian: $0.pointee.sin6_port)
+                }
             }
-            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                UInt16(bigEndian: $0.pointee.sin_port)
+            }
         }
         let fds: [Int32]
         do {

@@ -174,7 +174,8 @@ struct SimulatorCommand: Command {
             let fixed = try number(spec[..<plus])
             let rest = spec[spec.index(after: plus)...]
             guard rest.hasPrefix("exp:") else { throw problem }
-            return LatencyDistribution(fixedMilliseconds: fixed, jitter: .exponential(meanMilliseconds: try number(rest.dropFirst(4))))
+            let mean = try number(rest.dropFirst(4))
+            return LatencyDistribution(fixedMilliseconds: fixed, jitter: .exponential(meanMilliseconds: mean))
         }
         if spec.hasPrefix("exp:") {
             return LatencyDistribution(jitter: .exponential(meanMilliseconds: try number(spec.dropFirst(4))))
