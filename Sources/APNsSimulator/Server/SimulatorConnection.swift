@@ -396,7 +396,9 @@ final class SimulatorConnection: @unchecked Sendable {
         _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafePointer<UInt8>, _ nameLength: Int,
         _ value: UnsafePointer<UInt8>, _ valueLength: Int
     ) -> Int32 {
+        // Only the request's header block; trailers would otherwise read as repeated headers.
         guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST,
             let stream = streams[frame.pointee.hd.stream_id]
         else { return 0 }
         // Bounded memory: a request's header block may hold at most 16 KiB (APNs requests need under
