@@ -122,7 +122,8 @@ public final class APNsSimulator: Sendable {
                 throw SimulatorError(.configuration, "start() was already called on this simulator")
             }
             let listener = try SimulatorListener(
-                host: configuration.host, port: configuration.port, engine: engine, tls: tls)
+                host: configuration.host, port: configuration.port,
+                maximumConnections: configuration.maximumConnections, engine: engine, tls: tls)
             try listener.start()
             phase = .running(listener)
             boundPort.store(listener.port, ordering: .releasing)
@@ -194,7 +195,8 @@ public final class APNsSimulator: Sendable {
         let base = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
         var template = Array((base + "/apns-simulator-XXXXXX").utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw SimulatorError(.system, "cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))")
+            throw SimulatorError(
+                .system, "cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))")
         }
         return String(cString: made)
     }

@@ -31,7 +31,7 @@ extension SimulatorConfiguration {
                                 {"request": 7, "action": "stall"}, {"stream": 9, "action": "drop"},
                                 {"stream": 1, "action": "delay", "ms": 100},
                                 {"stream": 2, "action": "maxConcurrentStreams", "value": 1}]},
-          "acceptedCapacity": 10000, "seed": 1
+          "acceptedCapacity": 10000, "maximumConnections": 512, "seed": 1
         }
         """#
 
@@ -57,7 +57,7 @@ extension SimulatorConfiguration {
         self.init()
         let root = try ConfigObject(json, path: "")
         try root.allowOnly(["host", "port", "environment", "tls", "caOut", "auth", "allowedBundles", "devices",
-                            "faults", "acceptedCapacity", "seed"])
+                            "faults", "acceptedCapacity", "maximumConnections", "seed"])
         if let host = try root.string("host") { self.host = host }
         if let port = try root.integer("port", in: 0...65535) { self.port = port }
         if let environment = try root.string("environment") {
@@ -71,7 +71,8 @@ extension SimulatorConfiguration {
             let certificate = try tls.string("certFile"), key = try tls.string("keyFile")
             switch (certificate, key) {
             case (let certificate?, let key?):
-                self.tls = .files(certificate: resolve(certificate, baseDirectory), privateKey: resolve(key, baseDirectory),
+                self.tls = .files(
+                    certificate: resolve(certificate, baseDirectory), privateKey: resolve(key, baseDirectory),
                     caFile: try tls.string("caFile").map { resolve($0, baseDirectory) })
             case (nil, nil):
                 if let hosts = try tls.strings("hosts") { self.tls = .generated(hosts: hosts) }
@@ -85,6 +86,7 @@ extension SimulatorConfiguration {
         if let devices = try root.object("devices") { self.devices = try Self.devices(devices) }
         if let faults = try root.object("faults") { self.faults = try Self.faults(faults) }
         if let capacity = try root.integer("acceptedCapacity", in: 0...10_000_000) { acceptedCapacity = capacity }
+        if let maximum = try root.integer("maximumConnections", in: 1...100_000) { maximumConnections = maximum }
         if let seed = try root.integer("seed", in: 0...Int.max) { self.seed = UInt64(seed) }
         try validate()
     }
@@ -212,13 +214,17 @@ extension SimulatorConfiguration {
     }
 
     private static func scriptEntry(_ entry: ConfigObject) throws(SimulatorError) -> ScriptedFault {
-        try entry.allowOnly(["request", "stream", "action", "status", "retryAfter", "processThisStream", "ms", "value"])
-        let request = try entry.integer("request", in: 1...Int.max), stream = try entry.integer("stream", in: 1...Int.max)
+        try entry.allowOnly(
+            ["request", "stream", "action", "status", "retryAfter", "processThisStream", "ms", "value"])
+        let request = try entry.integer("request", in: 1...Int.max)
+        let stream = try entry.integer("stream", in: 1...Int.max)
         let trigger: ScriptedFault.Trigger
         switch (request, stream) {
         case (let n?, nil): trigger = .request(n)
         case (nil, let n?): trigger = .stream(n)
-        default: throw entry.error("", "give exactly one of request (Nth request overall) or stream (Nth of each connection)")
+        default:
+            throw entry.error(
+                "", "give exactly one of request (Nth request overall) or stream (Nth of each connection)")
         }
         guard let name = try entry.string("action") else {
             throw entry.error("action", "is required: fail, stall, drop, goaway, delay or maxConcurrentStreams")
@@ -243,7 +249,8 @@ extension SimulatorConfiguration {
             }
             action = .setMaxConcurrentStreams(UInt32(value))
         default:
-            throw entry.error("action", "must be fail, stall, drop, goaway, delay or maxConcurrentStreams, got '\(name)'")
+            throw entry.error(
+                "action", "must be fail, stall, drop, goaway, delay or maxConcurrentStreams, got '\(name)'")
         }
         return ScriptedFault(trigger, action)
     }
@@ -256,7 +263,8 @@ private func resolve(_ file: String, _ baseDirectory: String) -> String {
 /// Reads a whole text file; the error names the file and what it was for.
 func readTextFile(_ path: String, what: String) throws(SimulatorError) -> String {
     guard let file = fopen(path, "r") else {
-        throw SimulatorError(.configuration, "cannot read the \(what) file \(path): \(String(cString: strerror(errno)))")
+        throw SimulatorError(
+            .configuration, "cannot read the \(what) file \(path): \(String(cString: strerror(errno)))")
     }
     defer { fclose(file) }
     var bytes: [UInt8] = []

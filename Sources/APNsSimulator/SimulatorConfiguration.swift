@@ -65,6 +65,9 @@ public struct SimulatorConfiguration: Sendable, Hashable {
     public var faults = SimulatorFaults()
     /// Accepted notifications kept for `accepted` (the oldest are dropped first). Default: 10000.
     public var acceptedCapacity = 10_000
+    /// Connections served at once (each has a thread); more are closed as soon as accepted and
+    /// counted in `SimulatorStats.connectionsRefused`. Default: 512.
+    public var maximumConnections = 512
     /// Seeds the generators behind fault rates and latency jitter. Default: 1.
     public var seed: UInt64 = 1
 
@@ -76,6 +79,9 @@ public struct SimulatorConfiguration: Sendable, Hashable {
             throw SimulatorError(.configuration, "port must be between 0 and 65535, got \(port)")
         }
         guard !host.isEmpty else { throw SimulatorError(.configuration, "host must not be empty") }
+        guard maximumConnections >= 1 else {
+            throw SimulatorError(.configuration, "maximumConnections must be at least 1, got \(maximumConnections)")
+        }
         guard acceptedCapacity >= 0 else {
             throw SimulatorError(.configuration, "acceptedCapacity must not be negative, got \(acceptedCapacity)")
         }

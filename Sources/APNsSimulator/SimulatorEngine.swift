@@ -99,7 +99,8 @@ final class SimulatorEngine: Sendable {
             let record = AcceptedNotification(
                 connectionID: context.id, streamID: Int(streamID), deviceToken: accepted.deviceToken, apnsID: apnsID,
                 uniqueID: uniqueID, pushType: accepted.pushType, topic: accepted.topic, keyID: accepted.keyID,
-                headers: request.hasAuthorization ? request.headers.filter { $0.name != "authorization" } : request.headers,
+                headers: request.hasAuthorization
+                    ? request.headers.filter { $0.name != "authorization" } : request.headers,
                 payload: request.body, receivedAtMilliseconds: now)
             // The record pushed out of the full ring is released after the lock, not under it.
             let pushedOut = ledger.withLock { ledger in
@@ -129,12 +130,17 @@ final class SimulatorEngine: Sendable {
 
     // MARK: - Counters
 
-    func connectionAccepted() { ledger.withLock { $0.connectionAccepted() } }
+    func connectionAccepted(refused: Bool) {
+        ledger.withLock { ledger in
+            ledger.connectionAccepted()
+            if refused { ledger.connectionRefused() }
+        }
+    }
     func connectionEstablished(id: Int) { ledger.withLock { $0.connectionOpened() } }
     func connectionClosed(id: Int, wasEstablished: Bool) {
         ledger.withLock { $0.connectionClosed(wasOpen: wasEstablished) }
     }
-    func handshakeFailed(reason: String) { ledger.withLock { $0.handshakeFailed() } }
+    func handshakeFailed(reason: String) { ledger.withLock { $0.handshakeFailed(reason: reason) } }
     func goAwaySent() { ledger.withLock { $0.countGoAway() } }
     func peakConcurrentStreams(connection: Int, peak: Int) {
         ledger.withLock { $0.peak(connection: connection, streams: peak) }

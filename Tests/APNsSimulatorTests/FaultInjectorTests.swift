@@ -30,7 +30,8 @@ import Testing
         ]
         let result = decisions(faults, streams: 1...9)
         #expect(result[0] == FaultDecision())
-        #expect(result[1].outcome == .fail(InjectedFailure(status: 503, reason: "ServiceUnavailable", retryAfterSeconds: 3)))
+        #expect(result[1].outcome
+            == .fail(InjectedFailure(status: 503, reason: "ServiceUnavailable", retryAfterSeconds: 3)))
         #expect(result[2].outcome == .stall)
         #expect(result[3].outcome == .dropConnection)
         #expect(result[4].outcome == .goAwayBeforeThisStream)
@@ -146,7 +147,8 @@ import Testing
     @Test func errorBodiesAreApplesJSON() {
         let plain = SimulatorResponse(status: 400, apnsID: "x", reason: "BadDeviceToken")
         #expect(String(decoding: plain.body, as: UTF8.self) == #"{"reason":"BadDeviceToken"}"#)
-        let gone = SimulatorResponse(status: 410, apnsID: "x", reason: "Unregistered", timestampMilliseconds: 1_650_000_000_123)
+        let gone = SimulatorResponse(
+            status: 410, apnsID: "x", reason: "Unregistered", timestampMilliseconds: 1_650_000_000_123)
         #expect(String(decoding: gone.body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1650000000123}"#)
         #expect(SimulatorResponse(status: 200, apnsID: "x").body.isEmpty)
     }

@@ -52,7 +52,8 @@ import Testing
         #expect(config.faults.failureRate == 0.1)
         #expect(config.faults.failure == .tooManyRequests(retryAfterSeconds: 7))
         #expect(config.faults.stallRate == 0.01 && config.faults.dropConnectionRate == 0.02)
-        #expect(config.faults.latency == LatencyDistribution(fixedMilliseconds: 5, jitter: .exponential(meanMilliseconds: 2)))
+        #expect(config.faults.latency
+            == LatencyDistribution(fixedMilliseconds: 5, jitter: .exponential(meanMilliseconds: 2)))
         #expect(config.faults.goAwayAfterStreams == 100)
         #expect(config.faults.maxConcurrentStreams == 8)
         #expect(config.faults.script == [
@@ -153,7 +154,9 @@ import Testing
         ledger.peak(connection: 2, streams: 7)
         #expect(ledger.stats.peakConcurrentStreams == [1: 3, 2: 7])
         #expect(ledger.stats.maximumConcurrentStreams == 7)
-        for connection in 3...(SimulatorLedger.peakConnectionsKept + 10) { ledger.peak(connection: connection, streams: 1) }
+        for connection in 3...(SimulatorLedger.peakConnectionsKept + 10) {
+            ledger.peak(connection: connection, streams: 1)
+        }
         #expect(ledger.stats.peakConcurrentStreams.count == SimulatorLedger.peakConnectionsKept)
         #expect(ledger.stats.peakConcurrentStreams[1] == nil)
     }

@@ -19,7 +19,9 @@ func connectTCP(port: Int) -> Int32 {
     address.sin_port = UInt16(port).bigEndian
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
     }
     if result != 0 {
         close(fd)
@@ -151,6 +153,29 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
             #expect(error.code == .network)
             #expect(error.message.contains(String(configuration.port)))
         }
+    }
+
+    @Test func connectionsBeyondTheMaximumAreClosedAtOnce() throws {
+        var configuration = SimulatorConfiguration()
+        configuration.maximumConnections = 2
+        let simulator = try APNsSimulator(configuration)
+        defer { simulator.stop() }
+        let port = try simulator.start()
+        let kept = [connectTCP(port: port), connectTCP(port: port)]
+        #expect(waitUntil { simulator.stats.connectionsAccepted == 2 })
+        let refused = connectTCP(port: port)
+        #expect(waitUntil { simulator.stats.connectionsRefused == 1 })
+        var byte: UInt8 = 0
+        #expect(read(refused, &byte, 1) <= 0, "the refused connection is closed")
+        close(refused)
+        // Once one has ended (its handshake fails on our close), a new connection is served again.
+        close(kept[0])
+        #expect(waitUntil { simulator.stats.handshakeFailures == 1 })
+        let again = connectTCP(port: port)
+        #expect(waitUntil { simulator.stats.connectionsAccepted == 4 })
+        #expect(simulator.stats.connectionsRefused == 1)
+        close(again)
+        close(kept[1])
     }
 
     @Test func setFaultsValidatesAndTakesEffect() throws {

@@ -189,7 +189,8 @@ public struct SimulatorFaults: Sendable, Hashable {
             }
             switch entry.action {
             case .setMaxConcurrentStreams(0):
-                throw SimulatorError(.configuration, "faults.script[\(index)]: maxConcurrentStreams must be at least 1")
+                throw SimulatorError(
+                    .configuration, "faults.script[\(index)]: maxConcurrentStreams must be at least 1")
             case .delay(let ms) where ms < 0:
                 throw SimulatorError(.configuration, "faults.script[\(index)]: delay must not be negative")
             default: break

@@ -50,8 +50,12 @@ public struct ResponseKind: Sendable, Hashable, CustomStringConvertible {
 public struct SimulatorStats: Sendable, Hashable {
     /// TCP connections accepted (including those whose TLS handshake failed).
     public var connectionsAccepted = 0
+    /// Connections closed at once because `maximumConnections` were already being served.
+    public var connectionsRefused = 0
     /// Connections whose TLS handshake failed (no or untrusted client certificate, no h2 in ALPN).
     public var handshakeFailures = 0
+    /// Why the latest failed handshake failed (OpenSSL's words), for diagnosing client setups.
+    public var lastHandshakeFailure: String?
     /// Connections open now.
     public var connectionsOpen = 0
     /// Complete requests received (every stream the simulator planned an answer for).
@@ -96,7 +100,9 @@ public struct SimulatorStats: Sendable, Hashable {
         }
         return .object([
             "connectionsAccepted": .int(Int64(connectionsAccepted)),
+            "connectionsRefused": .int(Int64(connectionsRefused)),
             "handshakeFailures": .int(Int64(handshakeFailures)),
+            "lastHandshakeFailure": lastHandshakeFailure.map { .string($0) } ?? .null,
             "connectionsOpen": .int(Int64(connectionsOpen)),
             "requests": .int(Int64(requests)),
             "responses": .object(responseObject),
@@ -119,7 +125,9 @@ struct SimulatorLedger {
 
     var stats: SimulatorStats {
         var stats = counters
-        if acceptedAnswers > 0 { stats.responses[ResponseKind(status: 200, reason: nil), default: 0] += acceptedAnswers }
+        if acceptedAnswers > 0 {
+            stats.responses[ResponseKind(status: 200, reason: nil), default: 0] += acceptedAnswers
+        }
         return stats
     }
     private var ring: [AcceptedNotification] = []
@@ -176,9 +184,13 @@ struct SimulatorLedger {
     mutating func countDrop() { counters.droppedConnections += 1 }
     mutating func countGoAway() { counters.goAwaysSent += 1 }
     mutating func connectionAccepted() { counters.connectionsAccepted += 1 }
+    mutating func connectionRefused() { counters.connectionsRefused += 1 }
     mutating func connectionOpened() { counters.connectionsOpen += 1 }
     mutating func connectionClosed(wasOpen: Bool) { if wasOpen { counters.connectionsOpen -= 1 } }
-    mutating func handshakeFailed() { counters.handshakeFailures += 1 }
+    mutating func handshakeFailed(reason: String) {
+        counters.handshakeFailures += 1
+        counters.lastHandshakeFailure = reason
+    }
     mutating func peak(connection: Int, streams: Int) {
         counters.peakConcurrentStreams[connection] = max(counters.peakConcurrentStreams[connection] ?? 0, streams)
         // Bounded for long runs with many reconnects: forget the oldest connections.

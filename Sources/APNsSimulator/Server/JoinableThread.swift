@@ -17,12 +17,14 @@ final class JoinableThread: @unchecked Sendable {
         init(_ run: @escaping () -> Void) { self.run = run }
     }
 
-    /// Starts a thread running `body`; `name` is for error messages. Throws when the system refuses to create a thread.
+    /// Starts a thread running `body`; `name` is for error messages. Throws when the system refuses to
+    /// create a thread.
     init(name: String, _ body: @escaping @Sendable () -> Void) throws(SimulatorError) {
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, { raw in
             let body = Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue()
+            JoinableThread.blockSIGPIPE()
             body.run()
             return nil
         }, context)
@@ -31,6 +33,17 @@ final class JoinableThread: @unchecked Sendable {
             throw SimulatorError(.system, "cannot start thread \(name): \(String(cString: strerror(result)))")
         }
         handle = thread
+    }
+
+    /// OpenSSL's socket BIO writes with write(2), which cannot pass MSG_NOSIGNAL: a write to a socket
+    /// the peer reset raises SIGPIPE, whose default action kills the process. A library must not change
+    /// the process's signal dispositions, so the simulator's threads block SIGPIPE instead; the write
+    /// then fails with EPIPE and the signal stays pending on the thread, harmless.
+    static func blockSIGPIPE() {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
     }
 
     /// Waits until the thread's closure returned.

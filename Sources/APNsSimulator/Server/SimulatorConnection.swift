@@ -19,6 +19,8 @@ final class StreamState {
     var responseOffset = 0
     /// The request is complete and has been given to the engine.
     var planned = false
+    /// Bytes of header names and values received.
+    var headerBytes = 0
 
     init(id: Int32) { self.id = id }
 }
@@ -44,6 +46,10 @@ final class SimulatorConnection: @unchecked Sendable {
     private var outputOffset = 0
     private var readBuffer = [UInt8](repeating: 0, count: 32 * 1024)
     private var closeNow = false
+    /// Close without the TLS close_notify and lingering read: a drop fault.
+    private var abrupt = false
+    /// readAvailable() stopped early (round limit or output backlog) with data possibly left in TLS.
+    private var readAgain = false
     private var sslWantsWrite = false
     private var openStreams = 0
     private var peakOpenStreams = 0
@@ -90,7 +96,9 @@ final class SimulatorConnection: @unchecked Sendable {
     func run() {
         defer { teardown() }
         guard setUp() else { return }
-        var fds = [pollfd(fd: socket, events: 0, revents: 0), pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: socket, events: 0, revents: 0), pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0),
+        ]
         while !closeNow {
             var events = Int16(0)
             let pendingOutput = outputOffset < output.count
@@ -99,7 +107,7 @@ final class SimulatorConnection: @unchecked Sendable {
             fds[0].events = events
             fds[0].revents = 0
             fds[1].revents = 0
-            let timeout = timers.millisecondsUntilNext(now: monotonicNanoseconds())
+            let timeout = readAgain && !pendingOutput ? 0 : timers.millisecondsUntilNext(now: monotonicNanoseconds())
             let ready = poll(&fds, 2, timeout)
             if ready < 0 && errno != EINTR { break }
             if fds[1].revents != 0 { drainWakePipe() }
@@ -112,7 +120,11 @@ final class SimulatorConnection: @unchecked Sendable {
                 if !handshakeDone { continue }
             }
             applyChangedFaults()
-            if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || sslWantsWrite { readAvailable() }
+            if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 || sslWantsWrite
+                || (readAgain && outputOffset >= output.count)
+            {
+                readAvailable()
+            }
             if closeNow { break }
             fireDueTimers()
             if closeNow { break }
@@ -132,6 +144,7 @@ final class SimulatorConnection: @unchecked Sendable {
     }
 
     private func teardown() {
+        if handshakeDone && !abrupt { closeGracefully() }
         let wasEstablished = session != nil
         if let session { nghttp2_session_del(session) }
         session = nil
@@ -140,6 +153,24 @@ final class SimulatorConnection: @unchecked Sendable {
         close(socket)
         engine.connectionClosed(id: id, wasEstablished: wasEstablished)
         streams.removeAll()
+    }
+
+    /// Sends close_notify and FIN, then reads and discards what the client still sends for up to
+    /// 300 ms: closing a socket with unread input makes the kernel send RST, which can destroy our last
+    /// frames (a GOAWAY, the last answers) before the client reads them.
+    private func closeGracefully() {
+        if let ssl { _ = SSL_shutdown(ssl) }
+        Glibc.shutdown(socket, Int32(SHUT_WR))
+        let deadline = monotonicNanoseconds() + 300_000_000
+        var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let now = monotonicNanoseconds()
+            guard now < deadline else { return }
+            fd.revents = 0
+            guard poll(&fd, 1, Int32((deadline - now) / 1_000_000) + 1) > 0 else { return }
+            if read(socket, &scratch, scratch.count) <= 0 { return }
+        }
     }
 
     private func drainWakePipe() {
@@ -164,8 +195,11 @@ final class SimulatorConnection: @unchecked Sendable {
         case SSL_ERROR_WANT_WRITE:
             sslWantsWrite = true
             return true
+        case SSL_ERROR_SYSCALL, SSL_ERROR_ZERO_RETURN:
+            engine.handshakeFailed(reason: "the client closed the connection during the TLS handshake")
+            return false
         default:
-            engine.handshakeFailed(reason: TLSServerContext.openSSLErrors())
+            engine.handshakeFailed(reason: "TLS handshake failed: " + TLSServerContext.openSSLErrors())
             return false
         }
     }
@@ -177,7 +211,8 @@ final class SimulatorConnection: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             SimulatorConnection.from(user).onBeginHeaders(frame!)
         }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            _, frame, name, nameLength, value, valueLength, _, user in
             SimulatorConnection.from(user).onHeader(frame!, name!, nameLength, value!, valueLength)
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
@@ -194,7 +229,8 @@ final class SimulatorConnection: @unchecked Sendable {
         guard nghttp2_session_server_new(&session, callbacks, user) == 0, let session else { return false }
         self.session = session
         var settings = [nghttp2_settings_entry(
-            settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: announcedMaxConcurrentStreams)]
+            settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+            value: announcedMaxConcurrentStreams)]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, 1)
         engine.connectionEstablished(id: id)
         return true
@@ -205,8 +241,13 @@ final class SimulatorConnection: @unchecked Sendable {
     private func readAvailable() {
         guard let ssl, let session else { return }
         sslWantsWrite = false
+        readAgain = false
         var rounds = 0
-        while !closeNow && rounds < 16 {
+        while !closeNow {
+            if rounds == 16 {
+                readAgain = true  // let timers and writes have a turn
+                return
+            }
             rounds += 1
             let count = readBuffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
             if count > 0 {
@@ -220,7 +261,10 @@ final class SimulatorConnection: @unchecked Sendable {
                     closeNow = true
                     return
                 }
-                if output.count - outputOffset > 256 * 1024 { return }
+                if output.count - outputOffset > 256 * 1024 {
+                    readAgain = true
+                    return
+                }
                 continue
             }
             switch SSL_get_error(ssl, count) {
@@ -352,9 +396,15 @@ final class SimulatorConnection: @unchecked Sendable {
         _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafePointer<UInt8>, _ nameLength: Int,
         _ value: UnsafePointer<UInt8>, _ valueLength: Int
     ) -> Int32 {
+        // Only the request's header block; trailers would otherwise read as repeated headers.
         guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST,
             let stream = streams[frame.pointee.hd.stream_id]
         else { return 0 }
+        // Bounded memory: a request's header block may hold at most 16 KiB (APNs requests need under
+        // 1 KiB); beyond that the stream is reset.
+        stream.headerBytes += nameLength + valueLength
+        if stream.headerBytes > 16 * 1024 { return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue }
         let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
         let valueString = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
         if nameLength > 0 && name[0] == UInt8(ascii: ":") {
@@ -402,6 +452,7 @@ final class SimulatorConnection: @unchecked Sendable {
         }
         if plan.dropConnection {
             closeNow = true
+            abrupt = true
             return
         }
         if plan.goAway == .beforeThisStream {
@@ -436,7 +487,8 @@ final class SimulatorConnection: @unchecked Sendable {
             if stream.responseBody.isEmpty {
                 _ = nghttp2_submit_response(session, stream.id, nva, count, nil)
             } else {
-                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil)) { _, streamID, buffer, length, flags, _, user in
+                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil)) {
+                    _, streamID, buffer, length, flags, _, user in
                     SimulatorConnection.from(user).readResponseBody(streamID, buffer!, length, flags!)
                 }
                 _ = nghttp2_submit_response(session, stream.id, nva, count, &provider)

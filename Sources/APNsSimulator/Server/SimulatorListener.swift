@@ -30,9 +30,14 @@ final class SimulatorListener: Sendable {
     private let registry = Mutex(Registry())
     /// The bound port.
     let port: Int
+    /// Connections served at once; each has a thread, so more are closed as soon as accepted.
+    private let maximumConnections: Int
 
     /// Binds and listens on `host:port` (port 0 picks a free one).
-    init(host: String, port: Int, engine: SimulatorEngine, tls: TLSServerContext) throws(SimulatorError) {
+    init(host: String, port: Int, maximumConnections: Int, engine: SimulatorEngine, tls: TLSServerContext)
+        throws(SimulatorError)
+    {
+        self.maximumConnections = maximumConnections
         self.engine = engine
         self.tls = tls
         var hints = addrinfo()
@@ -42,7 +47,8 @@ final class SimulatorListener: Sendable {
         var list: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {
-            throw SimulatorError(.network, "cannot resolve listen address '\(host)': \(String(cString: gai_strerror(status)))")
+            throw SimulatorError(
+                .network, "cannot resolve listen address '\(host)': \(String(cString: gai_strerror(status)))")
         }
         defer { freeaddrinfo(list) }
         let fd = Glibc.socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -68,9 +74,13 @@ final class SimulatorListener: Sendable {
         let family = address.ss_family
         let boundPort: UInt16 = withUnsafePointer(to: &address) { pointer in
             if family == sa_family_t(AF_INET6) {
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    UInt16(bigEndian: $0.pointee.sin6_port)
+                }
             }
-            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                UInt16(bigEndian: $0.pointee.sin_port)
+            }
         }
         let fds: [Int32]
         do {
@@ -148,11 +158,17 @@ final class SimulatorListener: Sendable {
         }
     }
 
+
     private func startConnection(_ client: Int32) {
-        engine.connectionAccepted()
-        let id = registry.withLock { registry in
+        let id: Int? = registry.withLock { registry in
+            guard registry.entries.count < maximumConnections else { return nil }
             defer { registry.nextID += 1 }
             return registry.nextID
+        }
+        engine.connectionAccepted(refused: id == nil)
+        guard let id else {
+            close(client)
+            return
         }
         let connection: SimulatorConnection
         do {

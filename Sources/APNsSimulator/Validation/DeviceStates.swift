@@ -9,6 +9,7 @@ public struct DeviceStates: Sendable, Hashable {
     /// Tokens answered with 400 BadDeviceToken.
     public var badTokens: Set<String> = []
     /// Tokens that belong to a bundle id: a push to another topic gets 400 DeviceTokenNotForTopic.
+    /// Listed tokens are registered: the rates below do not apply to them.
     public var bundleByToken: [String: String] = [:]
     /// Share of unlisted tokens answered 410 Unregistered, decided by a hash of the token so the same
     /// token always gets the same answer. Default: 0.
@@ -36,8 +37,8 @@ public struct DeviceStates: Sendable, Hashable {
     ///   - startMilliseconds: the default `timestamp` for unregistered tokens.
     func verdict(token: String, bundle: String, startMilliseconds: Int64) -> DeviceVerdict? {
         if badTokens.contains(token) { return .badDeviceToken }
-        if let owner = bundleByToken[token], owner != bundle { return .notForTopic }
         if let since = unregistered[token] { return .unregistered(since: since ?? startMilliseconds) }
+        if let owner = bundleByToken[token] { return owner == bundle ? nil : .notForTopic }
         guard unregisteredRate > 0 || badTokenRate > 0 else { return nil }
         let share = StableHash.unit(token.utf8)
         if share < unregisteredRate { return .unregistered(since: startMilliseconds) }

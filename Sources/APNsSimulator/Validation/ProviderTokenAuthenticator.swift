@@ -41,7 +41,8 @@ struct ProviderTokenAuthenticator: Sendable {
         else { return .rejected(.invalidProviderToken) }
         let token = authorization.utf8.dropFirst(7)
         if let current = connection.token, let verified = connection.verified, current.utf8.elementsEqual(token) {
-            return now - verified.issuedAt > maximumAge ? .rejected(.expiredProviderToken) : .accepted(keyID: verified.keyID)
+            return now - verified.issuedAt > maximumAge
+                ? .rejected(.expiredProviderToken) : .accepted(keyID: verified.keyID)
         }
         let tokenText = String(Substring(token))
         let verified: VerifiedProviderToken

@@ -23,7 +23,7 @@ struct SimulatorCommand: Command {
           apns-worker simulator --port 2197 --key-id ABC123DEFG --public-key-file key.pub \\
               --unregistered-rate 0.05 --fail-rate 0.01 --fail-status 503 --retry-after 2
 
-        Configuration file (JSON):
+        Configuration file (JSON; every key optional; the // notes are not part of the format):
         \(SimulatorConfiguration.fileFormat)
         """
     static let options: [OptionSpec] = [
@@ -52,6 +52,8 @@ struct SimulatorCommand: Command {
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let configuration = try makeConfiguration(arguments)
+        // Handle SIGINT/SIGTERM before printing the address: whoever reads it may signal at once.
+        let termination = TerminationSignals()
         let simulator: APNsSimulator
         do {
             simulator = try APNsSimulator(configuration)
@@ -65,7 +67,7 @@ struct SimulatorCommand: Command {
         print("authentication: \(describe(configuration.authentication))")
         fflush(nil)  // nil flushes every stream; `stdout` is not concurrency-safe in Swift 6
 
-        await waitForTerminationSignal()
+        await termination.wait()
         simulator.stop()
         print("stats: \(simulator.stats.json.compactString)")
         fflush(nil)  // nil flushes every stream; `stdout` is not concurrency-safe in Swift 6
@@ -172,7 +174,8 @@ struct SimulatorCommand: Command {
             let fixed = try number(spec[..<plus])
             let rest = spec[spec.index(after: plus)...]
             guard rest.hasPrefix("exp:") else { throw problem }
-            return LatencyDistribution(fixedMilliseconds: fixed, jitter: .exponential(meanMilliseconds: try number(rest.dropFirst(4))))
+            let mean = try number(rest.dropFirst(4))
+            return LatencyDistribution(fixedMilliseconds: fixed, jitter: .exponential(meanMilliseconds: mean))
         }
         if spec.hasPrefix("exp:") {
             return LatencyDistribution(jitter: .exponential(meanMilliseconds: try number(spec.dropFirst(4))))
@@ -192,42 +195,44 @@ struct SimulatorCommand: Command {
         case .certificate(let caFile): return "certificate (client CA: \(caFile))"
         }
     }
-
-    /// Suspends until SIGINT or SIGTERM arrives (handled on a dispatch queue, not the cooperative pool).
-    static func waitForTerminationSignal() async {
-        let queue = DispatchQueue(label: "apns-worker.simulator.signals")
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let once = SignalOnce(continuation)
-            var sources: [any DispatchSourceSignal] = []
-            for signalNumber in [SIGINT, SIGTERM] {
-                signal(signalNumber, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-                source.setEventHandler { once.fire() }
-                source.resume()
-                sources.append(source)
-            }
-            once.keep(sources)
-        }
-    }
 }
 
-/// Resumes a continuation on the first signal only; keeps the signal sources alive until then.
-private final class SignalOnce: @unchecked Sendable {
+/// SIGINT and SIGTERM, handled on a dispatch queue (not the cooperative pool) from the moment this
+/// is made; `wait()` suspends until the first arrives (or returns at once if one already did).
+private final class TerminationSignals: @unchecked Sendable {
     private let lock = NSLock()
+    private var fired = false
     private var continuation: CheckedContinuation<Void, Never>?
     private var sources: [any DispatchSourceSignal] = []
+    private let queue = DispatchQueue(label: "apns-worker.simulator.signals")
 
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-
-    func keep(_ sources: [any DispatchSourceSignal]) {
-        lock.withLock { self.sources = sources }
+    init() {
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
+            source.setEventHandler { [weak self] in self?.fire() }
+            source.resume()
+            sources.append(source)
+        }
     }
 
-    func fire() {
+    private func fire() {
         let pending: CheckedContinuation<Void, Never>? = lock.withLock {
+            fired = true
             defer { continuation = nil }
             return continuation
         }
         pending?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow: Bool = lock.withLock {
+                if fired { return true }
+                self.continuation = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
     }
 }
