@@ -25,58 +25,19 @@ public enum DevEnvironment {
         public init() {}
     }
 
-    static let app = "com.example.chat"
-
     /// Runs the demo; returns the exit code (0 when every event got its outcome).
     public static func run(_ options: Options, print: @escaping @Sendable (String) -> Void) async -> Int32 {
         let writer = LogWriter(configuration: .init(level: .warning))
         defer { writer.close() }
         let logger = Logger(writer: writer, context: ["service": "apns-worker-dev"])
         do {
-            let cluster = try MockKafkaCluster(brokers: 3)
-            let topics = ["push.requests": 6, "push.outcomes": 6, "push.invalid-tokens": 3, "push.dlq": 1]
-            for (topic, partitions) in topics.sorted(by: { $0.key < $1.key }) {
-                try cluster.createTopic(topic, partitions: partitions)
-            }
-            var generator = SampleEventGenerator(app: app)
-            let key = try ProviderTokenKey.generate(keyID: "DEVKEY0001", teamID: "DEVTEAM001")
-
-            var simulatorConfiguration = SimulatorConfiguration()
-            simulatorConfiguration.authentication = .providerToken(
-                keys: [SimulatorProviderKey(keyID: key.keyID, publicKeyPEM: key.publicKeyPEM, teamID: key.teamID)])
-            for token in generator.unregisteredTokens { simulatorConfiguration.devices.unregistered[token] = .some(nil) }
-            simulatorConfiguration.faults.failureRate = options.failureRate
-            simulatorConfiguration.faults.failure = .serviceUnavailable(retryAfterSeconds: nil)
-            simulatorConfiguration.faults.latency = LatencyDistribution(fixedMilliseconds: 1, jitter: .exponential(meanMilliseconds: 3))
-            let simulator = try APNsSimulator(simulatorConfiguration)
-            _ = try simulator.start()
-            defer { simulator.stop() }
-
-            let brokers: [JSONValue] = cluster.bootstrapServers.split(separator: ",").map { .string(String($0)) }
-            var document = JSONObject()
-            document["kafka"] = [
-                "brokers": .array(brokers), "group": "apns-worker-dev",
-                "properties": ["reconnect.backoff.max.ms": "1000"],
-            ]
-            let credential: JSONValue = [
-                "type": "token", "key_file": "(generated in memory)", "key_id": .string(key.keyID),
-                "team_id": .string(key.teamID),
-            ]
-            document["credentials"] = ["dev-key": credential]
-            var apps = JSONObject()
-            apps[app] = ["credential": "dev-key"]
-            document["apps"] = .object(apps)
-            let endpoints: JSONValue = ["production": .string(simulator.baseURL), "sandbox": .string(simulator.baseURL)]
-            document["apns"] = ["endpoints": endpoints, "ca_file": .string(simulator.caFilePath), "connections": 2]
-            document["pipeline"] = ["max_in_flight_records": 1000]
-            document["retry"] = ["max_attempts": 5, "base_backoff": "50ms", "max_backoff": "1s", "max_total_time": "30s"]
-            document["shutdown"] = ["drain_timeout": "10s"]
-            document["metrics"] = ["listen": .string(options.metricsListen)]
-            let configuration = try WorkerConfiguration(decoding: .object(document))
-            let rules = RulesStore(
-                path: "examples/rules.yaml (embedded)",
-                initial: try RuleSet(text: embeddedExampleRules, file: "examples/rules.yaml (embedded)"))
-            let credentials = ["dev-key": LoadedCredential(name: "dev-key", signer: try ProviderTokenSigner(key: key))]
+            let stack = try DevStack(
+                failureRate: options.failureRate, latency: LatencyDistribution(fixedMilliseconds: 1, jitter: .exponential(meanMilliseconds: 3)),
+                metricsListen: options.metricsListen, group: "apns-worker-dev")
+            defer { stack.simulator.stop() }
+            let (cluster, simulator, configuration) = (stack.cluster, stack.simulator, stack.configuration)
+            let (rules, credentials) = (stack.rules, stack.credentials)
+            var generator = stack.generator
 
             print("apns-worker dev: mock Kafka at \(cluster.bootstrapServers), APNs simulator at \(simulator.baseURL)")
             print("  \(generator.unregisteredTokens.count) of \(generator.devices.count) sample devices are unregistered; "
@@ -130,6 +91,67 @@ public enum DevEnvironment {
             print("apns-worker dev: \(error)")
             return 1
         }
+    }
+}
+
+/// What `dev` and `bench pipeline` run against: a mock cluster with the worker's topics, a simulator
+/// trusting a generated key (some tokens unregistered), the example rules and a worker configuration.
+final class DevStack: Sendable {
+    static let app = "com.example.chat"
+    let cluster: MockKafkaCluster
+    let simulator: APNsSimulator
+    let configuration: WorkerConfiguration
+    let rules: RulesStore
+    let credentials: [String: LoadedCredential]
+    let generator: SampleEventGenerator
+
+    init(
+        failureRate: Double, latency: LatencyDistribution, metricsListen: String, group: String,
+        maxInFlight: Int = 1000, unregisteredEvery: Int = 25, malformedEvery: Int = 50
+    ) throws {
+        cluster = try MockKafkaCluster(brokers: 3)
+        let topics = ["push.requests": 6, "push.outcomes": 6, "push.invalid-tokens": 3, "push.dlq": 1]
+        for (topic, partitions) in topics.sorted(by: { $0.key < $1.key }) {
+            try cluster.createTopic(topic, partitions: partitions)
+        }
+        generator = SampleEventGenerator(
+            app: Self.app, unregisteredEvery: unregisteredEvery, malformedEvery: malformedEvery)
+        let key = try ProviderTokenKey.generate(keyID: "DEVKEY0001", teamID: "DEVTEAM001")
+
+        var simulatorConfiguration = SimulatorConfiguration()
+        simulatorConfiguration.authentication = .providerToken(
+            keys: [SimulatorProviderKey(keyID: key.keyID, publicKeyPEM: key.publicKeyPEM, teamID: key.teamID)])
+        for token in generator.unregisteredTokens { simulatorConfiguration.devices.unregistered[token] = .some(nil) }
+        simulatorConfiguration.faults.failureRate = failureRate
+        simulatorConfiguration.faults.failure = .serviceUnavailable(retryAfterSeconds: nil)
+        simulatorConfiguration.faults.latency = latency
+        simulator = try APNsSimulator(simulatorConfiguration)
+        _ = try simulator.start()
+
+        let brokers: [JSONValue] = cluster.bootstrapServers.split(separator: ",").map { .string(String($0)) }
+        var document = JSONObject()
+        document["kafka"] = [
+            "brokers": .array(brokers), "group": .string(group), "properties": ["reconnect.backoff.max.ms": "1000"],
+        ]
+        let credential: JSONValue = [
+            "type": "token", "key_file": "(generated in memory)", "key_id": .string(key.keyID),
+            "team_id": .string(key.teamID),
+        ]
+        document["credentials"] = ["dev-key": credential]
+        var apps = JSONObject()
+        apps[Self.app] = ["credential": "dev-key"]
+        document["apps"] = .object(apps)
+        let endpoints: JSONValue = ["production": .string(simulator.baseURL), "sandbox": .string(simulator.baseURL)]
+        document["apns"] = ["endpoints": endpoints, "ca_file": .string(simulator.caFilePath), "connections": 2]
+        document["pipeline"] = ["max_in_flight_records": .int(Int64(maxInFlight))]
+        document["retry"] = ["max_attempts": 5, "base_backoff": "50ms", "max_backoff": "1s", "max_total_time": "30s"]
+        document["shutdown"] = ["drain_timeout": "10s"]
+        document["metrics"] = ["listen": .string(metricsListen)]
+        configuration = try WorkerConfiguration(decoding: .object(document))
+        rules = RulesStore(
+            path: "examples/rules.yaml (embedded)",
+            initial: try RuleSet(text: embeddedExampleRules, file: "examples/rules.yaml (embedded)"))
+        credentials = ["dev-key": LoadedCredential(name: "dev-key", signer: try ProviderTokenSigner(key: key))]
     }
 }
 

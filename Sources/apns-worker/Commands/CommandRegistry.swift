@@ -3,6 +3,7 @@ enum CommandRegistry {
     static let all: [any Command.Type] = [
         RunCommand.self,
         DevCommand.self,
+        BenchPipelineCommand.self,
         SendCommand.self,
         BenchSendCommand.self,
         TokenCommand.self,

@@ -1,0 +1,133 @@
+// `apns-worker bench pipeline`: end to end on one machine — mock cluster → worker → simulator →
+// outcomes acknowledged. Phase 1 drains a pre-filled backlog for throughput and CPU; phase 2 feeds
+// events at half that rate for the event-to-outcome latency a live stream sees.
+import APNs
+import APNsSimulator
+import Foundation
+import Kafka
+import PushRules
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum PipelineBenchmark {
+    public struct Options: Sendable {
+        public var events = 20_000
+        /// Seconds of the paced latency phase. Default: 5.
+        public var latencySeconds = 5.0
+        public var maxInFlight = 1000
+        public init() {}
+    }
+
+    public static func run(_ options: Options, print: @escaping @Sendable (String) -> Void) async -> Int32 {
+        let writer = LogWriter(configuration: .init(level: .error))
+        defer { writer.close() }
+        do {
+            let stack = try DevStack(
+                failureRate: 0, latency: LatencyDistribution(), metricsListen: "127.0.0.1:0", group: "bench",
+                maxInFlight: options.maxInFlight, unregisteredEvery: 0, malformedEvery: 0)
+            defer { stack.simulator.stop() }
+            var generator = stack.generator
+            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(
+                client: KafkaConfiguration(bootstrapServers: stack.cluster.bootstrapServers)))
+
+            print("bench pipeline: pre-filling \(options.events) events into push.requests")
+            for sequence in 0..<options.events {
+                let (key, value) = generator.event(sequence: sequence, occurredAt: Date().timeIntervalSince1970)
+                try await producer.send(topic: "push.requests", key: key, value: value, onDelivery: { _ in })
+            }
+            try await producer.flush(timeout: .seconds(60))
+
+            let latencies = LatencyRecorder()
+            let runtime = try WorkerRuntime(
+                configuration: stack.configuration, rules: stack.rules, metrics: WorkerMetrics(), readiness: Readiness(),
+                logger: Logger(writer: writer), observer: latencies, preloadedCredentials: stack.credentials)
+            try runtime.start()
+            // The clock starts at the first record, not while the consumer joins its group.
+            while runtime.pipeline.counters.recordsTaken == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            let cpuBefore = processCPUSeconds()
+            let started = ContinuousClock.now
+            while runtime.pipeline.counters.recordsFinished < options.events {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let elapsed = (ContinuousClock.now - started).seconds
+            let cpu = processCPUSeconds() - cpuBefore
+            let notifications = stack.simulator.stats.requests
+            let rate = Double(options.events) / elapsed
+            print(String(format: "phase 1 (backlog): %d events, %d notifications in %.2f s: %.0f events/s, %.0f notifications/s",
+                         options.events, notifications, elapsed, rate, Double(notifications) / elapsed))
+            print(String(format: "  CPU %.2f s = %.1f µs per notification (the whole process: worker, simulator and mock Kafka)",
+                         cpu, cpu * 1e6 / Double(max(1, notifications))))
+
+            // Phase 2: a live stream at half the measured rate; occurred_at is the moment of producing.
+            latencies.reset()
+            let pace = max(100, rate / 2)
+            let count = Int(pace * options.latencySeconds)
+            let interval = 1.0 / pace
+            let phaseStart = ContinuousClock.now
+            for index in 0..<count {
+                let sequence = options.events + index
+                let (key, value) = generator.event(sequence: sequence, occurredAt: Date().timeIntervalSince1970)
+                try await producer.send(topic: "push.requests", key: key, value: value, onDelivery: { _ in })
+                let due = phaseStart + .seconds(interval * Double(index + 1))
+                if due > ContinuousClock.now { try await Task.sleep(until: due) }
+            }
+            try await producer.flush(timeout: .seconds(30))
+            while runtime.pipeline.counters.recordsFinished < options.events + count {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let (p50, p99) = latencies.percentiles()
+            print(String(format: "phase 2 (live, %.0f events/s for %.0f s): event → outcome p50 %.1f ms, p99 %.1f ms",
+                         pace, options.latencySeconds, p50 * 1000, p99 * 1000))
+            print(String(format: "peak RSS %.0f MB (max_in_flight_records %d)", peakRSSMegabytes(), options.maxInFlight))
+            await runtime.shutdown(timeout: 5)
+            try? await producer.close(timeout: .seconds(2))
+            writer.close()
+            await stack.cluster.stop()
+            return 0
+        } catch {
+            print("bench pipeline: \(error)")
+            return 1
+        }
+    }
+
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+
+    static func peakRSSMegabytes() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_maxrss) / 1024
+    }
+}
+
+/// Event time → outcome latencies of the current phase.
+final class LatencyRecorder: PipelineObserver {
+    let samples = Mutex<[Double]>([])
+
+    func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {
+        guard let eventTime else { return }
+        samples.withLock { $0.append(outcome.completedAt - eventTime) }
+    }
+
+    func reset() { samples.withLock { $0.removeAll() } }
+
+    func percentiles() -> (Double, Double) {
+        let sorted = samples.withLock { $0 }.sorted()
+        guard !sorted.isEmpty else { return (0, 0) }
+        return (sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)])
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
