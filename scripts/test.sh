@@ -5,14 +5,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 
-swift build --build-tests 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\]' || true
-swift test --skip-build 2>&1 | tee /tmp/apns-worker-swift-test.log | grep -Ev '^(◇|✔|􀟈|􁁛) ' || true
+set +e
+swift build --build-tests 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\]'
+build_status=${PIPESTATUS[0]}
+if [[ $build_status -ne 0 ]]; then
+    echo "test.sh: the build failed"
+    exit 1
+fi
+# Passing tests' lines are dropped to keep the log readable; failures and summaries stay.
+swift test --skip-build 2>&1 | tee /tmp/apns-worker-swift-test.log | grep -Ev '^(◇|✔|􀟈|􁁛) '
 swift_status=${PIPESTATUS[0]}
-grep -E '^(✔|✘|􁁛|􀢄)? ?Test run with|Executed [0-9]+ tests' /tmp/apns-worker-swift-test.log | tail -3 || true
+set -e
+grep -E 'Test run with|Executed [0-9]+ tests' /tmp/apns-worker-swift-test.log | tail -3 || true
 
 system_status=0
 if compgen -G "Tests/System/test_*.py" >/dev/null; then
-    swift build -c release --product apns-worker 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\]' || true
+    set +e
+    swift build -c release --product apns-worker 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\]'
+    release_status=${PIPESTATUS[0]}
+    set -e
+    [[ $release_status -eq 0 ]] || { echo "test.sh: the release build failed"; exit 1; }
     APNS_WORKER_BIN="$(swift build -c release --show-bin-path)/apns-worker" .venv/bin/pytest -q Tests/System \
         || system_status=$?
 fi
