@@ -237,7 +237,14 @@ public final class ConnectionPool: Sendable {
     /// server says the connection is no good (APNs: IdleTimeout, Shutdown, UnrelatedKeyIdInToken).
     /// Unknown or already retired ids are ignored.
     public func retireConnection(id: UInt64, reason: String = "retired by the client") {
-        let connection = state.withLock { state in state.entries.first { $0.connection.id == id }?.connection }
+        // Out of the dispatch set at once, so that a retry sent right after this call opens or uses another
+        // connection; the connection itself stops taking streams on its loop.
+        let connection = state.withLock { state -> HTTP2Connection? in
+            guard let index = state.entries.firstIndex(where: { $0.connection.id == id }) else { return nil }
+            let connection = state.entries.remove(at: index).connection
+            state.draining.append(connection)
+            return connection
+        }
         guard let connection else { return }
         connection.loop.execute { connection.retireOnRequest(reason) }
     }
