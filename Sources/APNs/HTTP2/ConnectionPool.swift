@@ -107,6 +107,9 @@ public final class ConnectionPool: Sendable {
         public var drainingConnections: Int
         /// Streams dispatched to ready connections and not yet ended.
         public var streamsInFlight: Int
+        /// Streams the ready connections may carry at once: the sum of their current limits (the server's
+        /// SETTINGS_MAX_CONCURRENT_STREAMS, capped by `maximumConcurrentStreamsPerConnection`).
+        public var streamCapacity: Int
         /// Requests waiting for a free stream.
         public var queuedRequests: Int
         /// Failed connection attempts since the pool was created.
@@ -257,6 +260,7 @@ public final class ConnectionPool: Sendable {
                 connectingConnections: state.entries.filter { !$0.isReady }.count,
                 drainingConnections: state.draining.count,
                 streamsInFlight: state.entries.reduce(0) { $0 + $1.inFlight },
+                streamCapacity: state.entries.reduce(0) { $0 + ($1.isReady ? $1.limit : 0) },
                 queuedRequests: state.waiters.count,
                 connectFailures: state.connectFailures,
                 connectionsOpened: state.connectionsOpened)
