@@ -69,14 +69,6 @@ public final class APNsClient: Sendable {
         }
     }
 
-    /// One attempt's answer with the transport details the retry loop needs.
-    struct AttemptResult {
-        var response: APNsResponse
-        var connectionID: UInt64
-        var retryAfter: Duration?
-        var token: ProviderToken?
-    }
-
     public let configuration: Configuration
     private let group: EventLoopGroup
     private let sandboxPool: ConnectionPool
@@ -105,10 +97,13 @@ public final class APNsClient: Sendable {
     ///   `CredentialError` when no provider token can be made, `HTTP2ClientError` when the transport
     ///   fails, `CancellationError`.
     public func send(_ request: APNsRequest) async throws -> APNsResponse {
-        try await attempt(request).response
+        let (http, _) = try prepare(request)
+        return interpret(try await pool(for: request.environment).send(http)).response
     }
 
-    func attempt(_ request: APNsRequest) async throws -> AttemptResult {
+    /// The HTTP/2 request for `request`, with the provider token it carries. Synchronous, so that a send
+    /// costs one async call into the pool and no more.
+    func prepare(_ request: APNsRequest) throws -> (HTTP2Request, ProviderToken?) {
         let token = try signer?.token()
         let wire = try request.validatedWire(authorization: token?.jwt)
         var headers: [HTTP2Header] = []
@@ -118,28 +113,27 @@ public final class APNsClient: Sendable {
             headers.append(HTTP2Header(field.name, field.value, isIndexable: field.name != "apns-id"))
         }
         // The pool's authority: the host actually connected to (Apple's, or an override).
-        let pool = pool(for: request.environment)
-        var http = HTTP2Request(method: wire.method, scheme: "https", authority: pool.authority, path: wire.path,
-            headers: headers, body: wire.body)
+        var http = HTTP2Request(method: wire.method, scheme: "https", authority: pool(for: request.environment).authority,
+            path: wire.path, headers: headers, body: wire.body)
         http.isPathIndexable = false
-        let response = try await pool.send(consume http)
-        let apnsResponse: APNsResponse
+        return (http, token)
+    }
+
+    /// APNs' answer in an HTTP/2 response, and the delay its Retry-After asks for.
+    func interpret(_ response: HTTP2Response) -> (response: APNsResponse, retryAfter: Duration?) {
         if response.status == 200 {
             // The common case, read without the general parser (which lowercases every header name).
             var accepted = APNsResponse(status: 200)
             accepted.apnsID = response.header("apns-id").flatMap { try? APNsID(parsing: $0) }
             accepted.apnsUniqueID = response.header("apns-unique-id")
-            apnsResponse = accepted
-        } else {
-            apnsResponse = APNsResponse(status: response.status,
-                headers: response.headerFields.lazy.map { APNsHeaderField($0.name, $0.value) }, body: response.body)
+            return (accepted, nil)
         }
-        var retryAfter: Duration?
-        if response.status != 200, let value = response.header("retry-after") {
-            retryAfter = RetryAfter.delay(value, now: Int64(Date().timeIntervalSince1970))
+        let parsed = APNsResponse(status: response.status,
+            headers: response.headerFields.lazy.map { APNsHeaderField($0.name, $0.value) }, body: response.body)
+        let retryAfter = response.header("retry-after").flatMap {
+            RetryAfter.delay($0, now: Int64(Date().timeIntervalSince1970))
         }
-        return AttemptResult(response: apnsResponse, connectionID: response.connectionID, retryAfter: retryAfter,
-            token: token)
+        return (parsed, retryAfter)
     }
 
     /// Sends `request`, retrying as `policy` says with a fresh apns-id on every attempt, and reports
@@ -149,6 +143,7 @@ public final class APNsClient: Sendable {
     /// IdleTimeout, Shutdown and UnrelatedKeyIdInToken retire the connection that answered.
     public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
         var attempts: [DeliveryAttempt] = []
+        attempts.reserveCapacity(1)
         var current = request
         let clock = ContinuousClock()
         let firstStart = clock.now
@@ -163,13 +158,23 @@ public final class APNsClient: Sendable {
             var record = DeliveryAttempt(apnsID: current.apnsID, httpStatus: nil, reason: nil, errorMessage: nil,
                 startedAt: startedAt, latency: .zero)
             do {
-                let result = try await attempt(current)
-                lastResponse = result.response
-                connectionID = result.connectionID
-                usedToken = result.token
-                outcome = .response(result.response, retryAfter: result.retryAfter)
-                record.httpStatus = result.response.status
-                record.reason = result.response.reason?.rawValue
+                let (http, token) = try prepare(current)
+                usedToken = token
+                let httpResponse = try await pool(for: current.environment).send(http)
+                let (response, retryAfter) = interpret(httpResponse)
+                if response.status == 200 {
+                    // Accepted: nothing for the policy to decide.
+                    record.httpStatus = 200
+                    record.latency = attemptStart.duration(to: clock.now)
+                    attempts.append(record)
+                    return DeliveryResult(status: .delivered, response: response, attempts: attempts,
+                        summary: "accepted by APNs")
+                }
+                lastResponse = response
+                connectionID = httpResponse.connectionID
+                outcome = .response(response, retryAfter: retryAfter)
+                record.httpStatus = response.status
+                record.reason = response.reason?.rawValue
             } catch let error as HTTP2ClientError {
                 outcome = .transportFailure(error)
                 record.reason = error.code.description
