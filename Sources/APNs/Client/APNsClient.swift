@@ -142,84 +142,99 @@ public final class APNsClient: Sendable {
     /// The first attempt uses `request.apnsID`. ExpiredProviderToken makes the signer refresh;
     /// IdleTimeout, Shutdown and UnrelatedKeyIdInToken retire the connection that answered.
     public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
-        var attempts: [DeliveryAttempt] = []
-        attempts.reserveCapacity(1)
-        var current = request
         let clock = ContinuousClock()
         let firstStart = clock.now
-        while true {
-            if !attempts.isEmpty { current.apnsID = .random() }
-            let startedAt = Date()
-            let attemptStart = clock.now
-            let outcome: AttemptOutcome
-            var lastResponse: APNsResponse?
-            var connectionID: UInt64 = 0
-            var usedToken: ProviderToken?
-            var record = DeliveryAttempt(apnsID: current.apnsID, httpStatus: nil, reason: nil, errorMessage: nil,
-                startedAt: startedAt, latency: .zero)
-            do {
-                let (http, token) = try prepare(current)
-                usedToken = token
-                let httpResponse = try await pool(for: current.environment).send(http)
-                let (response, retryAfter) = interpret(httpResponse)
-                if response.status == 200 {
-                    // Accepted: nothing for the policy to decide.
-                    record.httpStatus = 200
-                    record.latency = attemptStart.duration(to: clock.now)
-                    attempts.append(record)
-                    return DeliveryResult(status: .delivered, response: response, attempts: attempts,
-                        summary: "accepted by APNs")
-                }
-                lastResponse = response
-                connectionID = httpResponse.connectionID
-                outcome = .response(response, retryAfter: retryAfter)
-                record.httpStatus = response.status
-                record.reason = response.reason?.rawValue
-            } catch let error as HTTP2ClientError {
-                outcome = .transportFailure(error)
-                record.reason = error.code.description
-                record.errorMessage = error.message
-            } catch let error as APNsInvalidRequest {
-                outcome = .invalidRequest(error.description)
-                record.reason = "invalidRequest"
-                record.errorMessage = error.description
-            } catch let error as CredentialError {
-                outcome = .credentialFailure(error.description)
-                record.reason = "credential"
-                record.errorMessage = error.description
-            } catch is CancellationError {
-                outcome = .cancelled
-                record.reason = "cancelled"
-            } catch {
-                outcome = .credentialFailure("\(error)")
-                record.reason = "error"
-                record.errorMessage = "\(error)"
-            }
-            record.latency = attemptStart.duration(to: clock.now)
-            attempts.append(record)
+        let first = await attemptOnce(request, clock: clock)
+        if first.record.httpStatus == 200, let response = first.response {
+            return DeliveryResult(status: .delivered, response: response, attempts: [first.record],
+                summary: "accepted by APNs")
+        }
+        return await retry(request, policy: policy, after: first, firstStart: firstStart, clock: clock)
+    }
 
-            let decision = policy.decide(after: outcome, attempts: attempts.count,
+    /// One attempt, recorded.
+    struct RecordedAttempt {
+        var record: DeliveryAttempt
+        var outcome: AttemptOutcome
+        var response: APNsResponse?
+        var connectionID: UInt64 = 0
+        var token: ProviderToken?
+    }
+
+    private func attemptOnce(_ request: APNsRequest, clock: ContinuousClock) async -> RecordedAttempt {
+        let attemptStart = clock.now
+        var attempt = RecordedAttempt(record: DeliveryAttempt(apnsID: request.apnsID, httpStatus: nil, reason: nil,
+            errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
+        do {
+            let (http, token) = try prepare(request)
+            attempt.token = token
+            let httpResponse = try await pool(for: request.environment).send(http)
+            let (response, retryAfter) = interpret(httpResponse)
+            attempt.response = response
+            attempt.connectionID = httpResponse.connectionID
+            attempt.outcome = .response(response, retryAfter: retryAfter)
+            attempt.record.httpStatus = response.status
+            attempt.record.reason = response.reason?.rawValue
+        } catch let error as HTTP2ClientError {
+            attempt.outcome = .transportFailure(error)
+            attempt.record.reason = error.code.description
+            attempt.record.errorMessage = error.message
+        } catch let error as APNsInvalidRequest {
+            attempt.outcome = .invalidRequest(error.description)
+            attempt.record.reason = "invalidRequest"
+            attempt.record.errorMessage = error.description
+        } catch let error as CredentialError {
+            attempt.outcome = .credentialFailure(error.description)
+            attempt.record.reason = "credential"
+            attempt.record.errorMessage = error.description
+        } catch is CancellationError {
+            attempt.outcome = .cancelled
+            attempt.record.reason = "cancelled"
+        } catch {
+            attempt.outcome = .credentialFailure("\(error)")
+            attempt.record.reason = "error"
+            attempt.record.errorMessage = "\(error)"
+        }
+        attempt.record.latency = attemptStart.duration(to: clock.now)
+        return attempt
+    }
+
+    /// The retry loop, entered after a first attempt that was not accepted.
+    private func retry(_ request: APNsRequest, policy: RetryPolicy, after first: RecordedAttempt,
+                       firstStart: ContinuousClock.Instant, clock: ContinuousClock) async -> DeliveryResult {
+        var attempts = [first.record]
+        var last = first
+        var current = request
+        while true {
+            let decision = policy.decide(after: last.outcome, attempts: attempts.count,
                 elapsed: firstStart.duration(to: clock.now), timeToExpiration: timeToExpiration(of: request))
             switch decision {
             case .finish(let status, let because):
-                return DeliveryResult(status: status, response: lastResponse, attempts: attempts, summary: because)
+                return DeliveryResult(status: status, response: last.response, attempts: attempts, summary: because)
             case .retry(let delay, let action):
                 switch action {
                 case .none: break
                 case .useNewConnection:
-                    pool(for: request.environment).retireConnection(id: connectionID,
-                        reason: "APNs answered \(lastResponse?.reason?.rawValue ?? "a connection error")")
+                    pool(for: request.environment).retireConnection(id: last.connectionID,
+                        reason: "APNs answered \(last.response?.reason?.rawValue ?? "a connection error")")
                 case .refreshProviderToken:
-                    signer?.invalidate(usedToken)
+                    signer?.invalidate(last.token)
                 }
                 if delay > .zero {
                     do {
                         try await Task.sleep(for: delay)
                     } catch {
-                        return DeliveryResult(status: .failed, response: lastResponse, attempts: attempts,
+                        return DeliveryResult(status: .failed, response: last.response, attempts: attempts,
                             summary: "cancelled while waiting to retry")
                     }
                 }
+            }
+            current.apnsID = .random()
+            last = await attemptOnce(current, clock: clock)
+            attempts.append(last.record)
+            if last.record.httpStatus == 200, let response = last.response {
+                return DeliveryResult(status: .delivered, response: response, attempts: attempts,
+                    summary: "accepted by APNs")
             }
         }
     }
