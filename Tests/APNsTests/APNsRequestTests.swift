@@ -107,7 +107,9 @@ import APNs
         #expect(Sample.summary(problems) == ["topicSuffixMismatch@apns-topic"])
     }
 
-    @Test(arguments: ["", "com.example app", "com.example.app\n", "com.exämple.app", "com..app", ".com.app", "com/app"])
+    @Test(arguments: [
+        "", "com.example app", "com.example.app\n", "com.exämple.app", "com..app", ".com.app", "com.app.", "com/app",
+    ])
     func topicsABundleIDCannotBeAreRefused(topic: String) {
         let problems = Sample.request(topic: topic).validate()
         #expect(problems.count == 1)
@@ -176,7 +178,9 @@ import APNs
                                       priority: "10", payload: ["aps": ["content-available": 1]])
             Issue.record("an invalid request was built")
         } catch {
-            #expect(Sample.summary(error.problems) == ["deviceTokenEmpty@device-token", "priorityNotAllowed@apns-priority"])
+            #expect(Sample.summary(error.problems) == [
+                "deviceTokenEmpty@device-token", "priorityNotAllowed@apns-priority",
+            ])
         }
     }
 

@@ -132,13 +132,14 @@ import APNs
 
     @Test func headerNamesMatchInAnyCaseAndRetryAfterIsRead() {
         let response = APNsResponse(
-            status: 429, headers: [APNsHeaderField("APNS-ID", Sample.apnsID.string), APNsHeaderField("Retry-After", "30")],
+            status: 429,
+            headers: [APNsHeaderField("APNS-ID", Sample.apnsID.string), APNsHeaderField("Retry-After", "30")],
             body: Array(#"{"reason":"TooManyRequests"}"#.utf8))
         #expect(response.apnsID == Sample.apnsID)
         #expect(response.retryAfterSeconds == 30)
         #expect(response.reasonClass == .retryWithBackoff)
-        let dated = APNsResponse(status: 503, headers: [APNsHeaderField("retry-after", "Wed, 21 Oct 2026 07:28:00 GMT")],
-                                 body: [UInt8]())
+        let dated = APNsResponse(
+            status: 503, headers: [APNsHeaderField("retry-after", "Wed, 21 Oct 2026 07:28:00 GMT")], body: [UInt8]())
         #expect(dated.retryAfterSeconds == nil)
     }
 

@@ -14,7 +14,8 @@ enum Sample {
 
     static func request(
         pushType: PushType = .alert, topic: String? = nil, priority: APNsPriority? = nil,
-        expiration: APNsExpiration = .none, collapseID: CollapseID? = nil, payload: JSONValue = ["aps": ["alert": "hi"]]
+        expiration: APNsExpiration = .none, collapseID: CollapseID? = nil,
+        payload: JSONValue = ["aps": ["alert": "hi"]]
     ) -> APNsRequest {
         APNsRequest(
             deviceToken: token, environment: .sandbox, topic: topic ?? Sample.topic(for: pushType),

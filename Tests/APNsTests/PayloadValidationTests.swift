@@ -9,7 +9,8 @@ import APNs
         let over = Sample.alertPayload(byteCount: 4097, filler: filler)
         let problems = APNsPayload.validate(over, pushType: .alert)
         #expect(Sample.summary(problems) == ["payloadTooLarge@payload"])
-        #expect(problems.first?.message.contains("4097 bytes of compact UTF-8 JSON, 1 over the 4096-byte limit") == true)
+        let message = problems.first?.message ?? ""
+        #expect(message.contains("4097 bytes of compact UTF-8 JSON, 1 over the 4096-byte limit"))
     }
 
     @Test(arguments: [Character("a"), "日", "😀"])
@@ -93,7 +94,8 @@ import APNs
                 "alert": ["title": "T", "subtitle": "S", "body": "B", "loc-key": "K", "loc-args": ["a", "b"],
                           "title-loc-args": [], "launch-image": "x.png"],
                 "badge": 0, "sound": ["critical": 1, "name": "default", "volume": 0.5], "thread-id": "t7",
-                "category": "MSG", "mutable-content": 1, "target-content-id": "w1", "interruption-level": "time-sensitive",
+                "category": "MSG", "mutable-content": 1, "target-content-id": "w1",
+                "interruption-level": "time-sensitive",
                 "relevance-score": 1.0, "filter-criteria": "work",
             ],
             "sender": ["name": "Ana"],
@@ -147,7 +149,8 @@ import APNs
 
 @Suite struct BackgroundPayloadTests {
     @Test func onlyContentAvailableOnePasses() {
-        #expect(APNsPayload.validate(["aps": ["content-available": 1], "sync": "inbox"], pushType: .background).isEmpty)
+        let payload: JSONValue = ["aps": ["content-available": 1], "sync": "inbox"]
+        #expect(APNsPayload.validate(payload, pushType: .background).isEmpty)
     }
 
     @Test func alertBadgeAndSoundAreEachRefused() {

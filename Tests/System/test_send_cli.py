@@ -91,7 +91,8 @@ def test_expiration_zero_is_sent_as_zero():
 def test_payload_from_a_file_and_from_stdin(tmp_path):
     path = tmp_path / "payload.json"
     path.write_text('{\n  "aps": {"badge": 3}\n}\n')
-    assert dry_run("--device-token", TOKEN, "--topic", "a.b", "--payload-file", str(path))["body"] == {"aps": {"badge": 3}}
+    printed = dry_run("--device-token", TOKEN, "--topic", "a.b", "--payload-file", str(path))
+    assert printed["body"] == {"aps": {"badge": 3}}
     printed = dry_run("--device-token", TOKEN, "--topic", "a.b", "--payload-file", "-", stdin='{"aps":{"sound":"x"}}')
     assert printed["body"] == {"aps": {"sound": "x"}}
 
@@ -110,6 +111,28 @@ def test_invalid_request_prints_every_problem_and_exits_1():
     ], result.stderr
     assert "'x' at position 17" in lines[0]
     assert "use 5" in lines[2]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--expiration", "-1"], "apns-expiration: -1 is negative"),
+    (["--expiration", "1764417600000"], "apns-expiration: 1764417600000 looks like milliseconds"),
+    (["--priority=7"], "apns-priority: 7 is not an APNs priority"),
+    (["--environment", "staging"], "environment: 'staging' is not an APNs environment"),
+    (["--push-type", "banner"], "apns-push-type: 'banner' is not an APNs push type"),
+    (["--apns-id", "1234"], "apns-id: '1234' is not a UUID"),
+    (["--collapse-id", "日" * 22], "apns-collapse-id: the collapse id is 66 bytes"),
+    (["--push-type", "liveactivity", "--payload", '{"aps":{"event":"stop","timestamp":1}}'],
+     "payload.aps.event: 'stop' is not a Live Activity event"),
+])
+def test_each_invalid_field_is_named_with_what_would_be_right(args, expected):
+    result = send("--dry-run", "--device-token", TOKEN, "--topic", "com.example.app", *args)
+    assert result.returncode == 1
+    assert result.stderr.startswith(expected), result.stderr
+
+
+def test_inline_option_values_work():
+    printed = dry_run("--device-token=" + TOKEN, "--topic=com.example.app", "--priority=5")
+    assert printed["headers"]["apns-priority"] == "5"
 
 
 def test_payload_over_the_limit_counts_multibyte_characters():
@@ -167,8 +190,8 @@ def test_help_lists_the_options():
 def run_curl_command(command, tmp_path):
     """Runs the printed command in bash with `curl` replaced by a function that records its arguments."""
     script = 'curl() { printf "%s\\0" "$@"; }\n' + command
-    result = subprocess.run(["bash", "-c", script], capture_output=True, timeout=30, cwd=tmp_path,
-                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AUTHENTICATION_TOKEN": "eyJ.jwt.sig"})
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AUTHENTICATION_TOKEN": "eyJ.jwt.sig"}
+    result = subprocess.run(["bash", "-c", script], capture_output=True, timeout=30, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     return [arg.decode() for arg in result.stdout.split(b"\0")[:-1]]
 

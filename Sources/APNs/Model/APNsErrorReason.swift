@@ -26,7 +26,8 @@ public enum APNsReasonClass: String, Sendable, Hashable, CaseIterable, CustomStr
     }
 }
 
-/// The `reason` of an APNs error response.
+/// The `reason` of an APNs error response. Cases are named after Apple's strings (`BadDeviceToken`
+/// is `.badDeviceToken`); `httpStatus` and `knownClass` give the table's status and class.
 public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
     case badCollapseId
     case badDeviceToken

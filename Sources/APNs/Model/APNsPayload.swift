@@ -42,7 +42,9 @@ public enum APNsPayload {
     ///
     /// - Parameter byteCount: the size of the compact UTF-8 JSON when the caller already has it;
     ///   computed otherwise.
-    public static func validate(_ payload: JSONValue, pushType: PushType, byteCount: Int? = nil) -> [APNsRequestProblem] {
+    public static func validate(
+        _ payload: JSONValue, pushType: PushType, byteCount: Int? = nil
+    ) -> [APNsRequestProblem] {
         var problems: [APNsRequestProblem] = []
         let size = byteCount ?? payload.compactByteCount
         if size > pushType.payloadLimit {
@@ -64,7 +66,8 @@ public enum APNsPayload {
                 problems.append(APNsRequestProblem(
                     .payloadMissingAPS, field: "payload.aps",
                     "\(pushType) pushes need an \"aps\" dictionary in the payload, such as "
-                        + (pushType == .background ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"Hello"}}"#)))
+                        + (pushType == .background
+                            ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"Hello"}}"#)))
             }
             return problems
         }
@@ -255,9 +258,12 @@ public enum APNsPayload {
         require("timestamp", "Live Activity pushes need \"timestamp\", the UNIX seconds the update was made")
         require("event", "Live Activity pushes need \"event\": start, update or end")
         if aps["event"]?.stringValue == "start" {
-            require("attributes-type", "a Live Activity start needs \"attributes-type\", the name of its ActivityAttributes type")
+            require(
+                "attributes-type",
+                "a Live Activity start needs \"attributes-type\", the name of its ActivityAttributes type")
             require("attributes", "a Live Activity start needs \"attributes\", the static ActivityAttributes values")
-            require("content-state", "a Live Activity start needs \"content-state\", the activity's first ContentState")
+            require(
+                "content-state", "a Live Activity start needs \"content-state\", the activity's first ContentState")
         }
     }
 

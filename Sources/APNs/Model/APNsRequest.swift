@@ -6,13 +6,19 @@
 /// several fields together (priority for the push type, topic suffix, payload rules) is checked by
 /// `validate()`. A value type; safe to share across threads.
 public struct APNsRequest: Sendable, Hashable {
+    /// The device, as the path's last component.
     public var deviceToken: DeviceToken
+    /// Which APNs service: the token only works in the one it came from.
     public var environment: APNsEnvironment
     /// The full `apns-topic`, suffix included (see `PushType.topic(forBundle:)`).
     public var topic: String
+    /// The `apns-push-type` header.
     public var pushType: PushType
+    /// The `apns-priority` header, always sent.
     public var priority: APNsPriority
+    /// The `apns-expiration` header; `.none` leaves it out.
     public var expiration: APNsExpiration
+    /// The `apns-collapse-id` header; nil leaves it out.
     public var collapseID: CollapseID?
     /// The id of this attempt. A retry must use a fresh one (`APNsID.random()`).
     public var apnsID: APNsID
@@ -103,7 +109,8 @@ public struct APNsRequest: Sendable, Hashable {
         let bytes = topic.utf8
         if bytes.isEmpty {
             problems.append(APNsRequestProblem(
-                .topicEmpty, field: "apns-topic", "the topic is empty; use the app's bundle id, such as com.example.app"))
+                .topicEmpty, field: "apns-topic",
+                "the topic is empty; use the app's bundle id, such as com.example.app"))
             return
         }
         var previous: UInt8 = UInt8(ascii: ".")
@@ -174,8 +181,8 @@ public struct APNsRequest: Sendable, Hashable {
             if !allowed {
                 return APNsRequestProblem(
                     .topicInvalid, field: "apns-topic",
-                    "\(DeviceToken.describe(scalar)) at position \(position) of topic '\(topic)' cannot be in a bundle "
-                        + "id; use letters, digits, '-' and '.' such as com.example.app")
+                    "\(DeviceToken.describe(scalar)) at position \(position) of topic '\(topic)' cannot be in a "
+                        + "bundle id; use letters, digits, '-' and '.' such as com.example.app")
             }
         }
         return APNsRequestProblem(.topicInvalid, field: "apns-topic", "topic '\(topic)' is not a bundle id")
@@ -184,7 +191,9 @@ public struct APNsRequest: Sendable, Hashable {
 
 /// One HTTP header: a lowercase name and its value.
 public struct APNsHeaderField: Sendable, Hashable {
+    /// Lowercase, as HTTP/2 requires.
     public var name: String
+    /// The value. Headers of a request that passed `validate()` hold no control characters.
     public var value: String
 
     public init(_ name: String, _ value: String) {
@@ -208,6 +217,7 @@ public struct APNsWireRequest: Sendable, Hashable, CustomStringConvertible {
     public var authority: String
     /// `/3/device/<hex token>`.
     public var path: String
+    /// The regular headers, in the order they go out; see the type's documentation.
     public var headers: [APNsHeaderField]
     /// The compact UTF-8 JSON payload.
     public var body: [UInt8]

@@ -17,7 +17,8 @@ public struct APNsRequestError: Error, Sendable, Hashable, CustomStringConvertib
             case apnsIDInvalid
             case topicEmpty, topicInvalid, topicSuffixMismatch
             case payloadInvalidJSON, payloadNotObject, payloadMissingAPS, payloadTooLarge
-            case payloadUnknownAPSKey, payloadKeyNotAllowed, payloadMissingKey, payloadWrongType, payloadValueOutOfRange
+            case payloadUnknownAPSKey, payloadKeyNotAllowed, payloadMissingKey
+            case payloadWrongType, payloadValueOutOfRange
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -84,6 +85,7 @@ public struct APNsRequestError: Error, Sendable, Hashable, CustomStringConvertib
     /// What was wrong and what would be right, for a person.
     public var message: String
 
+    /// A problem with `field`; `message` says what was wrong and what would be right.
     public init(_ code: Code, field: String, _ message: String) {
         self.code = code
         self.field = field

@@ -44,7 +44,9 @@ public struct APNsResponse: Sendable, Hashable {
             switch field.name.lowercased() {
             case "apns-id": apnsID = try? APNsID(parsing: field.value)
             case "apns-unique-id": apnsUniqueID = field.value
-            case "retry-after": retryAfterSeconds = Int(field.value.filter { !$0.isWhitespace }).flatMap { $0 >= 0 ? $0 : nil }
+            case "retry-after":
+                // Only the delay-seconds form; APNs does not send HTTP dates.
+                retryAfterSeconds = Int(field.value.filter { !$0.isWhitespace }).flatMap { $0 >= 0 ? $0 : nil }
             default: break
             }
         }

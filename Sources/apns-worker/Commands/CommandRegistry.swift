@@ -3,6 +3,7 @@ enum CommandRegistry {
     static let all: [any Command.Type] = [
         SendCommand.self,
         BenchSendCommand.self,
+        SimulatorCommand.self,
         TokenCommand.self,
         CredentialsInspectCommand.self,
     ]

@@ -33,8 +33,7 @@ struct SendCommand: Command {
     static let requestOptions: [OptionSpec] = [
         .value("--device-token", "HEX", "The device token (spaces, <> and upper case are fine)."),
         .value("--topic", "BUNDLE", "The app's bundle id, or the full topic with the push type's suffix."),
-        .value("--push-type", "TYPE", "alert (default), background, voip, complication, fileprovider, mdm, "
-            + "location, liveactivity, pushtotalk, widgets, controls."),
+        .value("--push-type", "TYPE", "alert (default), background, voip, liveactivity, ... (any APNs push type)."),
         .value("--priority", "N", "10, 5 or 1. Default: 10, or 5 where the push type needs it."),
         .value("--expiration", "SECONDS", "0 (try once, do not store) or a UNIX time. Default: Apple's storage."),
         .value("--collapse-id", "ID", "Replaces an earlier notification with the same id (at most 64 bytes)."),
@@ -47,7 +46,7 @@ struct SendCommand: Command {
     /// How the request is handled.
     static let modeOptions: [OptionSpec] = [
         .flag("--dry-run", "Check the request and print it as JSON instead of sending it."),
-        .flag("--curl", "Check the request and print the equivalent curl command instead of sending it."),
+        .flag("--curl", "Check the request and print it as an equivalent curl command."),
     ]
 
 

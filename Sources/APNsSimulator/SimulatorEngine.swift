@@ -1,0 +1,153 @@
+// The simulator's logic, shared by all connections: per request it applies faults, validates like
+// APNs, checks device state, records what it accepted and counts what it answered.
+import APNs
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The per-connection facts the engine keeps between requests; owned by the connection's thread.
+struct ConnectionContext: Sendable {
+    let id: Int
+    var random: SimulatorRandom
+    /// Streams planned so far on this connection.
+    var streamOrdinal = 0
+    var authentication = ConnectionAuthentication()
+    var faults = FaultSnapshot()
+}
+
+/// - Important: thread-safe; every connection thread calls into it.
+final class SimulatorEngine: Sendable {
+    let seed: UInt64
+    let faults: FaultInjector
+    let validator: RequestValidator
+    let includeUniqueID: Bool
+    private let ledger: Mutex<SimulatorLedger>
+
+    init(configuration: SimulatorConfiguration, validator: RequestValidator) {
+        seed = configuration.seed
+        faults = FaultInjector(configuration.faults)
+        self.validator = validator
+        includeUniqueID = configuration.environment == .sandbox
+        ledger = Mutex(SimulatorLedger(capacity: configuration.acceptedCapacity))
+    }
+
+    /// Decides what a complete request gets.
+    func plan(_ request: IncomingRequest, streamID: Int32, context: inout ConnectionContext) -> StreamPlan {
+        context.streamOrdinal += 1
+        let decision = faults.decide(
+            streamOrdinal: context.streamOrdinal, cache: &context.faults, random: &context.random)
+        var plan = StreamPlan(answer: .stall)
+        plan.delayNanoseconds = decision.delayNanoseconds
+        plan.newMaxConcurrentStreams = decision.newMaxConcurrentStreams
+        if decision.goAwayAfterThisStream { plan.goAway = .includingThisStream }
+
+        switch decision.outcome {
+        case .dropConnection:
+            plan.dropConnection = true
+            ledger.withLock {
+                $0.countRequest()
+                $0.countDrop()
+            }
+            return plan
+        case .goAwayBeforeThisStream:
+            plan.goAway = .beforeThisStream
+            plan.answer = .unprocessed
+            ledger.withLock {
+                $0.countRequest()
+                $0.countUnprocessed()
+            }
+            return plan
+        case .stall:
+            ledger.withLock {
+                $0.countRequest()
+                $0.countStall()
+            }
+            return plan
+        case .fail(let failure):
+            let response = SimulatorResponse(
+                status: failure.status, apnsID: echoedOrNewID(request, &context.random), reason: failure.reason,
+                retryAfterSeconds: failure.retryAfterSeconds)
+            ledger.withLock {
+                $0.countRequest()
+                $0.count(ResponseKind(status: failure.status, reason: failure.reason))
+            }
+            plan.answer = .respond(response)
+            return plan
+        case .process:
+            break
+        }
+
+        let now = wallClockMilliseconds()
+        switch validator.validate(request, connection: &context.authentication, now: now / 1000) {
+        case .rejected(let reason, let apnsID, let timestamp):
+            let status = reason.httpStatus ?? 400
+            let response = SimulatorResponse(
+                status: status, apnsID: apnsID ?? newID(&context.random), reason: reason.rawValue,
+                timestampMilliseconds: timestamp)
+            ledger.withLock {
+                $0.countRequest()
+                $0.count(ResponseKind(status: status, reason: reason.rawValue))
+            }
+            plan.answer = .respond(response)
+        case .accepted(let accepted):
+            let apnsID = accepted.apnsID ?? newID(&context.random)
+            let uniqueID = includeUniqueID ? context.random.uuidString() : nil
+            let record = AcceptedNotification(
+                connectionID: context.id, streamID: Int(streamID), deviceToken: accepted.deviceToken, apnsID: apnsID,
+                uniqueID: uniqueID, pushType: accepted.pushType, topic: accepted.topic, keyID: accepted.keyID,
+                headers: request.hasAuthorization ? request.headers.filter { $0.name != "authorization" } : request.headers,
+                payload: request.body, receivedAtMilliseconds: now)
+            // The record pushed out of the full ring is released after the lock, not under it.
+            let pushedOut = ledger.withLock { ledger in
+                ledger.countAccepted()
+                return ledger.record(record)
+            }
+            _ = pushedOut
+            plan.answer = .respond(SimulatorResponse(status: 200, apnsID: apnsID, uniqueID: uniqueID))
+        }
+        return plan
+    }
+
+    private func echoedOrNewID(_ request: IncomingRequest, _ random: inout SimulatorRandom) -> String {
+        if let id = request.header("apns-id"), (try? APNsID(parsing: id)) != nil { return id }
+        return newID(&random)
+    }
+
+    /// APNs makes up ids in upper case; clients must compare ids without regard to case.
+    private func newID(_ random: inout SimulatorRandom) -> String { random.uuidString().uppercased() }
+
+    // MARK: - Faults
+
+    func currentFaults() -> (SimulatorFaults, UInt64) { faults.current() }
+    func currentFaults(ifNewerThan generation: UInt64) -> (SimulatorFaults, UInt64)? {
+        faults.current(ifNewerThan: generation)
+    }
+
+    // MARK: - Counters
+
+    func connectionAccepted() { ledger.withLock { $0.connectionAccepted() } }
+    func connectionEstablished(id: Int) { ledger.withLock { $0.connectionOpened() } }
+    func connectionClosed(id: Int, wasEstablished: Bool) {
+        ledger.withLock { $0.connectionClosed(wasOpen: wasEstablished) }
+    }
+    func handshakeFailed(reason: String) { ledger.withLock { $0.handshakeFailed(reason: reason) } }
+    func goAwaySent() { ledger.withLock { $0.countGoAway() } }
+    func peakConcurrentStreams(connection: Int, peak: Int) {
+        ledger.withLock { $0.peak(connection: connection, streams: peak) }
+    }
+
+    var stats: SimulatorStats { ledger.withLock { $0.stats } }
+    var accepted: [AcceptedNotification] { ledger.withLock { $0.accepted } }
+    func clearAccepted() { ledger.withLock { $0.clearAccepted() } }
+}
+
+/// Wall-clock milliseconds since 1970.
+func wallClockMilliseconds() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}

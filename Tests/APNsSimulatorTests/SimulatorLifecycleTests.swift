@@ -1,0 +1,168 @@
+// Starting and stopping: ports, the CA file, the generated certificate, and stop() closing idle and
+// half-open connections and joining every thread, many times in one process. (Wire behaviour is tested
+// from Python in Tests/System/test_simulator.py.)
+import APNs
+import COpenSSL
+import Testing
+
+@testable import APNsSimulator
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Opens a plain TCP connection to 127.0.0.1:port; returns the descriptor or -1.
+func connectTCP(port: Int) -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    if result != 0 {
+        close(fd)
+        return -1
+    }
+    return fd
+}
+
+func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+/// Polls `condition` every millisecond for up to two seconds.
+func waitUntil(_ condition: () -> Bool) -> Bool {
+    for _ in 0..<2000 {
+        if condition() { return true }
+        usleep(1000)
+    }
+    return condition()
+}
+
+@Suite(.serialized) struct SimulatorLifecycleTests {
+    @Test func startPicksAPortAndStopClosesIt() throws {
+        let simulator = try APNsSimulator(SimulatorConfiguration())
+        let port = try simulator.start()
+        #expect(port > 0 && port == simulator.port)
+        #expect(simulator.baseURL == "https://127.0.0.1:\(port)")
+        let client = connectTCP(port: port)
+        #expect(client >= 0)
+        #expect(waitUntil { simulator.stats.connectionsAccepted == 1 })
+        simulator.stop()
+        #expect(connectTCP(port: port) == -1)
+        if client >= 0 {
+            // The simulator closed our connection: reading gives end of file, not a hang.
+            var byte: UInt8 = 0
+            #expect(read(client, &byte, 1) <= 0)
+            close(client)
+        }
+    }
+
+    @Test func startTwiceIsRefused() throws {
+        let simulator = try APNsSimulator(SimulatorConfiguration())
+        defer { simulator.stop() }
+        try simulator.start()
+        #expect(throws: SimulatorError.self) { try simulator.start() }
+    }
+
+    @Test func writesTheGeneratedCertificateForLocalhostAnd127001() throws {
+        let simulator = try APNsSimulator(SimulatorConfiguration())
+        let path = simulator.caFilePath
+        #expect(fileExists(path))
+        let file = try #require(fopen(path, "r"))
+        let certificate = PEM_read_X509(file, nil, nil, nil)
+        fclose(file)
+        let x509 = try #require(certificate)
+        defer { X509_free(x509) }
+        #expect(X509_check_host(x509, "localhost", 9, 0, nil) == 1)
+        #expect(X509_check_ip_asc(x509, "127.0.0.1", 0) == 1)
+        #expect(X509_check_host(x509, "example.com", 11, 0, nil) != 1)
+        let key = try #require(X509_get0_pubkey(x509))
+        #expect(EVP_PKEY_get_base_id(key) == EVP_PKEY_EC)
+        #expect(EVP_PKEY_get_bits(key) == 256)
+        simulator.stop()
+        #expect(!fileExists(path), "stop() removes the temporary CA file")
+    }
+
+    @Test func caOutputPathIsKeptAfterStop() throws {
+        var configuration = SimulatorConfiguration()
+        let path = "/tmp/apns-simulator-test-ca-\(getpid()).pem"
+        configuration.caOutputPath = path
+        let simulator = try APNsSimulator(configuration)
+        try simulator.start()
+        simulator.stop()
+        #expect(simulator.caFilePath == path)
+        #expect(fileExists(path))
+        unlink(path)
+    }
+
+    @Test func manySimulatorsStartAndStopWithConnectionsOpen() throws {
+        for _ in 0..<25 {
+            let simulator = try APNsSimulator(SimulatorConfiguration())
+            let port = try simulator.start()
+            // A client that connects and never finishes the TLS handshake, and one that sends garbage.
+            let silent = connectTCP(port: port)
+            let noisy = connectTCP(port: port)
+            var garbage = Array("GET / HTTP/1.1\r\n\r\n".utf8)
+            _ = write(noisy, &garbage, garbage.count)
+            simulator.stop()
+            close(silent)
+            close(noisy)
+        }
+    }
+
+    @Test func releasingARunningSimulatorStopsIt() throws {
+        var port = 0
+        do {
+            let simulator = try APNsSimulator(SimulatorConfiguration())
+            port = try simulator.start()
+        }
+        #expect(connectTCP(port: port) == -1)
+    }
+
+    @Test func badFilesAndKeysAreReportedClearly() {
+        var files = SimulatorConfiguration()
+        files.tls = .files(certificate: "/nonexistent/cert.pem", privateKey: "/nonexistent/key.pem")
+        do {
+            _ = try APNsSimulator(files)
+            Issue.record("a missing certificate file must fail")
+        } catch {
+            #expect(error.code == .tls)
+            #expect(error.message.contains("/nonexistent/cert.pem"))
+        }
+        var tokens = SimulatorConfiguration()
+        tokens.authentication = .providerToken(keys: [SimulatorProviderKey(keyID: "KEYAAAAAAA", publicKeyPEM: "nope")])
+        #expect(throws: SimulatorError.self) { try APNsSimulator(tokens) }
+        var empty = SimulatorConfiguration()
+        empty.authentication = .providerToken(keys: [])
+        #expect(throws: SimulatorError.self) { try APNsSimulator(empty) }
+    }
+
+    @Test func listeningOnATakenPortFails() throws {
+        let first = try APNsSimulator(SimulatorConfiguration())
+        defer { first.stop() }
+        var configuration = SimulatorConfiguration()
+        configuration.port = try first.start()
+        let second = try APNsSimulator(configuration)
+        do {
+            try second.start()
+            Issue.record("binding a taken port must fail")
+        } catch {
+            #expect(error.code == .network)
+            #expect(error.message.contains(String(configuration.port)))
+        }
+    }
+
+    @Test func setFaultsValidatesAndTakesEffect() throws {
+        let simulator = try APNsSimulator(SimulatorConfiguration())
+        defer { simulator.stop() }
+        var faults = SimulatorFaults()
+        faults.maxConcurrentStreams = 1
+        faults.failureRate = 0.5
+        try simulator.setFaults(faults)
+        #expect(simulator.faults == faults)
+        faults.failureRate = -1
+        #expect(throws: SimulatorError.self) { try simulator.setFaults(faults) }
+        #expect(simulator.faults.failureRate == 0.5)
+    }
+}
