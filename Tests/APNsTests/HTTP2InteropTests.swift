@@ -77,8 +77,8 @@ final class TestServerProcess: @unchecked Sendable {
 struct HTTP2InteropTests {
     static let group = EventLoopGroup(threadCount: 1)
 
-    func pool(port: Int, certificate: TestCertificate, _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in })
-        throws -> ConnectionPool
+    func pool(port: Int, certificate: TestCertificate,
+              _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in }) throws -> ConnectionPool
     {
         var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
             tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
@@ -88,12 +88,15 @@ struct HTTP2InteropTests {
         return try ConnectionPool(configuration: configuration, group: Self.group)
     }
 
-    func startNghttpd(_ certificate: TestCertificate, port: Int, extra: [String] = []) async throws -> TestServerProcess {
+    func startNghttpd(_ certificate: TestCertificate, port: Int, extra: [String] = []) async throws
+        -> TestServerProcess
+    {
         let documents = certificate.directory + "/www"
         try FileManager.default.createDirectory(atPath: documents, withIntermediateDirectories: true)
         try "hello from nghttpd\n".write(toFile: documents + "/hello.txt", atomically: true, encoding: .utf8)
         let server = try TestServerProcess("/usr/sbin/nghttpd", ["-a", "127.0.0.1", "-d", documents] + extra
-            + [String(port), certificate.keyFile, certificate.certificateFile], log: certificate.directory + "/nghttpd.log")
+            + [String(port), certificate.keyFile, certificate.certificateFile],
+            log: certificate.directory + "/nghttpd.log")
         try await server.waitForPort(port)
         return server
     }
@@ -122,7 +125,9 @@ struct HTTP2InteropTests {
         #expect(pool.statistics.streamCapacity == 2)
         // More requests than the limit at once: none may be refused.
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<20 { group.addTask { try await pool.send(HTTP2Request(method: "GET", path: "/hello.txt")).status } }
+            for _ in 0..<20 {
+                group.addTask { try await pool.send(HTTP2Request(method: "GET", path: "/hello.txt")).status }
+            }
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(statuses == Array(repeating: 200, count: 20))

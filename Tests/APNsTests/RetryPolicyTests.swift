@@ -146,7 +146,8 @@ struct RetryPolicyTests {
             Issue.record("expiration 0 allows no delayed retry")
             return
         }
-        #expect(decide(response(400, "IdleTimeout"), expiresIn: .zero) == .retry(after: .zero, action: .useNewConnection))
+        #expect(decide(response(400, "IdleTimeout"), expiresIn: .zero)
+            == .retry(after: .zero, action: .useNewConnection))
         // Already expired: nothing more.
         guard case .finish(.failed, let because) = decide(response(400, "IdleTimeout"), expiresIn: .seconds(-1)) else {
             Issue.record("an expired notification is not retried")
@@ -213,7 +214,8 @@ struct RetryHelpersTests {
     }
 
     @Test func endpointURLsAreParsedOrRefusedClearly() throws {
-        #expect(try ConnectionPool.Configuration.parse(url: "https://api.push.apple.com") == ("api.push.apple.com", 443))
+        #expect(try ConnectionPool.Configuration.parse(url: "https://api.push.apple.com")
+            == ("api.push.apple.com", 443))
         #expect(try ConnectionPool.Configuration.parse(url: "https://127.0.0.1:8443/") == ("127.0.0.1", 8443))
         #expect(try ConnectionPool.Configuration.parse(url: "https://[::1]:2197") == ("::1", 2197))
         for bad in ["http://a", "https://", "https://a:0", "https://a:x", "https://a/3/device", "https://u@a"] {

@@ -113,8 +113,8 @@ public final class APNsClient: Sendable {
             headers.append(HTTP2Header(field.name, field.value, isIndexable: field.name != "apns-id"))
         }
         // The pool's authority: the host actually connected to (Apple's, or an override).
-        var http = HTTP2Request(method: wire.method, scheme: "https", authority: pool(for: request.environment).authority,
-            path: wire.path, headers: headers, body: wire.body)
+        var http = HTTP2Request(method: wire.method, scheme: "https",
+            authority: pool(for: request.environment).authority, path: wire.path, headers: headers, body: wire.body)
         http.isPathIndexable = false
         return (http, token)
     }

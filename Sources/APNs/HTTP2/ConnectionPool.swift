@@ -303,8 +303,8 @@ public final class ConnectionPool: Sendable {
     private func enqueue(_ ticket: HTTP2StreamTicket) {
         // The common case, without building an action list: a ready connection has a free stream.
         let direct = state.withLock { state -> HTTP2Connection? in
-            guard !state.isShutDown, state.entries.count == configuration.connectionCount || state.consecutiveFailures > 0,
-                let index = state.leastLoadedReady()
+            let grown = state.entries.count == configuration.connectionCount || state.consecutiveFailures > 0
+            guard !state.isShutDown, grown, let index = state.leastLoadedReady()
             else { return nil }
             state.entries[index].inFlight += 1
             let connection = state.entries[index].connection

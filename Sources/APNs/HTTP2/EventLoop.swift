@@ -107,7 +107,8 @@ final class EventLoop: @unchecked Sendable {
     private let wakeFD: Int32
     private let inbox = Mutex(Inbox())
 
-    // Loop-confined state.
+    // Loop-confined state. `@exclusivity(unchecked)`: only the loop thread touches these, so the runtime's
+    // dynamic exclusivity checks (a thread-local access set per access) buy nothing on this hot path.
     @exclusivity(unchecked) private var connections: [UInt64: HTTP2Connection] = [:]
     @exclusivity(unchecked) private var nextRegistration: UInt64 = 1
     @exclusivity(unchecked) private var timers: [Timer] = []

@@ -119,7 +119,8 @@ struct BenchSendCommand: Command {
         }
         let load = ProcessReadings.loadAverage()
         print("bench send: \(count) notifications to \(endpoint) [\(serverName)]")
-        print("  layer \(layer), senders on the \(executorChoice) executor, \(connections) connection(s) × \(streams) streams, \(loopThreads) loop thread(s), payload "
+        print("  layer \(layer), senders on the \(executorChoice) executor, \(connections) connection(s) × "
+            + "\(streams) streams, \(loopThreads) loop thread(s), payload "
             + "\(workload.payloadByteCount) bytes; load average \(String(format: "%.2f", load.oneMinute)) "
             + "on \(load.cpus) CPUs before the run")
 
@@ -171,7 +172,8 @@ struct BenchSendCommand: Command {
     /// Measures only what the client does before the transport: token, validation, rendering.
     static func renderOnly(count: Int, topic: String, payloadBytes: Int) throws -> Int32 {
         let workload = try BenchWorkload(topic: topic, payloadBytes: payloadBytes)
-        let signer = try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "BENCH00001", teamID: "BENCHTEAM1"))
+        let key = try ProviderTokenKey.generate(keyID: "BENCH00001", teamID: "BENCHTEAM1")
+        let signer = try ProviderTokenSigner(key: key)
         var bytes = 0
         let cpuBefore = ProcessReadings.cpuMicroseconds()
         for index in 0..<count {
