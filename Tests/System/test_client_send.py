@@ -234,3 +234,44 @@ def test_bench_send_rejects_bad_options():
     result = bench("--layer", "wire")
     assert result.returncode == 2
     assert "client, transport or render" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def client_pki(workdir):
+    """A CA and a push-style client certificate (UID = bundle id) it signed."""
+    run = lambda *args: subprocess.run(args, check=True, capture_output=True)
+    ca, ca_key = workdir / "clients-ca.pem", workdir / "clients-ca-key.pem"
+    run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=Test Push CA")
+    key, csr, cert = workdir / "client-key.pem", workdir / "client.csr", workdir / "client.pem"
+    run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
+        "-out", csr, "-subj", "/UID=com.example.app/CN=Apple Push Services: com.example.app")
+    run("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
+        "-days", "2")
+    return {"ca": ca, "cert": cert, "key": key}
+
+
+def test_send_with_a_client_certificate_uses_mutual_tls(client_pki, signing_key):
+    simulator = subprocess.Popen([BIN, "simulator", "--port", "0", "--client-ca-file", str(client_pki["ca"])],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                 start_new_session=True)
+    try:
+        url = ca = None
+        while not (url and ca):
+            line = simulator.stdout.readline()
+            assert line, "the simulator stopped before printing its address"
+            url = url or (re.search(r"listening on (https://\S+)", line) or [None, None])[1]
+            ca = ca or (re.search(r"ca-file: (\S+)", line) or [None, None])[1]
+        common = ["--endpoint", url, "--ca-file", ca, "--device-token", TOKEN, "--topic", "com.example.app",
+                  "--attempts", "1"]
+        with_certificate = send(*common, "--cert-file", str(client_pki["cert"]), "--key-file", str(client_pki["key"]))
+        without_certificate = send(*common, *token_auth(signing_key))
+    finally:
+        os.killpg(simulator.pid, signal.SIGKILL)
+        simulator.wait()
+    assert with_certificate.returncode == 0, with_certificate.stdout + with_certificate.stderr
+    assert json.loads(with_certificate.stdout)["status"] == "delivered"
+    assert without_certificate.returncode == 1
+    refused = json.loads(without_certificate.stdout)
+    assert refused["status"] == "failed"
+    assert "certificate" in refused["summary"]
