@@ -141,6 +141,7 @@ public final class APNsClient: Sendable {
     ///
     /// The first attempt uses `request.apnsID`. ExpiredProviderToken makes the signer refresh;
     /// IdleTimeout, Shutdown and UnrelatedKeyIdInToken retire the connection that answered.
+    nonisolated(nonsending)
     public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
         let clock = ContinuousClock()
         let firstStart = clock.now
@@ -161,6 +162,7 @@ public final class APNsClient: Sendable {
         var token: ProviderToken?
     }
 
+    nonisolated(nonsending)
     private func attemptOnce(_ request: APNsRequest, clock: ContinuousClock) async -> RecordedAttempt {
         let attemptStart = clock.now
         var attempt = RecordedAttempt(record: DeliveryAttempt(apnsID: request.apnsID, httpStatus: nil, reason: nil,
