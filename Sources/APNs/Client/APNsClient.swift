@@ -141,6 +141,9 @@ public final class APNsClient: Sendable {
     ///
     /// The first attempt uses `request.apnsID`. ExpiredProviderToken makes the signer refresh;
     /// IdleTimeout, Shutdown and UnrelatedKeyIdInToken retire the connection that answered.
+    ///
+    /// - Important: runs on the caller's executor (`nonisolated(nonsending)`). Senders that run on
+    ///   `EventLoopGroup.taskExecutor()` render, submit and resume on the I/O thread with no hand-off.
     nonisolated(nonsending)
     public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
         let clock = ContinuousClock()
