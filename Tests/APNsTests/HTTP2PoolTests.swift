@@ -380,7 +380,9 @@ struct HTTP2PoolTests {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = UInt16(port).bigEndian
         _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         listen(listener, 8)
         let certificate = try TestCertificate.make()

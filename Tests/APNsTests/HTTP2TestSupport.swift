@@ -318,7 +318,8 @@ private final class TestServerConnection {
                 let count = buffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
                 if count > 0 {
                     let result = buffer.withUnsafeBytes {
-                        nghttp2_session_mem_recv(session, $0.baseAddress!.assumingMemoryBound(to: UInt8.self), Int(count))
+                        nghttp2_session_mem_recv(session, $0.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                            Int(count))
                     }
                     if result < 0 { return }
                     continue
@@ -376,7 +377,8 @@ private final class TestServerConnection {
             connection.streamAccepted(frame!.pointee.hd.stream_id)
             return 0
         }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            _, frame, name, nameLength, value, valueLength, _, user in
             let connection = Unmanaged<TestServerConnection>.fromOpaque(user!).takeUnretainedValue()
             let key = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
             let text = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)

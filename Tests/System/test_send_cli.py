@@ -173,10 +173,11 @@ def test_usage_errors_exit_2(args, message):
     assert result.stdout == ""
 
 
-def test_sending_without_dry_run_says_it_needs_the_http2_client():
+def test_sending_without_a_credential_says_what_it_needs():
+    # Sending itself is tested in test_client_send.py.
     result = send("--device-token", TOKEN, "--topic", "com.example.app")
-    assert result.returncode == 1
-    assert "HTTP/2 client" in result.stderr and "--dry-run" in result.stderr
+    assert result.returncode == 2
+    assert "--key-file" in result.stderr and "--cert-file" in result.stderr and "--dry-run" in result.stderr
 
 
 def test_help_lists_the_options():

@@ -69,14 +69,6 @@ public final class APNsClient: Sendable {
         }
     }
 
-    /// One attempt's answer with the transport details the retry loop needs.
-    struct AttemptResult {
-        var response: APNsResponse
-        var connectionID: UInt64
-        var retryAfter: Duration?
-        var token: ProviderToken?
-    }
-
     public let configuration: Configuration
     private let group: EventLoopGroup
     private let sandboxPool: ConnectionPool
@@ -105,10 +97,13 @@ public final class APNsClient: Sendable {
     ///   `CredentialError` when no provider token can be made, `HTTP2ClientError` when the transport
     ///   fails, `CancellationError`.
     public func send(_ request: APNsRequest) async throws -> APNsResponse {
-        try await attempt(request).response
+        let (http, _) = try prepare(request)
+        return interpret(try await pool(for: request.environment).send(http)).response
     }
 
-    func attempt(_ request: APNsRequest) async throws -> AttemptResult {
+    /// The HTTP/2 request for `request`, with the provider token it carries. Synchronous, so that a send
+    /// costs one async call into the pool and no more.
+    func prepare(_ request: APNsRequest) throws -> (HTTP2Request, ProviderToken?) {
         let token = try signer?.token()
         let wire = try request.validatedWire(authorization: token?.jwt)
         var headers: [HTTP2Header] = []
@@ -118,28 +113,27 @@ public final class APNsClient: Sendable {
             headers.append(HTTP2Header(field.name, field.value, isIndexable: field.name != "apns-id"))
         }
         // The pool's authority: the host actually connected to (Apple's, or an override).
-        let pool = pool(for: request.environment)
-        var http = HTTP2Request(method: wire.method, scheme: "https", authority: pool.authority, path: wire.path,
-            headers: headers, body: wire.body)
+        var http = HTTP2Request(method: wire.method, scheme: "https",
+            authority: pool(for: request.environment).authority, path: wire.path, headers: headers, body: wire.body)
         http.isPathIndexable = false
-        let response = try await pool.send(consume http)
-        let apnsResponse: APNsResponse
+        return (http, token)
+    }
+
+    /// APNs' answer in an HTTP/2 response, and the delay its Retry-After asks for.
+    func interpret(_ response: HTTP2Response) -> (response: APNsResponse, retryAfter: Duration?) {
         if response.status == 200 {
             // The common case, read without the general parser (which lowercases every header name).
             var accepted = APNsResponse(status: 200)
             accepted.apnsID = response.header("apns-id").flatMap { try? APNsID(parsing: $0) }
             accepted.apnsUniqueID = response.header("apns-unique-id")
-            apnsResponse = accepted
-        } else {
-            apnsResponse = APNsResponse(status: response.status,
-                headers: response.headerFields.lazy.map { APNsHeaderField($0.name, $0.value) }, body: response.body)
+            return (accepted, nil)
         }
-        var retryAfter: Duration?
-        if response.status != 200, let value = response.header("retry-after") {
-            retryAfter = RetryAfter.delay(value, now: Int64(Date().timeIntervalSince1970))
+        let parsed = APNsResponse(status: response.status,
+            headers: response.headerFields.lazy.map { APNsHeaderField($0.name, $0.value) }, body: response.body)
+        let retryAfter = response.header("retry-after").flatMap {
+            RetryAfter.delay($0, now: Int64(Date().timeIntervalSince1970))
         }
-        return AttemptResult(response: apnsResponse, connectionID: response.connectionID, retryAfter: retryAfter,
-            token: token)
+        return (parsed, retryAfter)
     }
 
     /// Sends `request`, retrying as `policy` says with a fresh apns-id on every attempt, and reports
@@ -147,74 +141,105 @@ public final class APNsClient: Sendable {
     ///
     /// The first attempt uses `request.apnsID`. ExpiredProviderToken makes the signer refresh;
     /// IdleTimeout, Shutdown and UnrelatedKeyIdInToken retire the connection that answered.
+    ///
+    /// - Important: runs on the caller's executor (`nonisolated(nonsending)`). Senders that run on
+    ///   `EventLoopGroup.taskExecutor()` render, submit and resume on the I/O thread with no hand-off.
+    nonisolated(nonsending)
     public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
-        var attempts: [DeliveryAttempt] = []
-        var current = request
         let clock = ContinuousClock()
         let firstStart = clock.now
-        while true {
-            if !attempts.isEmpty { current.apnsID = .random() }
-            let startedAt = Date()
-            let attemptStart = clock.now
-            let outcome: AttemptOutcome
-            var lastResponse: APNsResponse?
-            var connectionID: UInt64 = 0
-            var usedToken: ProviderToken?
-            var record = DeliveryAttempt(apnsID: current.apnsID, httpStatus: nil, reason: nil, errorMessage: nil,
-                startedAt: startedAt, latency: .zero)
-            do {
-                let result = try await attempt(current)
-                lastResponse = result.response
-                connectionID = result.connectionID
-                usedToken = result.token
-                outcome = .response(result.response, retryAfter: result.retryAfter)
-                record.httpStatus = result.response.status
-                record.reason = result.response.reason?.rawValue
-            } catch let error as HTTP2ClientError {
-                outcome = .transportFailure(error)
-                record.reason = error.code.description
-                record.errorMessage = error.message
-            } catch let error as APNsInvalidRequest {
-                outcome = .invalidRequest(error.description)
-                record.reason = "invalidRequest"
-                record.errorMessage = error.description
-            } catch let error as CredentialError {
-                outcome = .credentialFailure(error.description)
-                record.reason = "credential"
-                record.errorMessage = error.description
-            } catch is CancellationError {
-                outcome = .cancelled
-                record.reason = "cancelled"
-            } catch {
-                outcome = .credentialFailure("\(error)")
-                record.reason = "error"
-                record.errorMessage = "\(error)"
-            }
-            record.latency = attemptStart.duration(to: clock.now)
-            attempts.append(record)
+        let first = await attemptOnce(request, clock: clock)
+        if first.record.httpStatus == 200, let response = first.response {
+            return DeliveryResult(status: .delivered, response: response, attempts: [first.record],
+                summary: "accepted by APNs")
+        }
+        return await retry(request, policy: policy, after: first, firstStart: firstStart, clock: clock)
+    }
 
-            let decision = policy.decide(after: outcome, attempts: attempts.count,
+    /// One attempt, recorded.
+    struct RecordedAttempt {
+        var record: DeliveryAttempt
+        var outcome: AttemptOutcome
+        var response: APNsResponse?
+        var connectionID: UInt64 = 0
+        var token: ProviderToken?
+    }
+
+    nonisolated(nonsending)
+    private func attemptOnce(_ request: APNsRequest, clock: ContinuousClock) async -> RecordedAttempt {
+        let attemptStart = clock.now
+        var attempt = RecordedAttempt(record: DeliveryAttempt(apnsID: request.apnsID, httpStatus: nil, reason: nil,
+            errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
+        do {
+            let (http, token) = try prepare(request)
+            attempt.token = token
+            let httpResponse = try await pool(for: request.environment).send(http)
+            let (response, retryAfter) = interpret(httpResponse)
+            attempt.response = response
+            attempt.connectionID = httpResponse.connectionID
+            attempt.outcome = .response(response, retryAfter: retryAfter)
+            attempt.record.httpStatus = response.status
+            attempt.record.reason = response.reason?.rawValue
+        } catch let error as HTTP2ClientError {
+            attempt.outcome = .transportFailure(error)
+            attempt.record.reason = error.code.description
+            attempt.record.errorMessage = error.message
+        } catch let error as APNsInvalidRequest {
+            attempt.outcome = .invalidRequest(error.description)
+            attempt.record.reason = "invalidRequest"
+            attempt.record.errorMessage = error.description
+        } catch let error as CredentialError {
+            attempt.outcome = .credentialFailure(error.description)
+            attempt.record.reason = "credential"
+            attempt.record.errorMessage = error.description
+        } catch is CancellationError {
+            attempt.outcome = .cancelled
+            attempt.record.reason = "cancelled"
+        } catch {
+            attempt.outcome = .credentialFailure("\(error)")
+            attempt.record.reason = "error"
+            attempt.record.errorMessage = "\(error)"
+        }
+        attempt.record.latency = attemptStart.duration(to: clock.now)
+        return attempt
+    }
+
+    /// The retry loop, entered after a first attempt that was not accepted.
+    private func retry(_ request: APNsRequest, policy: RetryPolicy, after first: RecordedAttempt,
+                       firstStart: ContinuousClock.Instant, clock: ContinuousClock) async -> DeliveryResult {
+        var attempts = [first.record]
+        var last = first
+        var current = request
+        while true {
+            let decision = policy.decide(after: last.outcome, attempts: attempts.count,
                 elapsed: firstStart.duration(to: clock.now), timeToExpiration: timeToExpiration(of: request))
             switch decision {
             case .finish(let status, let because):
-                return DeliveryResult(status: status, response: lastResponse, attempts: attempts, summary: because)
+                return DeliveryResult(status: status, response: last.response, attempts: attempts, summary: because)
             case .retry(let delay, let action):
                 switch action {
                 case .none: break
                 case .useNewConnection:
-                    pool(for: request.environment).retireConnection(id: connectionID,
-                        reason: "APNs answered \(lastResponse?.reason?.rawValue ?? "a connection error")")
+                    pool(for: request.environment).retireConnection(id: last.connectionID,
+                        reason: "APNs answered \(last.response?.reason?.rawValue ?? "a connection error")")
                 case .refreshProviderToken:
-                    signer?.invalidate(usedToken)
+                    signer?.invalidate(last.token)
                 }
                 if delay > .zero {
                     do {
                         try await Task.sleep(for: delay)
                     } catch {
-                        return DeliveryResult(status: .failed, response: lastResponse, attempts: attempts,
+                        return DeliveryResult(status: .failed, response: last.response, attempts: attempts,
                             summary: "cancelled while waiting to retry")
                     }
                 }
+            }
+            current.apnsID = .random()
+            last = await attemptOnce(current, clock: clock)
+            attempts.append(last.record)
+            if last.record.httpStatus == 200, let response = last.response {
+                return DeliveryResult(status: .delivered, response: response, attempts: attempts,
+                    summary: "accepted by APNs")
             }
         }
     }

@@ -107,6 +107,9 @@ public final class ConnectionPool: Sendable {
         public var drainingConnections: Int
         /// Streams dispatched to ready connections and not yet ended.
         public var streamsInFlight: Int
+        /// Streams the ready connections may carry at once: the sum of their current limits (the server's
+        /// SETTINGS_MAX_CONCURRENT_STREAMS, capped by `maximumConcurrentStreamsPerConnection`).
+        public var streamCapacity: Int
         /// Requests waiting for a free stream.
         public var queuedRequests: Int
         /// Failed connection attempts since the pool was created.
@@ -237,7 +240,14 @@ public final class ConnectionPool: Sendable {
     /// server says the connection is no good (APNs: IdleTimeout, Shutdown, UnrelatedKeyIdInToken).
     /// Unknown or already retired ids are ignored.
     public func retireConnection(id: UInt64, reason: String = "retired by the client") {
-        let connection = state.withLock { state in state.entries.first { $0.connection.id == id }?.connection }
+        // Out of the dispatch set at once, so that a retry sent right after this call opens or uses another
+        // connection; the connection itself stops taking streams on its loop.
+        let connection = state.withLock { state -> HTTP2Connection? in
+            guard let index = state.entries.firstIndex(where: { $0.connection.id == id }) else { return nil }
+            let connection = state.entries.remove(at: index).connection
+            state.draining.append(connection)
+            return connection
+        }
         guard let connection else { return }
         connection.loop.execute { connection.retireOnRequest(reason) }
     }
@@ -250,6 +260,7 @@ public final class ConnectionPool: Sendable {
                 connectingConnections: state.entries.filter { !$0.isReady }.count,
                 drainingConnections: state.draining.count,
                 streamsInFlight: state.entries.reduce(0) { $0 + $1.inFlight },
+                streamCapacity: state.entries.reduce(0) { $0 + ($1.isReady ? $1.limit : 0) },
                 queuedRequests: state.waiters.count,
                 connectFailures: state.connectFailures,
                 connectionsOpened: state.connectionsOpened)
@@ -292,8 +303,8 @@ public final class ConnectionPool: Sendable {
     private func enqueue(_ ticket: HTTP2StreamTicket) {
         // The common case, without building an action list: a ready connection has a free stream.
         let direct = state.withLock { state -> HTTP2Connection? in
-            guard !state.isShutDown, state.entries.count == configuration.connectionCount || state.consecutiveFailures > 0,
-                let index = state.leastLoadedReady()
+            let grown = state.entries.count == configuration.connectionCount || state.consecutiveFailures > 0
+            guard !state.isShutDown, grown, let index = state.leastLoadedReady()
             else { return nil }
             state.entries[index].inFlight += 1
             let connection = state.entries[index].connection

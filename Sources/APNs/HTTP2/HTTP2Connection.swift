@@ -55,6 +55,8 @@ final class HTTP2Connection: @unchecked Sendable {
     private let tls: TLSContext
     private weak var delegate: (any HTTP2ConnectionDelegate)?
 
+    // Mutable state below is loop-confined; `@exclusivity(unchecked)` drops the dynamic exclusivity checks
+    // that would otherwise run on every access in the per-frame paths.
     @exclusivity(unchecked) var isQueuedForFlush = false
     @exclusivity(unchecked) var isQueuedForReport = false
     @exclusivity(unchecked) private(set) var state = State.idle
@@ -165,7 +167,8 @@ final class HTTP2Connection: @unchecked Sendable {
         var length = socklen_t(MemoryLayout<Int32>.size)
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &socketError, &length)
         if socketError != 0 {
-            lastConnectError = "connect to \(addresses[addressIndex - 1]) failed: \(String(cString: strerror(socketError)))"
+            let reason = String(cString: strerror(socketError))
+            lastConnectError = "connect to \(addresses[addressIndex - 1]) failed: \(reason)"
             loop.unwatch(fd: fd)
             isWatched = false
             Glibc.close(fd)
@@ -466,7 +469,9 @@ final class HTTP2Connection: @unchecked Sendable {
     /// Copies a string's UTF-8 with one memcpy when it is stored contiguously (native strings are).
     @inline(__always)
     private func appendUTF8(_ text: String) {
-        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in headerBytes.append(contentsOf: bytes) }
+        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            headerBytes.append(contentsOf: bytes)
+        }
         if copied == nil { headerBytes.append(contentsOf: text.utf8) }
     }
 
@@ -731,7 +736,8 @@ enum HTTP2SessionCallbacks {
     nonisolated(unsafe) static let shared: OpaquePointer = {
         var callbacks: OpaquePointer?
         precondition(nghttp2_session_callbacks_new(&callbacks) == 0, "nghttp2 cannot allocate callbacks")
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame, let name, let value, let user else { return 0 }
             connection(user).onHeader(streamID: frame.pointee.hd.stream_id,
                 name: UnsafeBufferPointer(start: name, count: nameLength),
@@ -763,7 +769,9 @@ enum HTTP2SessionCallbacks {
 
     /// Copies the next slice of a request body into nghttp2's DATA frame buffer.
     static let readRequestBody: nghttp2_data_source_read_callback = { _, _, buffer, length, flags, source, _ in
-        guard let buffer, let flags, let pointer = source?.pointee.ptr else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+        guard let buffer, let flags, let pointer = source?.pointee.ptr else {
+            return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+        }
         let ticket = Unmanaged<HTTP2StreamTicket>.fromOpaque(pointer).takeUnretainedValue()
         let remaining = ticket.request.body.count - ticket.bodyOffset
         let count = min(remaining, length)
@@ -856,7 +864,9 @@ struct SocketAddress: CustomStringConvertible, Sendable {
         var addresses: [SocketAddress] = []
         var entry: UnsafeMutablePointer<addrinfo>? = list
         while let current = entry {
-            if let address = current.pointee.ai_addr, current.pointee.ai_addrlen <= MemoryLayout<sockaddr_storage>.size {
+            if let address = current.pointee.ai_addr,
+                current.pointee.ai_addrlen <= MemoryLayout<sockaddr_storage>.size
+            {
                 var socketAddress = SocketAddress()
                 withUnsafeMutableBytes(of: &socketAddress.storage) { raw in
                     raw.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(current.pointee.ai_addrlen)))

@@ -24,7 +24,8 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     private let completion = Mutex(Completion.idle)
     private let finishedFlag = Atomic<Bool>(false)
 
-    // Pool-confined (under the pool's lock).
+    // Pool-confined (under the pool's lock). The fields below have one owner at a time (pool lock, then
+    // loop thread), so `@exclusivity(unchecked)` spares them the runtime's dynamic exclusivity checks.
     @exclusivity(unchecked) var isWaiting = false
     @exclusivity(unchecked) var dispatchedTo: HTTP2Connection?
 

@@ -70,7 +70,8 @@ final class TLSContext: @unchecked Sendable {
         SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
         // Partial writes let one SSL_write carry a whole batch of frames on a non-blocking socket;
         // read-ahead lets one read() fetch many TLS records.
-        SSL_CTX_ctrl(context, SSL_CTRL_MODE, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), nil)
+        let modes = SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
+        SSL_CTX_ctrl(context, SSL_CTRL_MODE, Int(modes), nil)
         SSL_CTX_ctrl(context, SSL_CTRL_SET_READ_AHEAD, 1, nil)
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
 

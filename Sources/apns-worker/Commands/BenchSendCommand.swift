@@ -35,6 +35,10 @@ struct BenchSendCommand: Command {
             + "transport: prebuilt HTTP/2 requests straight to the ConnectionPool (the engine alone)."),
         .value("--executor", "WHERE", "loop (default): the senders run on the event-loop threads "
             + "(EventLoopGroup.taskExecutor()); default: on Swift's global executor."),
+        .value("--warm-up", "N", "Notifications sent before measuring (0-10000000). Default: min(count, "
+            + "max(2000, 4 × connections × streams))."),
+        .value("--attempts", "N", "Client layer: attempts per notification (1-20), retrying as RetryPolicy "
+            + "does with 10-500 ms back-off. Default: 1."),
         .flag("--compare-h2load", "Also run h2load with the same request shape and print the ratios."),
         .flag("--json", "Also print the figures as one JSON object on the last line."),
     ] + ClientOptions.credentialOptions
@@ -48,6 +52,10 @@ struct BenchSendCommand: Command {
         let serverThreads = try arguments.integer("--server-threads", default: 1, range: 1...64)!
         let topic = arguments.value("--topic") ?? "com.example.bench"
         let layer = arguments.value("--layer") ?? "client"
+        let attempts = try arguments.integer("--attempts", default: 1, range: 1...20)!
+        let policy = attempts == 1 ? RetryPolicy.never : RetryPolicy(maximumAttempts: attempts,
+            maximumTotalTime: .seconds(60),
+            backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(500)))
         let executorChoice = arguments.value("--executor") ?? "loop"
         guard executorChoice == "loop" || executorChoice == "default" else {
             throw UsageError(message: "--executor must be loop or default, got '\(executorChoice)'")
@@ -111,20 +119,24 @@ struct BenchSendCommand: Command {
         }
         let load = ProcessReadings.loadAverage()
         print("bench send: \(count) notifications to \(endpoint) [\(serverName)]")
-        print("  layer \(layer), senders on the \(executorChoice) executor, \(connections) connection(s) × \(streams) streams, \(loopThreads) loop thread(s), payload "
+        print("  layer \(layer), senders on the \(executorChoice) executor, \(connections) connection(s) × "
+            + "\(streams) streams, \(loopThreads) loop thread(s), payload "
             + "\(workload.payloadByteCount) bytes; load average \(String(format: "%.2f", load.oneMinute)) "
             + "on \(load.cpus) CPUs before the run")
 
         // Warm up: open the connections, let the server and both sides reach steady state.
-        let warmUp = min(count, max(2_000, connections * streams * 4))
+        let warmUp = try arguments.integer("--warm-up", default: min(count, max(2_000, connections * streams * 4)),
+            range: 0...10_000_000)!
         let executor: (any TaskExecutor)? = executorChoice == "loop" ? group.taskExecutor() : nil
-        _ = await drive(client, workload: workload, count: warmUp, concurrency: connections * streams,
-            sampler: nil, executor: executor)
+        if warmUp > 0 {
+            _ = await drive(client, workload: workload, count: warmUp, concurrency: connections * streams,
+                sampler: nil, executor: executor, policy: policy)
+        }
         let sampler = RSSSampler(total: count)
         let cpuBefore = ProcessReadings.cpuMicroseconds()
         let start = ProcessReadings.monotonicNanoseconds()
         let run = await drive(client, workload: workload, count: count, concurrency: connections * streams,
-            sampler: sampler, executor: executor)
+            sampler: sampler, executor: executor, policy: policy)
         let elapsed = Double(ProcessReadings.monotonicNanoseconds() - start) / 1e9
         let cpu = ProcessReadings.cpuMicroseconds() - cpuBefore
         sampler.stop()
@@ -141,9 +153,18 @@ struct BenchSendCommand: Command {
                 connections: connections, streams: streams, directory: directory)
         }
         printReport(ours: ours, theirs: theirs, rss: sampler.checkpoints, firstError: run.firstError)
+        if attempts > 1 {
+            print("retried notifications: \(run.retried), attempts in all: \(run.attempts)")
+        }
         if arguments.has("--json") {
-            print(reportJSON(ours: ours, theirs: theirs, rss: sampler.checkpoints, count: count,
-                connections: connections, streams: streams, load: load.oneMinute).compactString)
+            var report = reportJSON(ours: ours, theirs: theirs, rss: sampler.checkpoints, count: count,
+                connections: connections, streams: streams, load: load.oneMinute)
+            if layer == "client", case .object(var object) = report {
+                object["attempts_total"] = .int(Int64(run.attempts))
+                object["retried_notifications"] = .int(Int64(run.retried))
+                report = .object(object)
+            }
+            print(report.compactString)
         }
         return run.failures == 0 ? 0 : 1
     }
@@ -151,7 +172,8 @@ struct BenchSendCommand: Command {
     /// Measures only what the client does before the transport: token, validation, rendering.
     static func renderOnly(count: Int, topic: String, payloadBytes: Int) throws -> Int32 {
         let workload = try BenchWorkload(topic: topic, payloadBytes: payloadBytes)
-        let signer = try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "BENCH00001", teamID: "BENCHTEAM1"))
+        let key = try ProviderTokenKey.generate(keyID: "BENCH00001", teamID: "BENCHTEAM1")
+        let signer = try ProviderTokenSigner(key: key)
         var bytes = 0
         let cpuBefore = ProcessReadings.cpuMicroseconds()
         for index in 0..<count {
@@ -195,22 +217,26 @@ struct BenchSendCommand: Command {
     struct RunResult: Sendable {
         var histogram = LatencyHistogram()
         var failures = 0
+        var attempts = 0
+        var retried = 0
         var firstError: String?
     }
 
     /// `concurrency` senders share `count` notifications; each records its own latencies.
     static func drive(_ client: APNsClient, workload: BenchWorkload, count: Int, concurrency: Int,
-                      sampler: RSSSampler?, executor: (any TaskExecutor)?) async -> RunResult {
+                      sampler: RSSSampler?, executor: (any TaskExecutor)?, policy: RetryPolicy) async -> RunResult {
         if let executor {
             return await withTaskExecutorPreference(executor) {
-                await drive(client, workload: workload, count: count, concurrency: concurrency, sampler: sampler)
+                await drive(client, workload: workload, count: count, concurrency: concurrency, sampler: sampler,
+                    policy: policy)
             }
         }
-        return await drive(client, workload: workload, count: count, concurrency: concurrency, sampler: sampler)
+        return await drive(client, workload: workload, count: count, concurrency: concurrency, sampler: sampler,
+            policy: policy)
     }
 
     static func drive(_ client: APNsClient, workload: BenchWorkload, count: Int, concurrency: Int,
-                      sampler: RSSSampler?) async -> RunResult {
+                      sampler: RSSSampler?, policy: RetryPolicy) async -> RunResult {
         let next = BenchCounter()
         return await withTaskGroup(of: RunResult.self) { group in
             for _ in 0..<min(concurrency, count) {
@@ -230,7 +256,9 @@ struct BenchSendCommand: Command {
                                 failure = "\(error)"
                             }
                         } else {
-                            let delivery = await client.send(workload.request(index), policy: .never)
+                            let delivery = await client.send(workload.request(index), policy: policy)
+                            result.attempts += delivery.attempts.count
+                            if delivery.attempts.count > 1 { result.retried += 1 }
                             if delivery.status != .delivered { failure = delivery.summary }
                         }
                         result.histogram.record(nanoseconds: ProcessReadings.monotonicNanoseconds() - started)
@@ -247,6 +275,8 @@ struct BenchSendCommand: Command {
             for await part in group {
                 total.histogram.merge(part.histogram)
                 total.failures += part.failures
+                total.attempts += part.attempts
+                total.retried += part.retried
                 total.firstError = total.firstError ?? part.firstError
             }
             return total

@@ -1,0 +1,228 @@
+// The pool against real servers from Debian: nghttpd (files, a stream limit, a restart), h2o (POST through a
+// mruby handler), and openssl s_server without h2 (a clear ALPN error). Each server runs on a free loopback
+// port with a generated certificate and is killed afterwards.
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import APNs
+
+/// A server process started with posix_spawn and an empty signal mask (threads running Swift tasks block
+/// most signals, and a child inherits that mask: started through Foundation's Process, it would ignore
+/// SIGTERM). Killed with SIGKILL and reaped by `stop()`.
+final class TestServerProcess: @unchecked Sendable {
+    let pid: pid_t
+    let log: String
+
+    init(_ path: String, _ arguments: [String], log: String) throws {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid = pid_t()
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        guard result == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(result)))") }
+        self.pid = pid
+        self.log = log
+    }
+
+    /// Waits until the port accepts TCP connections.
+    func waitForPort(_ port: Int) async throws {
+        for _ in 0..<250 {
+            if Self.canConnect(port) { return }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                throw TestFailure("server exited: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestFailure("no server on port \(port) after 5 s")
+    }
+
+    func stop() {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+    }
+
+    static func canConnect(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
+
+@Suite("HTTP/2 pool against nghttpd, h2o and openssl s_server", .serialized)
+struct HTTP2InteropTests {
+    static let group = EventLoopGroup(threadCount: 1)
+
+    func pool(port: Int, certificate: TestCertificate,
+              _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in }) throws -> ConnectionPool
+    {
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
+            tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
+        configuration.requestTimeout = .seconds(5)
+        configuration.connectTimeout = .seconds(3)
+        adjust(&configuration)
+        return try ConnectionPool(configuration: configuration, group: Self.group)
+    }
+
+    func startNghttpd(_ certificate: TestCertificate, port: Int, extra: [String] = []) async throws
+        -> TestServerProcess
+    {
+        let documents = certificate.directory + "/www"
+        try FileManager.default.createDirectory(atPath: documents, withIntermediateDirectories: true)
+        try "hello from nghttpd\n".write(toFile: documents + "/hello.txt", atomically: true, encoding: .utf8)
+        let server = try TestServerProcess("/usr/sbin/nghttpd", ["-a", "127.0.0.1", "-d", documents] + extra
+            + [String(port), certificate.keyFile, certificate.certificateFile],
+            log: certificate.directory + "/nghttpd.log")
+        try await server.waitForPort(port)
+        return server
+    }
+
+    @Test func getFromNghttpdReturnsTheFile() async throws {
+        let certificate = try TestCertificate.make()
+        let port = freeLoopbackPort()
+        let server = try await startNghttpd(certificate, port: port)
+        defer { server.stop() }
+        let pool = try pool(port: port, certificate: certificate)
+        let response = try await pool.send(HTTP2Request(method: "GET", path: "/hello.txt"))
+        #expect(response.status == 200)
+        #expect(String(decoding: response.body, as: UTF8.self) == "hello from nghttpd\n")
+        let missing = try await pool.send(HTTP2Request(method: "GET", path: "/missing"))
+        #expect(missing.status == 404)
+        await pool.shutdown()
+    }
+
+    @Test func nghttpdStreamLimitIsLearnedAndHonoured() async throws {
+        let certificate = try TestCertificate.make()
+        let port = freeLoopbackPort()
+        let server = try await startNghttpd(certificate, port: port, extra: ["--max-concurrent-streams=2"])
+        defer { server.stop() }
+        let pool = try pool(port: port, certificate: certificate)
+        _ = try await pool.send(HTTP2Request(method: "GET", path: "/hello.txt"))
+        #expect(pool.statistics.streamCapacity == 2)
+        // More requests than the limit at once: none may be refused.
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<20 {
+                group.addTask { try await pool.send(HTTP2Request(method: "GET", path: "/hello.txt")).status }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses == Array(repeating: 200, count: 20))
+        await pool.shutdown()
+    }
+
+    @Test func restartedNghttpdIsReconnected() async throws {
+        let certificate = try TestCertificate.make()
+        let port = freeLoopbackPort()
+        let first = try await startNghttpd(certificate, port: port)
+        let pool = try pool(port: port, certificate: certificate) {
+            $0.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(50), maximum: .milliseconds(200))
+        }
+        #expect(try await pool.send(HTTP2Request(method: "GET", path: "/hello.txt")).status == 200)
+        first.stop()
+        #expect(await eventually { pool.statistics.readyConnections == 0 }, "the pool notices the dead connection")
+        let second = try await startNghttpd(certificate, port: port)
+        defer { second.stop() }
+        var status = 0
+        let deadline = ContinuousClock.now + .seconds(5)
+        while status == 0, ContinuousClock.now < deadline {
+            do {
+                status = try await pool.send(HTTP2Request(method: "GET", path: "/hello.txt")).status
+            } catch let error as HTTP2ClientError where error.requestWasNotProcessed {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        #expect(status == 200)
+        #expect(pool.statistics.connectionsOpened >= 2)
+        await pool.shutdown()
+    }
+
+    @Test func postThroughH2oMrubyHandler() async throws {
+        let certificate = try TestCertificate.make()
+        let port = freeLoopbackPort()
+        let configuration = """
+            listen:
+              host: 127.0.0.1
+              port: \(port)
+              ssl:
+                certificate-file: \(certificate.certificateFile)
+                key-file: \(certificate.keyFile)
+            num-threads: 1
+            hosts:
+              default:
+                paths:
+                  /:
+                    mruby.handler: |
+                      Proc.new do |env|
+                        body = env["rack.input"] ? env["rack.input"].read : ""
+                        [200, {"x-length" => body.bytesize.to_s, "x-path" => env["PATH_INFO"]}, ["ok"]]
+                      end
+
+            """
+        let configPath = certificate.directory + "/h2o.conf"
+        try configuration.write(toFile: configPath, atomically: true, encoding: .utf8)
+        let server = try TestServerProcess("/usr/bin/h2o", ["--mode", "worker", "--conf", configPath],
+            log: certificate.directory + "/h2o.log")
+        defer { server.stop() }
+        try await server.waitForPort(port)
+        let pool = try pool(port: port, certificate: certificate) { $0.connectionCount = 2 }
+        let statuses = try await withThrowingTaskGroup(of: (Int, String?, String?).self) { group in
+            for index in 0..<50 {
+                group.addTask {
+                    let response = try await pool.send(HTTP2Request(path: "/3/device/\(index)",
+                        headers: [HTTP2Header("apns-topic", "com.example.app")],
+                        body: [UInt8](repeating: 0x7b, count: 100 + index)))
+                    return (response.status, response.header("x-length"), response.header("x-path"))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.count == 50)
+        #expect(statuses.allSatisfy { $0.0 == 200 })
+        #expect(Set(statuses.compactMap(\.1)) == Set((0..<50).map { String(100 + $0) }))
+        #expect(statuses.contains { $0.2 == "/3/device/7" })
+        #expect(pool.statistics.readyConnections == 2)
+        await pool.shutdown()
+    }
+
+    @Test func opensslServerWithoutH2FailsWithAnALPNError() async throws {
+        let certificate = try TestCertificate.make()
+        let port = freeLoopbackPort()
+        let server = try TestServerProcess("/usr/bin/openssl", [
+            "s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate.certificateFile, "-key",
+            certificate.keyFile, "-alpn", "http/1.1", "-www", "-quiet",
+        ], log: certificate.directory + "/s_server.log")
+        defer { server.stop() }
+        try await server.waitForPort(port)
+        let pool = try pool(port: port, certificate: certificate)
+        let error = await #expect(throws: HTTP2ClientError.self) {
+            try await pool.send(HTTP2Request(method: "GET", path: "/"))
+        }
+        #expect(error?.code == .http2NotNegotiated)
+        #expect(error?.message.contains("h2") == true)
+        await pool.shutdown()
+    }
+}

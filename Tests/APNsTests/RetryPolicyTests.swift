@@ -1,0 +1,226 @@
+// The retry policy as a pure function: which outcomes retry, how long to wait, and the bounds.
+import Testing
+@testable import APNs
+
+@Suite("Retry policy")
+struct RetryPolicyTests {
+    /// A generator that always yields the maximum, so jittered delays equal their ceiling.
+    struct MaximumGenerator: RandomNumberGenerator {
+        mutating func next() -> UInt64 { UInt64.max }
+    }
+
+    let policy = RetryPolicy(maximumAttempts: 5, maximumTotalTime: .seconds(60),
+        backoff: ExponentialBackoff(initial: .milliseconds(200), maximum: .seconds(5)))
+
+    func decide(_ outcome: AttemptOutcome, attempts: Int = 1, elapsed: Duration = .zero,
+                expiresIn: Duration? = nil, policy: RetryPolicy? = nil) -> RetryDecision {
+        var generator = MaximumGenerator()
+        return (policy ?? self.policy).decide(after: outcome, attempts: attempts, elapsed: elapsed,
+            timeToExpiration: expiresIn, using: &generator)
+    }
+
+    func response(_ status: Int, _ reason: String?) -> AttemptOutcome {
+        .response(APNsResponse(status: status, reason: reason.map { APNsErrorReason($0) }), retryAfter: nil)
+    }
+
+    @Test func acceptedIsDelivered() {
+        #expect(decide(response(200, nil)) == .finish(.delivered, because: "accepted by APNs"))
+    }
+
+    @Test(arguments: ["Unregistered", "BadDeviceToken", "ExpiredToken", "DeviceTokenNotForTopic", "BadTopic",
+                      "PayloadTooLarge", "InvalidProviderToken", "BadCertificate", "MissingTopic"])
+    func permanentAndInvalidTokenAndCredentialReasonsAreRejectedWithoutRetry(reason: String) {
+        let status = APNsErrorReason(reason).httpStatus ?? 400
+        guard case .finish(.rejected, let because) = decide(response(status, reason)) else {
+            Issue.record("\(reason) should be rejected")
+            return
+        }
+        #expect(because.contains(reason))
+    }
+
+    @Test(arguments: [(429, "TooManyRequests"), (500, "InternalServerError"), (503, "ServiceUnavailable"),
+                      (429, "TooManyProviderTokenUpdates"), (502, nil)] as [(Int, String?)])
+    func serverTroubleRetriesAfterExponentialBackoff(status: Int, reason: String?) {
+        #expect(decide(response(status, reason), attempts: 1) == .retry(after: .milliseconds(200), action: .none))
+        #expect(decide(response(status, reason), attempts: 3) == .retry(after: .milliseconds(800), action: .none))
+        #expect(decide(response(status, reason), attempts: 4, policy: RetryPolicy(maximumAttempts: 9,
+            backoff: ExponentialBackoff(initial: .seconds(1), maximum: .seconds(5))))
+            == .retry(after: .seconds(5), action: .none), "the ceiling caps the growth")
+    }
+
+    @Test func jitterStaysWithinTheCeiling() {
+        var generator = SystemRandomNumberGenerator()
+        for attempt in 1...4 {
+            let ceiling = policy.backoff.ceiling(afterFailures: attempt)
+            for _ in 0..<50 {
+                let decision = policy.decide(after: response(503, "ServiceUnavailable"), attempts: attempt,
+                    elapsed: .zero, timeToExpiration: nil, using: &generator)
+                guard case .retry(let delay, _) = decision else {
+                    Issue.record("503 should retry")
+                    return
+                }
+                #expect(delay >= .zero && delay <= ceiling)
+            }
+        }
+    }
+
+    @Test func retryAfterIsHonouredAsALowerBound() {
+        let outcome = AttemptOutcome.response(APNsResponse(status: 429, reason: .tooManyRequests),
+            retryAfter: .seconds(7))
+        #expect(decide(outcome) == .retry(after: .seconds(7), action: .none))
+    }
+
+    @Test func connectionReasonsRetryAtOnceOnANewConnection() {
+        for reason in ["IdleTimeout", "Shutdown", "UnrelatedKeyIdInToken"] {
+            let status = APNsErrorReason(reason).httpStatus!
+            #expect(decide(response(status, reason)) == .retry(after: .zero, action: .useNewConnection))
+        }
+    }
+
+    @Test func expiredProviderTokenRetriesAtOnceWithANewToken() {
+        #expect(decide(response(403, "ExpiredProviderToken")) == .retry(after: .zero, action: .refreshProviderToken))
+    }
+
+    @Test func unprocessedStreamsRetryAtOnceAndConnectFailuresBackOff() {
+        let unprocessed = HTTP2ClientError(.unprocessed, "GOAWAY", endpoint: "h:1")
+        #expect(decide(.transportFailure(unprocessed)) == .retry(after: .zero, action: .none))
+        let refused = HTTP2ClientError(.connectFailed, "refused", endpoint: "h:1", retryAfter: .seconds(2))
+        #expect(decide(.transportFailure(refused)) == .retry(after: .seconds(2), action: .none),
+            "the pool's back-off is a lower bound")
+    }
+
+    @Test func possiblyProcessedRequestsRetryOnlyWhenAllowed() {
+        let timeout = HTTP2ClientError(.requestTimeout, "no response", endpoint: "h:1")
+        #expect(decide(.transportFailure(timeout)) == .retry(after: .milliseconds(200), action: .none))
+        let cautious = RetryPolicy(maximumAttempts: 5, retriesPossiblyProcessedRequests: false)
+        guard case .finish(.failed, let because) = decide(.transportFailure(timeout), policy: cautious) else {
+            Issue.record("a cautious policy must not resend a request APNs may have processed")
+            return
+        }
+        #expect(because.contains("may have processed"))
+    }
+
+    @Test func configurationFailuresAreNotRetried() {
+        for code in [HTTP2ClientError.Code.certificateVerificationFailed, .http2NotNegotiated, .poolShutDown,
+                     .invalidConfiguration, .responseTooLarge] {
+            let error = HTTP2ClientError(code, "broken", endpoint: "h:1")
+            guard case .finish(.failed, _) = decide(.transportFailure(error)) else {
+                Issue.record("\(code) should fail at once")
+                continue
+            }
+        }
+        guard case .finish(.rejected, _) = decide(.invalidRequest("payload too large")) else {
+            Issue.record("an invalid request is rejected")
+            return
+        }
+    }
+
+    @Test func attemptsAreBounded() {
+        guard case .finish(.failed, let because) = decide(response(503, "ServiceUnavailable"), attempts: 5) else {
+            Issue.record("the fifth failure ends it")
+            return
+        }
+        #expect(because.contains("5 attempts"))
+        #expect(because.contains("ServiceUnavailable"))
+    }
+
+    @Test func totalTimeIsBounded() {
+        let late = decide(response(503, "ServiceUnavailable"), attempts: 2, elapsed: .milliseconds(59_700))
+        guard case .finish(.failed, let because) = late else {
+            Issue.record("a retry past the total time must not be scheduled")
+            return
+        }
+        #expect(because.contains("60 s"))
+    }
+
+    @Test func expirationBoundsRetries() {
+        guard case .finish(.failed, _) = decide(response(503, "ServiceUnavailable"), expiresIn: .milliseconds(100))
+        else {
+            Issue.record("a retry at or after the expiration must not be scheduled")
+            return
+        }
+        #expect(decide(response(503, "ServiceUnavailable"), expiresIn: .seconds(10))
+            == .retry(after: .milliseconds(200), action: .none))
+        // Expiration 0: only immediate retries.
+        guard case .finish(.failed, _) = decide(response(503, "ServiceUnavailable"), expiresIn: .zero) else {
+            Issue.record("expiration 0 allows no delayed retry")
+            return
+        }
+        #expect(decide(response(400, "IdleTimeout"), expiresIn: .zero)
+            == .retry(after: .zero, action: .useNewConnection))
+        // Already expired: nothing more.
+        guard case .finish(.failed, let because) = decide(response(400, "IdleTimeout"), expiresIn: .seconds(-1)) else {
+            Issue.record("an expired notification is not retried")
+            return
+        }
+        #expect(because.contains("expired"))
+    }
+
+    @Test func neverSendsOnce() {
+        guard case .finish(.failed, _) = decide(response(503, "ServiceUnavailable"), policy: .never) else {
+            Issue.record("RetryPolicy.never does not retry")
+            return
+        }
+    }
+}
+
+@Suite("Retry-After, back-off and small containers")
+struct RetryHelpersTests {
+    @Test func retryAfterSecondsAndHTTPDates() {
+        #expect(RetryAfter.delay("120", now: 0) == .seconds(120))
+        #expect(RetryAfter.delay(" 5 ", now: 0) == .seconds(5))
+        // Sun, 06 Nov 1994 08:49:37 GMT is 784111777.
+        #expect(RetryAfter.delay("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_700) == .seconds(77))
+        #expect(RetryAfter.delay("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_800) == .zero, "a past date")
+        #expect(RetryAfter.delay("-3", now: 0) == nil)
+        #expect(RetryAfter.delay("soon", now: 0) == nil)
+        #expect(RetryAfter.delay("Sun, 06 Nov 1994 25:49:37 GMT", now: 0) == nil)
+    }
+
+    @Test func backoffCeilingsDoubleUpToTheMaximum() {
+        let backoff = ExponentialBackoff(initial: .milliseconds(100), maximum: .seconds(1))
+        #expect(backoff.ceiling(afterFailures: 0) == .zero)
+        #expect(backoff.ceiling(afterFailures: 1) == .milliseconds(100))
+        #expect(backoff.ceiling(afterFailures: 2) == .milliseconds(200))
+        #expect(backoff.ceiling(afterFailures: 4) == .milliseconds(800))
+        #expect(backoff.ceiling(afterFailures: 5) == .seconds(1))
+        #expect(backoff.ceiling(afterFailures: 500) == .seconds(1))
+    }
+
+    @Test func boundedQueueKeepsOrderAndRefusesPastCapacity() {
+        var queue = BoundedQueue<Int>(capacity: 3)
+        let accepted = [queue.append(1), queue.append(2), queue.append(3), queue.append(4)]
+        #expect(accepted == [true, true, true, false])
+        let first = queue.popFirst()
+        #expect(first == 1)
+        let appended = queue.append(5)
+        #expect(appended)
+        let removed = queue.removeAll { $0 == 3 }
+        #expect(removed == [3])
+        let rest = [queue.popFirst(), queue.popFirst(), queue.popFirst()]
+        #expect(rest == [2, 5, nil])
+    }
+
+    @Test func headerFieldsFindNamesIgnoringCaseAndIterateInOrder() {
+        var fields = HTTP2HeaderFields()
+        fields.append(name: Array("apns-id".utf8), value: Array("A-1".utf8))
+        fields.append(name: Array("retry-after".utf8), value: Array("30".utf8))
+        fields.append(name: Array("apns-id".utf8), value: Array("second".utf8))
+        #expect(fields.count == 3)
+        #expect(fields.first(named: "APNS-ID") == "A-1")
+        #expect(fields.first(named: "retry-after") == "30")
+        #expect(fields.first(named: "apns-unique-id") == nil)
+        #expect(fields.map(\.value) == ["A-1", "30", "second"])
+    }
+
+    @Test func endpointURLsAreParsedOrRefusedClearly() throws {
+        #expect(try ConnectionPool.Configuration.parse(url: "https://api.push.apple.com")
+            == ("api.push.apple.com", 443))
+        #expect(try ConnectionPool.Configuration.parse(url: "https://127.0.0.1:8443/") == ("127.0.0.1", 8443))
+        #expect(try ConnectionPool.Configuration.parse(url: "https://[::1]:2197") == ("::1", 2197))
+        for bad in ["http://a", "https://", "https://a:0", "https://a:x", "https://a/3/device", "https://u@a"] {
+            let error = #expect(throws: HTTP2ClientError.self) { try ConnectionPool.Configuration.parse(url: bad) }
+            #expect(error?.message.contains("https://host[:port]") == true, "\(bad)")
+        }
+    }
+}
