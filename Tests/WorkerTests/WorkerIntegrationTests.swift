@@ -129,6 +129,16 @@ final class WorkerHarness: Sendable {
     }
 }
 
+/// Writes records the worker produced as JSON lines under $APNS_WORKER_RECORDS_DIR (set by
+/// scripts/test.sh), so Tests/System/test_produced_records.py validates them against schemas/ with
+/// an independent validator.
+func dumpProducedRecords(_ name: String, _ records: [JSONValue]) {
+    guard let directory = ProcessInfo.processInfo.environment["APNS_WORKER_RECORDS_DIR"] else { return }
+    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let lines = records.map(\.compactString).joined(separator: "\n") + "\n"
+    _ = FileManager.default.createFile(atPath: directory + "/" + name + ".jsonl", contents: Data(lines.utf8))
+}
+
 func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
     var counts: [String: Int] = [:]
     for outcome in outcomes {
@@ -164,6 +174,13 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         #expect(Set(invalid.compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } }).isSubset(of: Set(unregistered)))
         let letters = try await KafkaTestSupport.readAll(harness.cluster, topic: "push.dlq", count: events / 500)
         #expect(letters.count == events / 500)
+        dumpProducedRecords("push-outcome", outcomes)
+        dumpProducedRecords("invalid-token", invalid.compactMap { $0.value.flatMap { try? JSONValue(parsing: $0) } })
+        dumpProducedRecords("dlq-headers", letters.map { letter in
+            var headers = JSONObject()
+            for header in letter.headers { headers[header.name] = .string(String(decoding: header.value ?? [], as: UTF8.self)) }
+            return .object(headers)
+        })
         #expect(try await harness.committedTotal() == Int64(events))
         // What APNs accepted is what the outcomes say was delivered, apns-id for apns-id.
         let acceptedIDs = Set(harness.simulator.accepted.map(\.apnsID))
