@@ -1,0 +1,422 @@
+"""Real processes for the worker's crash and shutdown tests: the mock Kafka cluster, the APNs
+simulator and `apns-worker run`, plus a Kafka client (confluent-kafka) to produce events and read
+outcomes and committed offsets. Every wait is bounded; every process is stopped by `close()`.
+"""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+BIN = os.environ.get("APNS_WORKER_BIN", "apns-worker")
+BUNDLE_ID = "com.example.chat"
+KEY_ID = "CRASHKEY01"
+TEAM_ID = "CRASHTEAM1"
+REQUESTS = "push.requests"
+OUTCOMES = "push.outcomes"
+OTHER_TOPICS = "push.outcomes:4,push.invalid-tokens:2,push.dlq:1"
+
+RULES = """\
+version: 1
+defaults:
+  app: "{{ event.app }}"
+rules:
+  - id: all
+    match:
+      type: [{exists: true}]
+    alert:
+      body: "{{ event.type }}"
+"""
+
+
+class Deadline:
+    """A point in time a wait must not pass."""
+
+    def __init__(self, seconds):
+        self.end = time.monotonic() + seconds
+
+    def left(self):
+        return max(0.0, self.end - time.monotonic())
+
+    def passed(self):
+        return time.monotonic() >= self.end
+
+
+class LineCollector:
+    """Reads a process's pipe on a thread of its own (so the process never blocks on a full pipe)."""
+
+    def __init__(self, process, stream):
+        self.process = process
+        self.lines = []
+        self.closed = False
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream):
+        for line in stream:
+            with self.changed:
+                self.lines.append(line.rstrip("\n"))
+                self.changed.notify_all()
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    def wait_for_prefixes(self, wanted, seconds):
+        """Waits until a line starting with each prefix in `wanted` was printed; returns {prefix: rest}."""
+        deadline = Deadline(seconds)
+        with self.changed:
+            while True:
+                found = {prefix: line[len(prefix):].strip()
+                         for line in self.lines for prefix in wanted if line.startswith(prefix)}
+                if len(found) == len(wanted):
+                    return found
+                if self.closed:
+                    raise RuntimeError(f"{self.process.args[:2]} exited before printing {wanted}: {self.lines}")
+                if deadline.passed():
+                    raise TimeoutError(f"{self.process.args[:2]} printed no {wanted} in {seconds} s: {self.lines}")
+                self.changed.wait(deadline.left())
+
+    def all_lines(self, seconds=10):
+        """Every line, once the pipe closed (the process exited)."""
+        self.thread.join(seconds)
+        with self.changed:
+            return list(self.lines)
+
+
+def stop(process, seconds=10):
+    """SIGTERM, then SIGKILL if it lingers; returns the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait(timeout=seconds)
+
+
+class KafkaMock:
+    """`apns-worker kafka-mock` with the worker's four topics, push.requests with `partitions`."""
+
+    def __init__(self, partitions=4):
+        self.process = subprocess.Popen(
+            [BIN, "kafka-mock", "--brokers", "1", "--topics", f"{REQUESTS}:{partitions},{OTHER_TOPICS}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.output = LineCollector(self.process, self.process.stdout)
+        try:
+            self.bootstrap = self.output.wait_for_prefixes(["bootstrap.servers="], 20)["bootstrap.servers="]
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        stop(self.process)
+
+
+class Simulator:
+    """`apns-worker simulator` trusting provider tokens of one key, answering after `latency_ms`
+    (its --latency-ms syntax)."""
+
+    def __init__(self, directory, public_key_file, latency_ms, script=()):
+        """`script`: the simulator's scripted faults, e.g. [{"request": 900, "action": "delay", "ms": 8000}]."""
+        faults = os.path.join(directory, "simulator.json")
+        with open(faults, "w") as file:
+            json.dump({"faults": {"script": list(script)}}, file)
+        self.process = subprocess.Popen(
+            [BIN, "simulator", "--config", faults, "--port", "0", "--environment", "production", "--key-id", KEY_ID,
+             "--public-key-file", public_key_file, "--latency-ms", latency_ms,
+             "--ca-out", os.path.join(directory, "simulator-ca.pem")],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.output = LineCollector(self.process, self.process.stdout)
+        try:
+            found = self.output.wait_for_prefixes(["listening on ", "ca-file: "], 20)
+        except BaseException:
+            self.close()
+            raise
+        self.url = found["listening on "].rstrip("/")
+        self.ca_file = found["ca-file: "]
+
+    def close(self):
+        """Stops the simulator (again is harmless); returns its `stats:` JSON, or None."""
+        stop(self.process)
+        for line in self.output.all_lines():
+            if line.startswith("stats: "):
+                return json.loads(line[len("stats: "):])
+        return None
+
+
+def make_token_key(directory):
+    """A P-256 .p8 key and its public key (PEM), made with the openssl CLI."""
+    key = os.path.join(directory, f"AuthKey_{KEY_ID}.p8")
+    public = os.path.join(directory, "key.pub")
+    generated = subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout"],
+                               capture_output=True, check=True, timeout=20).stdout
+    subprocess.run(["openssl", "pkcs8", "-topk8", "-nocrypt", "-out", key], input=generated,
+                   capture_output=True, check=True, timeout=20)
+    subprocess.run(["openssl", "ec", "-in", key, "-pubout", "-out", public], capture_output=True, check=True,
+                   timeout=20)
+    return key, public
+
+
+def write_worker_config(directory, *, bootstrap, group, simulator, key_file, max_in_flight, drain_timeout):
+    """worker.yaml (and rules.yaml) for the mock cluster and the simulator; returns its path."""
+    rules = os.path.join(directory, "rules.yaml")
+    with open(rules, "w") as file:
+        file.write(RULES)
+    properties = {
+        # A restarted worker takes over a SIGKILLed member's partitions within seconds, not librdkafka's 45 s.
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+        # Stored offsets are committed every 100 ms instead of every 5 s, so that what a crash leaves
+        # uncommitted is the work in progress rather than seconds of finished work.
+        "auto.commit.interval.ms": 100,
+    }
+    config = {
+        "kafka": {"brokers": bootstrap.split(","), "group": group, "properties": properties},
+        "credentials": {"sim-key": {"type": "token", "key_file": key_file, "key_id": KEY_ID, "team_id": TEAM_ID}},
+        "apps": {BUNDLE_ID: {"credential": "sim-key"}},
+        "apns": {"endpoints": {"production": simulator.url, "sandbox": simulator.url},
+                 "ca_file": simulator.ca_file, "connections": 1},
+        "pipeline": {"max_in_flight_records": max_in_flight},
+        "shutdown": {"drain_timeout": drain_timeout},
+        "rules": {"file": rules},
+        "metrics": {"listen": "127.0.0.1:0"},
+        "log": {"level": "info"},
+    }
+    path = os.path.join(directory, "worker.yaml")
+    with open(path, "w") as file:
+        json.dump(config, file, indent=2)  # JSON is YAML; it keeps the file free of quoting surprises
+    return path
+
+
+def device_token(event_id, index):
+    return hashlib.sha256(f"{event_id}/{index}".encode()).hexdigest()
+
+
+def make_events(count, prefix):
+    """`count` events for the configured app, 1 or 2 production devices each (alternating)."""
+    events = []
+    for number in range(count):
+        event_id = f"{prefix}-{number:06d}"
+        devices = [{"token": device_token(event_id, index), "environment": "production"}
+                   for index in range(1 + number % 2)]
+        events.append({"id": event_id, "type": "chat.message", "app": BUNDLE_ID,
+                       "recipient": {"user_id": f"u{number % 97}"}, "devices": devices,
+                       "data": {"text": f"message {number}"}})
+    return events
+
+
+def expected_pairs(events):
+    return {(event["id"], device["token"]) for event in events for device in event["devices"]}
+
+
+def produce(bootstrap, events, seconds=30):
+    """Produces the events to push.requests (keyed by user id); returns {event id: (partition, offset)}."""
+    placed = {}
+    failures = []
+
+    def delivered(error, message):
+        if error is not None:
+            failures.append(error)
+        else:
+            placed[json.loads(message.value())["id"]] = (message.partition(), message.offset())
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for event in events:
+        while True:
+            try:
+                producer.produce(REQUESTS, key=event["recipient"]["user_id"], value=json.dumps(event),
+                                 on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    left = producer.flush(seconds)
+    assert left == 0 and not failures, f"{left} events not produced; errors: {failures[:3]}"
+    return placed
+
+
+class OutcomeReader:
+    """Reads push.outcomes from the beginning, without a group commit, counting outcomes per pair."""
+
+    def __init__(self, bootstrap):
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pytest-outcome-reader",
+                                  "enable.auto.commit": False, "enable.partition.eof": False})
+        metadata = self.consumer.list_topics(OUTCOMES, timeout=10)
+        partitions = metadata.topics[OUTCOMES].partitions
+        self.consumer.assign([TopicPartition(OUTCOMES, p, 0) for p in partitions])  # 0 = from the start
+        self.per_pair = Counter()
+        self.outcomes = []
+
+    def poll(self, seconds=0.2):
+        """Reads what has arrived (up to `seconds` of waiting); returns how many outcomes were new."""
+        new = 0
+        deadline = Deadline(seconds)
+        while True:
+            messages = self.consumer.consume(num_messages=1000, timeout=max(0.01, deadline.left()))
+            for message in messages:
+                assert message.error() is None, message.error()
+                outcome = json.loads(message.value())
+                self.outcomes.append(outcome)
+                self.per_pair[(outcome["event_id"], outcome["device_token"])] += 1
+                new += 1
+            if not messages or deadline.passed():
+                return new
+
+    def poll_until_quiet(self, quiet=1.0, seconds=15):
+        """Reads until nothing new arrived for `quiet` seconds (what a stopped worker sent has landed)."""
+        deadline = Deadline(seconds)
+        while self.poll(quiet) > 0:
+            if deadline.passed():
+                raise TimeoutError(f"outcomes still arriving after {seconds} s")
+
+    def wait_for(self, condition, seconds, what):
+        deadline = Deadline(seconds)
+        while not condition():
+            if deadline.passed():
+                raise TimeoutError(f"{what} not reached in {seconds} s ({len(self.per_pair)} pairs, "
+                                   f"{len(self.outcomes)} outcomes)")
+            self.poll(min(0.2, deadline.left()))
+
+    def close(self):
+        self.consumer.close()
+
+
+class GroupOffsets:
+    """The worker group's committed offsets of push.requests, and where its partitions end. Asks the
+    group coordinator without joining the group."""
+
+    def __init__(self, bootstrap, group):
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        partitions = self.consumer.list_topics(REQUESTS, timeout=10).topics[REQUESTS].partitions
+        self.partitions = [TopicPartition(REQUESTS, p) for p in sorted(partitions)]
+
+    def committed(self):
+        """{partition: next offset to read}; -1001 where the group committed nothing."""
+        return {tp.partition: tp.offset for tp in self.consumer.committed(self.partitions, timeout=10)}
+
+    def ends(self):
+        """{partition: high watermark}."""
+        return {tp.partition: self.consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in self.partitions}
+
+    def close(self):
+        self.consumer.close()
+
+
+def worker_environment():
+    """This environment without APNS_WORKER_* variables: the worker reads every one of them as a
+    configuration override, and refuses APNS_WORKER_BIN (set for these tests) as an unknown key 'bin'."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("APNS_WORKER_")}
+
+
+class Worker:
+    """`apns-worker run --config FILE`, its JSON log lines collected from a file."""
+
+    def __init__(self, config, directory, name):
+        self.log_path = os.path.join(directory, f"{name}.log")
+        self.err_path = os.path.join(directory, f"{name}.err")
+        with open(self.log_path, "w") as out, open(self.err_path, "w") as err:
+            self.process = subprocess.Popen([BIN, "run", "--config", config], stdout=out, stderr=err,
+                                            env=worker_environment())
+
+    def log(self):
+        """The JSON lines written so far (a line still being written is left for later)."""
+        with open(self.log_path) as file:
+            return [json.loads(line) for line in file if line.endswith("\n") and line.strip()]
+
+    def stderr(self):
+        with open(self.err_path) as file:
+            return file.read()
+
+    def find(self, message):
+        return [line for line in self.log() if line.get("message") == message]
+
+    def wait_for_log(self, message, seconds):
+        deadline = Deadline(seconds)
+        while not self.find(message):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited ({self.process.returncode}) before logging '{message}':\n"
+                                   f"{self.stderr()}\n{self.tail()}")
+            if deadline.passed():
+                raise TimeoutError(f"worker logged no '{message}' in {seconds} s:\n{self.tail()}")
+            time.sleep(0.05)
+        return self.find(message)[0]
+
+    def tail(self, count=15):
+        with open(self.log_path) as file:
+            return "".join(file.readlines()[-count:])
+
+    def kill(self):
+        self.process.kill()
+        return self.process.wait(timeout=10)
+
+    def terminate(self, seconds):
+        """SIGTERM; returns (exit code, seconds it took to exit)."""
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=seconds)
+        return code, time.monotonic() - started
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+class Stack:
+    """One test's processes: the mock cluster, the simulator, an outcome reader, a worker.yaml, and the
+    workers started from it. `close()` stops them all, the workers first."""
+
+    def __init__(self, directory, group, *, latency_ms, max_in_flight, drain_timeout, script=(), partitions=4):
+        self.directory = directory
+        self.closers = []
+        try:
+            self.cluster = KafkaMock(partitions)
+            self.closers.append(self.cluster.close)
+            key_file, public_key_file = make_token_key(directory)
+            self.simulator = Simulator(directory, public_key_file, latency_ms, script)
+            self.closers.append(self.simulator.close)
+            self.reader = OutcomeReader(self.cluster.bootstrap)
+            self.closers.append(self.reader.close)
+            self.offsets = GroupOffsets(self.cluster.bootstrap, group)
+            self.closers.append(self.offsets.close)
+            self.config = write_worker_config(
+                directory, bootstrap=self.cluster.bootstrap, group=group, simulator=self.simulator,
+                key_file=key_file, max_in_flight=max_in_flight, drain_timeout=f"{drain_timeout}s")
+        except BaseException:
+            self.close()
+            raise
+
+    def start_worker(self, name):
+        worker = Worker(self.config, self.directory, name)
+        self.closers.append(worker.close)
+        worker.wait_for_log("worker started", 20)
+        return worker
+
+    def produce(self, events):
+        return produce(self.cluster.bootstrap, events)
+
+    def committed(self):
+        return self.offsets.committed()
+
+    def wait_until_all_committed(self, pairs, seconds=40):
+        """Every pair has an outcome and the group's committed offsets reached the end of push.requests."""
+        ends = self.offsets.ends()
+        self.reader.wait_for(lambda: len(self.reader.per_pair) >= len(pairs) and self.committed() == ends,
+                             seconds, "every outcome and every offset committed")
+        return ends
+
+    def close(self):
+        problems = []
+        for close in reversed(self.closers):
+            try:
+                close()
+            except Exception as problem:  # stop the rest all the same
+                problems.append(problem)
+        self.closers.clear()
+        if problems:
+            raise problems[0]
