@@ -1,5 +1,6 @@
 import Foundation
 import APNs
+import PushRules
 import Testing
 @testable import Worker
 
@@ -70,6 +71,9 @@ import Testing
             "APNS_WORKER_PIPELINE__MAX_IN_FLIGHT_RECORDS": "250",
             "APNS_WORKER_RETRY__BASE_BACKOFF": "50ms",
             "HOME": "/root",
+            // Kubernetes service links for a Service named apns-worker-metrics: not configuration.
+            "APNS_WORKER_METRICS_PORT": "tcp://10.0.0.7:9090",
+            "APNS_WORKER_METRICS_SERVICE_HOST": "10.0.0.7",
         ], to: &document)
         #expect(applied.count == 5)
         let configuration = try WorkerConfiguration(decoding: document)
@@ -107,6 +111,24 @@ import Testing
         }
     }
 
+    @Test func missingFilesAreReportedWithTheOtherProblems() {
+        let yaml = """
+            kafka: {brokers: [k1:9092], property_files: {sasl.password: /nonexistent/sasl}}
+            credentials:
+              team-key: {type: token, key_file: /nonexistent/AuthKey.p8, key_id: ABC123DEFG, team_id: DEF123GHIJ}
+            apps: {com.example.chat: {credential: team-key}}
+            rules: {file: /nonexistent/rules.yaml}
+            """
+        #expect {
+            _ = try ConfigurationLoader.load(bytes: Array(yaml.utf8), file: "w.yaml", environment: [:])
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("w.yaml:3:27: credentials.team-key.key_file: file not found at '/nonexistent/AuthKey.p8'")
+                && text.contains("kafka.property_files.sasl.password: file not found")
+                && text.contains("w.yaml:5:9: rules.file: file not found")
+        }
+    }
+
     @Test func problemsFromEnvironmentVariablesNameTheVariable() {
         let yaml = """
             kafka: {brokers: [k1:9092]}
@@ -132,7 +154,9 @@ import Testing
     @Test func theExampleConfigurationsInSchemasLoad() throws {
         for name in ["worker-config.minimal.yaml", "worker-config.production.yaml", "worker-config.simulator.yaml"] {
             let path = #filePath.replacingOccurrences(of: "Tests/WorkerTests/ConfigurationTests.swift", with: "schemas/examples/" + name)
-            _ = try ConfigurationLoader.load(path: path, environment: [:])
+            // The examples name files of a real deployment, so their existence is not checked here.
+            let data = try #require(FileManager.default.contents(atPath: path))
+            _ = try WorkerConfiguration(decoding: YAMLDocument(bytes: Array(data)).value)
         }
     }
 }

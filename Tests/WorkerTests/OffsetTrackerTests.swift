@@ -43,7 +43,7 @@ import Testing
         var tracker = OffsetTracker()
         let takenOld = tracker.take(partition, offset: 7)
         let old = try #require(takenOld)
-        #expect(tracker.forget(partition) == 1)
+        #expect(tracker.forget(partition) == (1, 0))
         #expect(tracker.unfinishedCount == 0)
         let takenNew = tracker.take(partition, offset: 7)
         let new = try #require(takenNew)
@@ -51,6 +51,27 @@ import Testing
         #expect(tracker.finish(partition, offset: 7, generation: old) == nil)
         #expect(tracker.unfinished(partition) == 1)
         #expect(tracker.finish(partition, offset: 7, generation: new) == 8)
+    }
+
+    @Test func finishedRecordsBehindASlowOneStayHeldUntilItFinishes() throws {
+        var tracker = OffsetTracker()
+        var generation: UInt64 = 0
+        for offset in Int64(0)..<5 {
+            let taken = tracker.take(partition, offset: offset)
+            generation = try #require(taken)
+        }
+        for offset in Int64(1)..<5 {
+            #expect(tracker.finishReleasing(partition, offset: offset, generation: generation) == (nil, 0))
+        }
+        #expect(tracker.held(partition) == 5)
+        #expect(tracker.finishReleasing(partition, offset: 0, generation: generation) == (5, 5))
+        #expect(tracker.held(partition) == 0)
+        // A record of a forgotten partition releases only itself.
+        _ = tracker.take(partition, offset: 9)
+        _ = tracker.take(partition, offset: 10)
+        _ = tracker.finish(partition, offset: 10, generation: generation)
+        #expect(tracker.forget(partition) == (1, 1))
+        #expect(tracker.finishReleasing(partition, offset: 9, generation: generation) == (nil, 1))
     }
 
     @Test func partitionsAreIndependent() throws {

@@ -106,6 +106,37 @@ import Testing
         #expect(log.paused.isEmpty, "every pause was followed by a resume")
     }
 
+    @Test func recordsWaitingBehindASlowOneCountAgainstTheCap() async throws {
+        // Offset 0 is slow; everything after it finishes at once but cannot be committed before it,
+        // so a crash would redo all of it: the cap must stop consumption at 10 such records.
+        let records = (Int64(0)..<100).map {
+            makeRecord(partition: 0, offset: $0, devices: [$0 == 0 ? Self.tokens[3] : Self.tokens[0]])
+        }
+        let source = InMemoryEventSource(records: records)
+        let sink = InMemoryResultSink()
+        let release = Atomic<Bool>(false)
+        let slowTransport = ClosureTransport { push in
+            if push.request.deviceToken.hex == Self.tokens[3] {
+                while !release.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(2)) }
+            }
+            return apnsAnswer(push, status: 200)
+        }
+        var configuration = PipelineConfiguration()
+        configuration.maxRecordsInFlight = 10
+        configuration.resumeBelow = 5
+        let pipeline = Pipeline(
+            configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: slowTransport)
+        try pipeline.start()
+        await waitUntil(5) { pipeline.counters.recordsFinished >= 9 }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(pipeline.counters.recordsTaken == 10, "consumption paused with 10 records held")
+        #expect(source.log.withLock { $0.stored.isEmpty })
+        release.store(true, ordering: .relaxed)
+        await waitUntil { pipeline.counters.recordsFinished == 100 }
+        #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 100)
+    }
+
     @Test func aRecordWhoseResultsCannotBePublishedHoldsItsOffsetBack() async throws {
         // Invalid tokens fail to publish here; the record carrying one must never be committed past.
         let records = [

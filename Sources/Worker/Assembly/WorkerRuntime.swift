@@ -50,6 +50,9 @@ public final class WorkerRuntime: Sendable {
         // Stored offsets are committed every second: what a crash (or a refused revoke commit) makes
         // the next owner redo is at most a second of work beyond the records in flight.
         consumerConfiguration.autoCommitInterval = .seconds(1)
+        // The consumer's hand-off holds records the pipeline has not taken yet; keep it small beside the
+        // cap so that records held in memory stay within cap + cap/4.
+        consumerConfiguration.bufferCapacity = max(16, min(256, configuration.pipeline.maxInFlightRecords / 4))
         let kafkaLogger = logger.with(["component": "kafka"])
         let eventHandler: KafkaEventHandler = { event in
             switch event {

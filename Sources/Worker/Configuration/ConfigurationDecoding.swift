@@ -1,5 +1,6 @@
 // Turns the parsed worker.yaml (after environment overrides) into WorkerConfiguration, collecting
 // every problem with the key path where it is and what would be right.
+import Foundation
 public import APNs
 
 /// One problem in the configuration: where (a key path such as `kafka.topics.requests`, and the
@@ -26,6 +27,13 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
 
 struct ConfigurationDecoder {
     var problems: [ConfigurationProblem] = []
+    var checksFiles = false
+
+    /// Reports a file the worker will read that is not there.
+    mutating func checkFile(_ path: String?, at keyPath: String) {
+        guard checksFiles, let path, !FileManager.default.fileExists(atPath: path) else { return }
+        problem(keyPath, "file not found at '\(path)'; check the path (relative paths start from the current directory)")
+    }
 
     mutating func problem(_ path: String, _ message: String) {
         problems.append(ConfigurationProblem(path: path, message: message))
@@ -155,8 +163,12 @@ struct ConfigurationDecoder {
 extension WorkerConfiguration {
     /// Decodes a parsed configuration document (schemas/worker-config.schema.json). Throws every
     /// problem found at once.
-    public init(decoding document: JSONValue) throws(ConfigurationError) {
+    ///
+    /// - Parameter checkingFiles: also report credential, CA and property files that do not exist,
+    ///   with the other problems (the loader does; configurations made in memory need not).
+    public init(decoding document: JSONValue, checkingFiles: Bool = false) throws(ConfigurationError) {
         var decoder = ConfigurationDecoder()
+        decoder.checksFiles = checkingFiles
         guard let root = document.objectValue else {
             throw ConfigurationError(problems: [
                 ConfigurationProblem(path: "", message: "the configuration must be a mapping, found \(document.typeName)")
@@ -210,6 +222,9 @@ extension WorkerConfiguration {
                 }
             }
             kafka.propertyFiles = decoder.stringMap(object, "property_files", "kafka")
+            for (name, file) in kafka.propertyFiles.sorted(by: { $0.key < $1.key }) {
+                decoder.checkFile(file, at: "kafka.property_files." + name)
+            }
         } else {
             decoder.problem("kafka", "is required: at least kafka.brokers")
         }
@@ -233,6 +248,7 @@ extension WorkerConfiguration {
                                 "must be the 10-character \(key == "key_id" ? "Key" : "Team") ID (A-Z, 0-9) from Apple's developer account, found '\(value.prefix(20))'")
                         }
                     }
+                    decoder.checkFile(keyFile, at: path + ".key_file")
                     if let keyFile, let keyID, let teamID {
                         credentials[member.key] = .token(keyFile: keyFile, keyID: keyID, teamID: teamID)
                     }
@@ -242,6 +258,9 @@ extension WorkerConfiguration {
                     let certFile = decoder.string(credential, "cert_file", path, required: true)
                     let passwordFile = decoder.string(credential, "password_file", path)
                     let keyFile = decoder.string(credential, "key_file", path)
+                    decoder.checkFile(certFile, at: path + ".cert_file")
+                    decoder.checkFile(passwordFile, at: path + ".password_file")
+                    decoder.checkFile(keyFile, at: path + ".key_file")
                     if let certFile {
                         credentials[member.key] = .certificate(certFile: certFile, passwordFile: passwordFile, keyFile: keyFile)
                     }
@@ -300,6 +319,7 @@ extension WorkerConfiguration {
                 }
             }
             apns.caFile = decoder.string(object, "ca_file", "apns")
+            decoder.checkFile(apns.caFile, at: "apns.ca_file")
             apns.connections = decoder.integer(object, "connections", "apns", range: 1...64) ?? apns.connections
             apns.maxStreams = decoder.integer(object, "max_streams", "apns", range: 1...10_000) ?? apns.maxStreams
             apns.requestTimeout = decoder.duration(object, "request_timeout", "apns", range: 0.1...300) ?? apns.requestTimeout
@@ -342,6 +362,7 @@ extension WorkerConfiguration {
         if let object = decoder.object(root["rules"], "rules") {
             decoder.checkKeys(object, at: "rules", known: ["file"])
             configuration.rulesFile = decoder.string(object, "file", "rules") ?? configuration.rulesFile
+            decoder.checkFile(configuration.rulesFile, at: "rules.file")
         }
         if let object = decoder.object(root["metrics"], "metrics") {
             decoder.checkKeys(object, at: "metrics", known: ["listen"])

@@ -32,7 +32,7 @@ public enum ConfigurationLoader {
         var value = document.value
         let overrides = EnvironmentOverrides.apply(environment, to: &value)
         do {
-            return (try WorkerConfiguration(decoding: value), overrides)
+            return (try WorkerConfiguration(decoding: value, checkingFiles: true), overrides)
         } catch {
             var located = error
             for index in located.problems.indices {

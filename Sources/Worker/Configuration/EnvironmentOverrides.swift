@@ -7,7 +7,11 @@ public import APNs
 
 public enum EnvironmentOverrides {
     public static let prefix = "APNS_WORKER_"
-    static let propertyMaps: Set<String> = ["properties", "consumer_properties", "producer_properties"]
+    static let propertyMaps: Set<String> = ["properties", "property_files"]
+    /// The top-level keys of worker.yaml.
+    static let sections: Set<String> = [
+        "kafka", "credentials", "apps", "apns", "pipeline", "retry", "shutdown", "rules", "metrics", "log",
+    ]
 
     /// Applies every `APNS_WORKER_...` variable of `environment` to `document`. A value that parses
     /// as JSON (a number, a boolean, a list) takes that type; anything else is a string.
@@ -17,7 +21,9 @@ public enum EnvironmentOverrides {
         for (name, rawValue) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix(prefix) {
             var path = name.dropFirst(prefix.count).split(separator: "__", omittingEmptySubsequences: false)
                 .map { $0.lowercased() }
-            guard !path.isEmpty, !path.contains(where: \.isEmpty) else { continue }
+            // Only variables naming a configuration section count: Kubernetes also injects
+            // APNS_WORKER_METRICS_PORT and friends for a Service named apns-worker-metrics.
+            guard !path.isEmpty, !path.contains(where: \.isEmpty), sections.contains(path[0]) else { continue }
             if path.count >= 3, path[0] == "kafka", propertyMaps.contains(path[1]) {
                 path[2] = path[2...].joined(separator: "_").replacingUnderscores(with: ".")
                 path = Array(path[0...2])

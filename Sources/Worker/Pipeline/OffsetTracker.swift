@@ -41,20 +41,24 @@ public struct OffsetTracker: Sendable {
             return true
         }
 
-        /// Marks `offset` finished; returns the new committable offset when it moved forward.
-        mutating func finish(_ offset: Int64) -> Int64? {
-            guard let index = indexOf(offset), !finished[index] else { return nil }
+        /// Marks `offset` finished; returns the new committable offset when it moved forward, and how
+        /// many records that released (this one and finished ones that were waiting behind it).
+        mutating func finish(_ offset: Int64) -> (committable: Int64?, released: Int) {
+            guard let index = indexOf(offset), !finished[index] else { return (nil, 0) }
             finished[index] = true
             unfinished -= 1
-            var moved = false
+            let before = head
             while head < offsets.count && finished[head] {
                 committable = offsets[head] + 1
                 head += 1
-                moved = true
             }
+            let released = head - before
             compactIfWorthwhile()
-            return moved ? committable : nil
+            return (released > 0 ? committable : nil, released)
         }
+
+        /// Records taken and not yet committable: what a crash now would make the next owner redo.
+        var held: Int { offsets.count - head }
 
         func indexOf(_ offset: Int64) -> Int? {
             var low = head
@@ -103,13 +107,25 @@ public struct OffsetTracker: Sendable {
     /// Marks a record finished. Returns the offset to store (next offset to read) when the
     /// partition's contiguous finished prefix grew, else nil.
     public mutating func finish(_ partition: TopicPartition, offset: Int64, generation: UInt64) -> Int64? {
-        guard var ledger = ledgers[partition], ledger.generation == generation else { return nil }
+        finishReleasing(partition, offset: offset, generation: generation).committable
+    }
+
+    /// Like `finish`, also saying how many records stopped being held: this one and the finished
+    /// records that waited behind it, or 1 for a record of a partition forgotten since it was taken.
+    public mutating func finishReleasing(_ partition: TopicPartition, offset: Int64, generation: UInt64)
+        -> (committable: Int64?, released: Int)
+    {
+        guard var ledger = ledgers[partition], ledger.generation == generation else { return (nil, 1) }
         let before = ledger.unfinished
-        let moved = ledger.finish(offset)
+        let result = ledger.finish(offset)
         unfinishedCount -= before - ledger.unfinished
         ledgers[partition] = ledger
-        return moved
+        return result
     }
+
+    /// Records of `partition` taken and not yet committable (finished ones waiting behind an unfinished one
+    /// included).
+    public func held(_ partition: TopicPartition) -> Int { ledgers[partition]?.held ?? 0 }
 
     /// The offset that may be committed for `partition`: the next offset after the finished prefix.
     public func committableOffset(_ partition: TopicPartition) -> Int64? { ledgers[partition]?.committable }
@@ -120,12 +136,13 @@ public struct OffsetTracker: Sendable {
     /// The oldest record of `partition` not yet finished, which holds back its offset.
     public func oldestUnfinished(_ partition: TopicPartition) -> Int64? { ledgers[partition]?.oldestUnfinished }
 
-    /// Forgets a partition (after it was revoked); returns how many of its records were unfinished.
+    /// Forgets a partition (after it was revoked); returns how many of its records were unfinished
+    /// (they still run and report with `finishReleasing`) and how many finished ones it was holding.
     @discardableResult
-    public mutating func forget(_ partition: TopicPartition) -> Int {
-        let abandoned = ledgers.removeValue(forKey: partition)?.unfinished ?? 0
-        unfinishedCount -= abandoned
-        return abandoned
+    public mutating func forget(_ partition: TopicPartition) -> (unfinished: Int, heldFinished: Int) {
+        guard let ledger = ledgers.removeValue(forKey: partition) else { return (0, 0) }
+        unfinishedCount -= ledger.unfinished
+        return (ledger.unfinished, ledger.held - ledger.unfinished)
     }
 
     public var partitions: [TopicPartition] { Array(ledgers.keys) }

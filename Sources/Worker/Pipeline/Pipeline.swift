@@ -110,6 +110,7 @@ public final class Pipeline: SourceHandler {
     }
 
     public var counters: PipelineCounters { state.withLock { $0.counters } }
+    /// Records taken and not yet committable (what the in-flight cap counts).
     public var recordsInFlight: Int { state.withLock { $0.flow.inFlight } }
     public var isPaused: Bool { state.withLock { $0.flow.isPaused } }
     /// Set when results could not be published; the worker must stop without committing past it.
@@ -156,12 +157,21 @@ public final class Pipeline: SourceHandler {
             if unfinished == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
-        state.withLock { state in
+        let resumePartitions = state.withLock { state -> [TopicPartition]? in
+            var released = 0
             for partition in partitions {
-                state.counters.abandonedAtRevoke += state.tracker.forget(partition)
+                let (unfinished, heldFinished) = state.tracker.forget(partition)
+                state.counters.abandonedAtRevoke += unfinished
+                released += heldFinished
                 state.assigned.remove(partition)
                 state.revoking.remove(partition)
             }
+            guard released > 0, state.flow.recordsFinished(released) == .resume else { return nil }
+            return Array(state.assigned)
+        }
+        if let resumePartitions, !resumePartitions.isEmpty {
+            source.resume(resumePartitions)
+            observer?.flowChanged(paused: false, partitions: resumePartitions)
         }
     }
 
@@ -285,21 +295,24 @@ public final class Pipeline: SourceHandler {
     ) {
         let partition = record.topicPartition
         let (nextOffset, resumePartitions) = state.withLock { state -> (Int64?, [TopicPartition]?) in
-            let action = state.flow.recordsFinished()
-            let resume = action == .resume ? Array(state.assigned) : nil
             guard published else {
                 // The record's results are not safely written: its offset must never be stored,
                 // so it stays unfinished and holds its partition back until the worker restarts.
                 state.counters.publishFailures += 1
                 state.fatalError = state.fatalError ?? "results of \(partition) offset \(record.offset) could not be published"
-                return (nil, resume)
+                return (nil, nil)
             }
             state.counters.recordsFinished += 1
             state.counters.outcomes += outcomes.count
             state.counters.invalidTokens += invalidTokens
             for outcome in outcomes { state.counters.byStatus[outcome.status.rawValue, default: 0] += 1 }
             if outcomes.isEmpty { state.counters.deadLettered += 1 }
-            return (state.tracker.finish(partition, offset: record.offset, generation: generation), resume)
+            // The cap counts records until they are committable, not just until they finish: finished
+            // records waiting behind a slow one would be redone after a crash, so they still count.
+            let (committable, released) = state.tracker.finishReleasing(
+                partition, offset: record.offset, generation: generation)
+            let action = released > 0 ? state.flow.recordsFinished(released) : .none
+            return (committable, action == .resume ? Array(state.assigned) : nil)
         }
         if let nextOffset { source.store(partition, nextOffset: nextOffset) }
         if let resumePartitions, !resumePartitions.isEmpty {

@@ -134,6 +134,9 @@ metadata:
     {{- end }}
 spec:
   serviceAccountName: {{ include "apns-worker.serviceAccountName" . }}
+  # Service links would put APNS_WORKER_METRICS_PORT and friends in the environment, where the worker
+  # reads APNS_WORKER_* as configuration.
+  enableServiceLinks: false
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: {{ include "apns-worker.terminationGracePeriodSeconds" . }}
   {{- with .Values.imagePullSecrets }}
