@@ -304,8 +304,7 @@ struct ConfigObject {
 
     func allowOnly(_ keys: [String]) throws(SimulatorError) {
         for key in members.keys where !keys.contains(key) {
-            let closest = keys.min { editDistance($0, key) < editDistance($1, key) }
-            let hint = closest.map { editDistance($0, key) <= 3 ? " (did you mean \($0)?)" : "" } ?? ""
+            let hint = Spelling.closest(to: key, among: keys).map { " (did you mean \($0)?)" } ?? ""
             throw error(key, "unknown key\(hint); known keys: \(keys.joined(separator: ", "))")
         }
     }
@@ -370,19 +369,4 @@ struct ConfigObject {
         }
         return result
     }
-}
-
-private func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a), b = Array(b)
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var previous = Array(0...b.count)
-    for i in 1...a.count {
-        var current = [i] + Array(repeating: 0, count: b.count)
-        for j in 1...b.count {
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-        }
-        previous = current
-    }
-    return previous[b.count]
 }

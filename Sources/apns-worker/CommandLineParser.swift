@@ -1,5 +1,6 @@
 // The small command-line parser this project needs, in the spirit of swift-argument-parser: each
 // command declares its options beside their help; unknown flags and missing values are errors.
+import APNs
 
 /// One option a command accepts.
 struct OptionSpec: Sendable {
@@ -64,7 +65,7 @@ struct ParsedArguments {
                 inlineValue = String(argument[argument.index(after: equals)...])
             }
             guard let spec = byName[name] else {
-                let suggestion = Self.closest(to: name, among: specs.map(\.name)).map { " (did you mean \($0)?)" } ?? ""
+                let suggestion = Spelling.closest(to: name, among: specs.map(\.name)).map { " (did you mean \($0)?)" } ?? ""
                 throw UsageError(message: "unknown option '\(name)'\(suggestion)")
             }
             switch spec.kind {
@@ -106,26 +107,6 @@ struct ParsedArguments {
             throw UsageError(message: "option \(name) must be between \(range.lowerBound) and \(range.upperBound), got \(number)")
         }
         return number
-    }
-
-    static func closest(to name: String, among candidates: [String]) -> String? {
-        let scored = candidates.map { ($0, editDistance(name, $0)) }.filter { $0.1 <= 3 }
-        return scored.min { $0.1 < $1.1 }?.0
-    }
-
-    static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        if a.isEmpty { return b.count }
-        if b.isEmpty { return a.count }
-        var previous = Array(0...b.count)
-        for i in 1...a.count {
-            var current = [i] + Array(repeating: 0, count: b.count)
-            for j in 1...b.count {
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-            }
-            previous = current
-        }
-        return previous[b.count]
     }
 }
 

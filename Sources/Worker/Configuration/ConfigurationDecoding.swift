@@ -42,7 +42,7 @@ struct ConfigurationDecoder {
     /// Reports keys of `object` not in `known`, suggesting the closest known one.
     mutating func checkKeys(_ object: JSONObject, at path: String, known: [String]) {
         for key in object.keys where !known.contains(key) {
-            let hint = closest(key, known).map { "; did you mean '\($0)'?" } ?? "; known keys: " + known.joined(separator: ", ")
+            let hint = Spelling.closest(to: key, among: known).map { "; did you mean '\($0)'?" } ?? "; known keys: " + known.joined(separator: ", ")
             problem(join(path, key), "unknown key '\(key)'\(hint)")
         }
     }
@@ -139,24 +139,6 @@ struct ConfigurationDecoder {
             }
         }
         return result
-    }
-
-    func closest(_ key: String, _ candidates: [String]) -> String? {
-        func distance(_ a: [Character], _ b: [Character]) -> Int {
-            if a.isEmpty { return b.count }
-            if b.isEmpty { return a.count }
-            var previous = Array(0...b.count)
-            for i in 1...a.count {
-                var current = [i] + Array(repeating: 0, count: b.count)
-                for j in 1...b.count {
-                    current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-                }
-                previous = current
-            }
-            return previous[b.count]
-        }
-        let scored = candidates.map { ($0, distance(Array(key), Array($0))) }.filter { $0.1 <= max(2, key.count / 3) }
-        return scored.min { $0.1 < $1.1 }?.0
     }
 }
 
