@@ -294,13 +294,13 @@ public final class Pipeline: SourceHandler {
         eventTime: Double?
     ) {
         let partition = record.topicPartition
-        let (nextOffset, resumePartitions) = state.withLock { state -> (Int64?, [TopicPartition]?) in
+        let resumePartitions = state.withLock { state -> [TopicPartition]? in
             guard published else {
                 // The record's results are not safely written: its offset must never be stored,
                 // so it stays unfinished and holds its partition back until the worker restarts.
                 state.counters.publishFailures += 1
                 state.fatalError = state.fatalError ?? "results of \(partition) offset \(record.offset) could not be published"
-                return (nil, nil)
+                return nil
             }
             state.counters.recordsFinished += 1
             state.counters.outcomes += outcomes.count
@@ -311,10 +311,12 @@ public final class Pipeline: SourceHandler {
             // records waiting behind a slow one would be redone after a crash, so they still count.
             let (committable, released) = state.tracker.finishReleasing(
                 partition, offset: record.offset, generation: generation)
+            // Stored under the lock: two finishes storing outside it could reach the source in the
+            // opposite order and move the stored offset back. Storing is a non-blocking librdkafka call.
+            if let committable { source.store(partition, nextOffset: committable) }
             let action = released > 0 ? state.flow.recordsFinished(released) : .none
-            return (committable, action == .resume ? Array(state.assigned) : nil)
+            return action == .resume ? Array(state.assigned) : nil
         }
-        if let nextOffset { source.store(partition, nextOffset: nextOffset) }
         if let resumePartitions, !resumePartitions.isEmpty {
             source.resume(resumePartitions)
             observer?.flowChanged(paused: false, partitions: resumePartitions)
