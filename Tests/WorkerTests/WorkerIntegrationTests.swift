@@ -66,7 +66,8 @@ final class WorkerHarness: Sendable {
             "ca_file": .string(simulator.caFilePath), "request_timeout": "5s",
         ]
         document["pipeline"] = ["max_in_flight_records": .int(Int64(maxInFlight)), "revoke_timeout": "5s"]
-        document["retry"] = ["max_attempts": 8, "base_backoff": "5ms", "max_backoff": "50ms", "max_total_time": "20s"]
+        // 15 attempts: at a 40% failure rate, one of 1000 notifications failing all of them has odds of 1 in 1000.
+        document["retry"] = ["max_attempts": 15, "base_backoff": "5ms", "max_backoff": "50ms", "max_total_time": "20s"]
         document["metrics"] = ["listen": "127.0.0.1:0"]
         return try WorkerConfiguration(decoding: .object(document))
     }
