@@ -97,7 +97,9 @@ def test_sigkill_mid_stream_then_restart_redoes_only_what_was_not_committed(make
     duplicated_pairs = {pair for pair, count in per_pair.items() if count > 1}
     duplicated_events = {event_id for event_id, _ in duplicated_pairs}
     assert duplicated_events == {event_id for event_id, _ in before_restart if uncommitted(event_id)}
-    assert duplicated_events, "the slow push should have left finished records uncommitted"
+    # Records finished behind the slow push count against the in-flight cap until they are committable,
+    # so what the kill leaves to redo is bounded by the cap (and the hand-off), slow push or not.
+    assert len(duplicated_events) <= MAX_IN_FLIGHT + HAND_OFF
     assert max(per_pair.values()) == 2
 
     # Pushes sent twice: those of the duplicated events, and those in flight at the kill (sent, never
