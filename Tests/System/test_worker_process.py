@@ -100,7 +100,7 @@ def test_sigkill_mid_stream_then_restart_redoes_only_what_was_not_committed(make
     # Records finished behind the slow push count against the in-flight cap until they are committable,
     # so what the kill leaves to redo is bounded by the cap (and the hand-off), slow push or not.
     assert len(duplicated_events) <= MAX_IN_FLIGHT + HAND_OFF
-    assert max(per_pair.values()) == 2
+    assert max(per_pair.values()) <= 2
 
     # Pushes sent twice: those of the duplicated events, and those in flight at the kill (sent, never
     # answered to the first worker), which the in-flight bound limits. The slow push is one of them.
