@@ -60,7 +60,10 @@ def stopped_fields(worker):
 
 def test_sigkill_mid_stream_then_restart_redoes_only_what_was_not_committed(make_stack):
     stuck = 1200
-    stack = make_stack(script=delayed(stuck, 8))
+    # Held far longer than reaching stuck + 600 outcomes takes even on a loaded machine (about 1 s
+    # here): were it answered before the kill, nothing need be in flight at the kill (after a resume,
+    # librdkafka refetches for ~0.5 s), and the bound below could not be checked.
+    stack = make_stack(script=delayed(stuck, 30))
     events = make_events(3000, "kill")
     pairs = expected_pairs(events)
     placed = stack.produce(events)
