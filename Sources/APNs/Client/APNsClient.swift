@@ -105,17 +105,11 @@ public final class APNsClient: Sendable {
     /// costs one async call into the pool and no more.
     func prepare(_ request: APNsRequest) throws -> (HTTP2Request, ProviderToken?) {
         let token = try signer?.token()
-        let wire = try request.validatedWire(authorization: token?.jwt)
-        var headers: [HTTP2Header] = []
-        headers.reserveCapacity(wire.headers.count)
-        for field in wire.headers {
-            // A fresh apns-id per request would only churn the HPACK table and evict the bearer token.
-            headers.append(HTTP2Header(field.name, field.value, isIndexable: field.name != "apns-id"))
-        }
+        let problems = request.validate()
+        if !problems.isEmpty { throw APNsInvalidRequest(problems: problems) }
         // The pool's authority: the host actually connected to (Apple's, or an override).
-        var http = HTTP2Request(method: wire.method, scheme: "https",
-            authority: pool(for: request.environment).authority, path: wire.path, headers: headers, body: wire.body)
-        http.isPathIndexable = false
+        let http = request.http2Request(authorizationValue: token?.authorizationHeaderValue,
+            authority: pool(for: request.environment).authority)
         return (http, token)
     }
 

@@ -100,15 +100,16 @@ public struct ProviderToken: Sendable, Hashable, CustomStringConvertible {
     /// The `iat` claim, UNIX seconds.
     public let issuedAt: Int64
 
+    /// The `authorization` header value: `bearer <jwt>`. Made once per token, not once per request.
+    public let authorizationHeaderValue: String
+
     public init(jwt: String, keyID: String, teamID: String, issuedAt: Int64) {
         self.jwt = jwt
         self.keyID = keyID
         self.teamID = teamID
         self.issuedAt = issuedAt
+        authorizationHeaderValue = "bearer " + jwt
     }
-
-    /// The `authorization` header value: `bearer <jwt>`.
-    public var authorizationHeaderValue: String { "bearer " + jwt }
 
     public var description: String { "ProviderToken(keyID: \(keyID), teamID: \(teamID), issuedAt: \(issuedAt))" }
 }

@@ -50,7 +50,19 @@ public enum JSONWriter {
             output.append(UInt8(ascii: "0") + UInt8(value))
             return
         }
-        output.append(contentsOf: String(value).utf8)
+        // Digits from the right into a 20-byte scratch tuple: no String is made for a number.
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            var start = scratch.count
+            repeat {
+                start -= 1
+                scratch[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 { output.append(UInt8(ascii: "-")) }
+            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[start...]))
+        }
     }
 
     static func writeDouble(_ value: Double, into output: inout [UInt8]) {

@@ -1,4 +1,5 @@
 // One notification to one device, and its rendering into exactly what goes on the wire.
+import Synchronization
 
 /// A notification for one device: the typed headers and the JSON payload.
 ///
@@ -23,7 +24,14 @@ public struct APNsRequest: Sendable, Hashable {
     /// The id of this attempt. A retry must use a fresh one (`APNsID.random()`).
     public var apnsID: APNsID
     /// The payload, rendered compact on the wire.
-    public var payload: JSONValue
+    public var payload: JSONValue {
+        get { encodedPayload.value }
+        set { encodedPayload = EncodedPayload(newValue) }
+    }
+
+    /// The payload with its compact bytes, encoded once and shared by copies: the requests of one
+    /// event's devices (and every retry) send the same payload, so it is serialised and checked once.
+    private var encodedPayload: EncodedPayload
 
     /// - Parameters:
     ///   - topic: the full topic; use `pushType.topic(forBundle:)` to make one from a bundle id.
@@ -42,8 +50,26 @@ public struct APNsRequest: Sendable, Hashable {
         self.expiration = expiration
         self.collapseID = collapseID
         self.apnsID = apnsID
-        self.payload = payload
+        self.encodedPayload = EncodedPayload(payload)
     }
+
+    public static func == (lhs: APNsRequest, rhs: APNsRequest) -> Bool {
+        lhs.deviceToken == rhs.deviceToken && lhs.environment == rhs.environment && lhs.topic == rhs.topic
+            && lhs.pushType == rhs.pushType && lhs.priority == rhs.priority && lhs.expiration == rhs.expiration
+            && lhs.collapseID == rhs.collapseID && lhs.apnsID == rhs.apnsID
+            && (lhs.encodedPayload === rhs.encodedPayload || lhs.payload == rhs.payload)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(deviceToken)
+        hasher.combine(topic)
+        hasher.combine(pushType)
+        hasher.combine(apnsID)
+        hasher.combine(encodedPayload.bytes)
+    }
+
+    /// The compact UTF-8 JSON of the payload, exactly the body that is sent.
+    public var payloadBytes: [UInt8] { encodedPayload.bytes }
 
     /// `/3/device/<hex token>`.
     public var path: String { "/3/device/" + deviceToken.hex }
@@ -54,10 +80,6 @@ public struct APNsRequest: Sendable, Hashable {
     /// Every problem that would make APNs refuse the request or the device ignore it; empty when
     /// the request is good to send.
     public func validate() -> [APNsRequestProblem] {
-        validate(payloadByteCount: payload.compactByteCount)
-    }
-
-    func validate(payloadByteCount: Int) -> [APNsRequestProblem] {
         var problems: [APNsRequestProblem] = []
         APNsRequest.checkTopic(topic, pushType: pushType, problems: &problems)
         if !pushType.allowedPriorities.contains(priority) {
@@ -69,7 +91,8 @@ public struct APNsRequest: Sendable, Hashable {
         if let seconds = expiration.unixSeconds, let problem = APNsExpiration.problem(seconds) {
             problems.append(problem)
         }
-        problems += APNsPayload.validate(payload, pushType: pushType, byteCount: payloadByteCount)
+        let payloadProblems = encodedPayload.problems(for: pushType)
+        if !payloadProblems.isEmpty { problems += payloadProblems }
         return problems
     }
 
@@ -78,21 +101,48 @@ public struct APNsRequest: Sendable, Hashable {
     /// - Parameter providerToken: the JWT for token authentication, sent as `authorization: bearer <JWT>`;
     ///   nil for certificate authentication, which sends no authorization header.
     public func wire(authorization providerToken: String?) -> APNsWireRequest {
-        wire(authorization: providerToken, body: payload.compactBytes)
+        wire(authorizationValue: providerToken.map { "bearer " + $0 })
     }
 
-    /// Validates, then renders, serialising the payload only once (the hot path of the sender).
+    /// Validates, then renders (the hot path of the sender: the payload is serialised and checked
+    /// once per payload, not per request).
     public func validatedWire(authorization providerToken: String?) throws(APNsInvalidRequest) -> APNsWireRequest {
-        let body = payload.compactBytes
-        let problems = validate(payloadByteCount: body.count)
-        if !problems.isEmpty { throw APNsInvalidRequest(problems: problems) }
-        return wire(authorization: providerToken, body: body)
+        try validatedWire(authorizationValue: providerToken.map { "bearer " + $0 })
     }
 
-    func wire(authorization providerToken: String?, body: [UInt8]) -> APNsWireRequest {
+    /// As `validatedWire(authorization:)`, with the whole `authorization` value (`bearer <JWT>`) made
+    /// once per token rather than once per request.
+    public func validatedWire(authorizationValue: String?) throws(APNsInvalidRequest) -> APNsWireRequest {
+        let problems = validate()
+        if !problems.isEmpty { throw APNsInvalidRequest(problems: problems) }
+        return wire(authorizationValue: authorizationValue)
+    }
+
+    /// The HTTP/2 request the client sends, built straight from the fields (no intermediate wire
+    /// request); the same headers in the same order as `wire(authorization:)`. Does not validate.
+    ///
+    /// HPACK may index every field but `:path` and `apns-id`, which change with every request:
+    /// indexing them would only churn the header table and evict the bearer token.
+    func http2Request(authorizationValue: String?, authority: String) -> HTTP2Request {
+        var headers: [HTTP2Header] = []
+        headers.reserveCapacity(7)
+        if let authorizationValue { headers.append(HTTP2Header("authorization", authorizationValue)) }
+        headers.append(HTTP2Header("apns-push-type", pushType.rawValue))
+        headers.append(HTTP2Header("apns-topic", topic))
+        headers.append(HTTP2Header("apns-priority", priority.headerValue))
+        if let expiration = expiration.headerValue { headers.append(HTTP2Header("apns-expiration", expiration)) }
+        if let collapseID { headers.append(HTTP2Header("apns-collapse-id", collapseID.value)) }
+        headers.append(HTTP2Header("apns-id", apnsID.string, isIndexable: false))
+        var request = HTTP2Request(method: "POST", scheme: "https", authority: authority, path: path,
+            headers: headers, body: encodedPayload.bytes)
+        request.isPathIndexable = false
+        return request
+    }
+
+    func wire(authorizationValue: String?) -> APNsWireRequest {
         var headers: [APNsHeaderField] = []
         headers.reserveCapacity(7)
-        if let providerToken { headers.append(APNsHeaderField("authorization", "bearer " + providerToken)) }
+        if let authorizationValue { headers.append(APNsHeaderField("authorization", authorizationValue)) }
         headers.append(APNsHeaderField("apns-push-type", pushType.rawValue))
         headers.append(APNsHeaderField("apns-topic", topic))
         headers.append(APNsHeaderField("apns-priority", priority.headerValue))
@@ -100,7 +150,8 @@ public struct APNsRequest: Sendable, Hashable {
         if let collapseID { headers.append(APNsHeaderField("apns-collapse-id", collapseID.value)) }
         headers.append(APNsHeaderField("apns-id", apnsID.string))
         return APNsWireRequest(
-            method: "POST", scheme: "https", authority: environment.host, path: path, headers: headers, body: body)
+            method: "POST", scheme: "https", authority: environment.host, path: path, headers: headers,
+            body: encodedPayload.bytes)
     }
 
     /// Topic syntax: a bundle id's characters (A-Z, a-z, 0-9, '-', '.'), with the push type's suffix.
@@ -115,6 +166,7 @@ public struct APNsRequest: Sendable, Hashable {
         }
         var previous: UInt8 = UInt8(ascii: ".")
         var emptyPart = false
+        var lastPartLength = 0
         for byte in bytes {
             let allowed = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A)
                 || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x2E
@@ -122,7 +174,12 @@ public struct APNsRequest: Sendable, Hashable {
                 problems.append(topicCharacterProblem(topic))
                 return
             }
-            if byte == 0x2E && previous == 0x2E { emptyPart = true }
+            if byte == 0x2E {
+                if previous == 0x2E { emptyPart = true }
+                lastPartLength = 0
+            } else {
+                lastPartLength += 1
+            }
             previous = byte
         }
         if emptyPart || previous == 0x2E {
@@ -150,6 +207,9 @@ public struct APNsRequest: Sendable, Hashable {
             }
             return
         }
+        // Only a topic whose last part is as long as a suffix's last part can carry that suffix; this
+        // check runs for every request, and most topics end in a part no suffix has.
+        guard lastPartLength < 64, suffixLastPartLengths & (1 << UInt64(lastPartLength)) != 0 else { return }
         for other in PushType.allCases where !other.topicSuffix.isEmpty && hasASCIISuffix(topic, other.topicSuffix) {
             let bundle = String(decoding: bytes.dropLast(other.topicSuffix.utf8.count), as: UTF8.self)
             problems.append(APNsRequestProblem(
@@ -158,6 +218,12 @@ public struct APNsRequest: Sendable, Hashable {
                     + "\(pushType); send \(pushType) pushes to the bundle id '\(bundle)', or use push type \(other)"))
             return
         }
+    }
+
+    /// The lengths of the last dot-separated part of every push type's topic suffix, as bits of a mask.
+    private static let suffixLastPartLengths: UInt64 = PushType.allCases.reduce(0) { mask, type in
+        guard let part = type.topicSuffix.split(separator: ".").last else { return mask }
+        return mask | (1 << UInt64(part.utf8.count))
     }
 
     /// Byte-wise: `text` is longer than `suffix` and ends with it.
@@ -248,5 +314,26 @@ public struct APNsWireRequest: Sendable, Hashable, CustomStringConvertible {
             field.name == "authorization" ? "authorization: bearer <redacted>" : field.name + ": " + field.value
         }
         return "\(method) \(url) [" + shown.joined(separator: ", ") + "] \(body.count) bytes"
+    }
+}
+
+/// A payload and its compact encoding, immutable once made; shared by the copies of a request.
+private final class EncodedPayload: Sendable {
+    let value: JSONValue
+    let bytes: [UInt8]
+    /// The payload's problems for the last push type asked about: one push type per payload is the
+    /// rule (a rule's requests all share it), and comparing one value is cheaper than hashing.
+    private let checked = Mutex<(pushType: PushType, problems: [APNsRequestProblem])?>(nil)
+
+    init(_ value: JSONValue) {
+        self.value = value
+        bytes = value.compactBytes
+    }
+
+    func problems(for pushType: PushType) -> [APNsRequestProblem] {
+        if let known = checked.withLock({ $0 }), known.pushType == pushType { return known.problems }
+        let problems = APNsPayload.validate(value, pushType: pushType, byteCount: bytes.count)
+        checked.withLock { $0 = (pushType, problems) }
+        return problems
     }
 }
