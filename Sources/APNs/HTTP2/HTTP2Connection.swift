@@ -71,6 +71,9 @@ final class HTTP2Connection: @unchecked Sendable {
     @exclusivity(unchecked) private var lastConnectError = ""
     @exclusivity(unchecked) private var connectDeadline: UInt64 = 0
     @exclusivity(unchecked) private var streams: [Int32: HTTP2StreamTicket] = [:]
+    /// The stream the last callback was about: nghttp2 calls back several times in a row for one stream
+    /// (each header, the frame, the close), and a comparison is cheaper than a dictionary lookup.
+    @exclusivity(unchecked) private var lastLookedUp: (streamID: Int32, ticket: HTTP2StreamTicket)?
     @exclusivity(unchecked) private var outBuffer: [UInt8] = []
     @exclusivity(unchecked) private var outOffset = 0
     @exclusivity(unchecked) private var finishedSinceReport = 0
@@ -613,6 +616,7 @@ final class HTTP2Connection: @unchecked Sendable {
             loop.complete(ticket, .failure(streamError))
         }
         streams.removeAll()
+        lastLookedUp = nil
         if let session { nghttp2_session_del(session) }
         session = nil
         if let ssl { SSL_free(ssl) }
@@ -630,8 +634,17 @@ final class HTTP2Connection: @unchecked Sendable {
 
     // MARK: nghttp2 callbacks (loop thread, inside mem_recv / mem_send)
 
+    /// The open stream's ticket, looked up once for a run of callbacks about the same stream.
+    @inline(__always)
+    private func ticket(forStream streamID: Int32) -> HTTP2StreamTicket? {
+        if let lastLookedUp, lastLookedUp.streamID == streamID { return lastLookedUp.ticket }
+        guard let ticket = streams[streamID] else { return nil }
+        lastLookedUp = (streamID, ticket)
+        return ticket
+    }
+
     fileprivate func onHeader(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
-        guard let ticket = streams[streamID], !ticket.resolved else { return }
+        guard let ticket = ticket(forStream: streamID), !ticket.resolved else { return }
         if name.first == UInt8(ascii: ":") {
             if name.count == 7, value.count == 3, name.elementsEqual(":status".utf8) {
                 ticket.status = value.reduce(0) { $0 * 10 + Int($1 &- 48) }
@@ -642,7 +655,7 @@ final class HTTP2Connection: @unchecked Sendable {
     }
 
     fileprivate func onDataChunk(streamID: Int32, data: UnsafeBufferPointer<UInt8>) {
-        guard let ticket = streams[streamID], !ticket.resolved, let session else { return }
+        guard let ticket = ticket(forStream: streamID), !ticket.resolved, let session else { return }
         if ticket.responseBody.count + data.count > settings.maximumResponseBodyBytes {
             ticket.resolved = true
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
@@ -658,7 +671,7 @@ final class HTTP2Connection: @unchecked Sendable {
         let header = frame.pointee.hd
         switch UInt32(header.type) {
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
-            if header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let ticket = streams[header.stream_id] {
+            if header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let ticket = ticket(forStream: header.stream_id) {
                 ticket.endStreamReceived = true
             }
         case NGHTTP2_SETTINGS.rawValue:
@@ -699,12 +712,13 @@ final class HTTP2Connection: @unchecked Sendable {
 
     fileprivate func onFrameSent(_ frame: UnsafePointer<nghttp2_frame>) {
         let header = frame.pointee.hd
-        if UInt32(header.type) == NGHTTP2_HEADERS.rawValue, let ticket = streams[header.stream_id] {
+        if UInt32(header.type) == NGHTTP2_HEADERS.rawValue, let ticket = ticket(forStream: header.stream_id) {
             ticket.headersSent = true
         }
     }
 
     fileprivate func onStreamClose(streamID: Int32, errorCode: UInt32) {
+        if lastLookedUp?.streamID == streamID { lastLookedUp = nil }
         guard let ticket = streams.removeValue(forKey: streamID) else { return }
         releaseStreamSlot()
         guard !ticket.resolved else { return }

@@ -137,11 +137,8 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
     }
 
     private static func appendLength(_ length: Int, to storage: inout [UInt8]) {
-        let value = UInt32(truncatingIfNeeded: length)
-        storage.append(UInt8(truncatingIfNeeded: value))
-        storage.append(UInt8(truncatingIfNeeded: value >> 8))
-        storage.append(UInt8(truncatingIfNeeded: value >> 16))
-        storage.append(UInt8(truncatingIfNeeded: value >> 24))
+        let value = UInt32(truncatingIfNeeded: length).littleEndian
+        withUnsafeBytes(of: value) { storage.append(contentsOf: $0) }
     }
 
     fileprivate static func length<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, at offset: Int) -> Int
