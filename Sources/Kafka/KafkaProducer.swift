@@ -83,19 +83,8 @@ public final class KafkaProducer: Sendable {
         let deadline = ContinuousClock.now.advanced(by: enqueueTimeout)
         var pause = Duration.milliseconds(1)
         while true {
-            try core.beginEnqueue()
-            let callback = Unmanaged.passRetained(DeliveryCallback(onDelivery)).toOpaque()
-            let failure = Self.produce(
-                client.handle, topic: topic, partition: partition ?? RD_KAFKA_PARTITION_UA,
-                key: key, value: value, headers: headers, opaque: callback
-            )
-            core.endEnqueue()
-            guard let failure else { return }
-            Unmanaged<DeliveryCallback>.fromOpaque(callback).release()
-            guard rd_kafka_error_code(failure) == RD_KAFKA_RESP_ERR__QUEUE_FULL else {
-                throw KafkaError(.produce, "enqueueing a record for topic '\(topic)'", consuming: failure)
-            }
-            rd_kafka_error_destroy(failure)
+            if try trySend(topic: topic, key: key, value: value, headers: headers, partition: partition,
+                           onDelivery: onDelivery) { return }
             if ContinuousClock.now >= deadline || Task.isCancelled {
                 throw KafkaError(
                     code: .queueFull,
@@ -108,6 +97,33 @@ public final class KafkaProducer: Sendable {
             try? await Task.sleep(for: pause)
             pause = min(pause * 2, .milliseconds(50))
         }
+    }
+
+    /// Enqueues one record if librdkafka's local queue has room, without waiting: the hot path of a
+    /// caller that is not in a task (a delivery callback), which then waits only when this returns false.
+    ///
+    /// - Returns: true when librdkafka holds the record (`onDelivery` will be called exactly once, on the
+    ///   producer's poll thread); false when the local queue is full (`onDelivery` is not called).
+    /// - Throws: ``KafkaError/Code/produce``, ``KafkaError/Code/fatal`` or ``KafkaError/Code/closed``;
+    ///   `onDelivery` is not called when this throws.
+    public func trySend(
+        topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
+        onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    ) throws(KafkaError) -> Bool {
+        try core.beginEnqueue()
+        let callback = Unmanaged.passRetained(DeliveryCallback(onDelivery)).toOpaque()
+        let failure = Self.produce(
+            client.handle, topic: topic, partition: partition ?? RD_KAFKA_PARTITION_UA,
+            key: key, value: value, headers: headers, opaque: callback
+        )
+        core.endEnqueue()
+        guard let failure else { return true }
+        Unmanaged<DeliveryCallback>.fromOpaque(callback).release()
+        guard rd_kafka_error_code(failure) == RD_KAFKA_RESP_ERR__QUEUE_FULL else {
+            throw KafkaError(.produce, "enqueueing a record for topic '\(topic)'", consuming: failure)
+        }
+        rd_kafka_error_destroy(failure)
+        return false
     }
 
     /// Waits until every enqueued record has a delivery report, at most `timeout`.

@@ -67,6 +67,17 @@ public enum RFC3339 {
 
     /// Formats UNIX seconds as `2026-11-29T12:00:00.123Z` (UTC, milliseconds).
     public static func format(_ seconds: Double) -> String {
+        String(unsafeUninitializedCapacity: 32) { buffer in
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(32)
+            append(seconds, to: &bytes)
+            _ = buffer.initialize(from: bytes)
+            return bytes.count
+        }
+    }
+
+    /// Appends `format(seconds)`'s UTF-8 to `output` (for writers of JSON records: no String made).
+    public static func append(_ seconds: Double, to output: inout [UInt8]) {
         let totalMilliseconds = Int64((seconds * 1000).rounded(.down))
         var days = totalMilliseconds / 86_400_000
         var millisecondOfDay = totalMilliseconds % 86_400_000
@@ -75,16 +86,37 @@ public enum RFC3339 {
             days -= 1
         }
         let (year, month, day) = civilFromDays(Int(days))
-        let hour = millisecondOfDay / 3_600_000
-        let minute = millisecondOfDay / 60_000 % 60
-        let second = millisecondOfDay / 1000 % 60
-        let millisecond = millisecondOfDay % 1000
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        let hour = Int(millisecondOfDay / 3_600_000)
+        let minute = Int(millisecondOfDay / 60_000 % 60)
+        let second = Int(millisecondOfDay / 1000 % 60)
+        let millisecond = Int(millisecondOfDay % 1000)
+        func digits(_ value: Int, _ width: Int) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                output.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
         }
-        return "\(pad(Int64(year), 4))-\(pad(Int64(month), 2))-\(pad(Int64(day), 2))T\(pad(hour, 2)):\(pad(minute, 2)):"
-            + "\(pad(second, 2)).\(pad(millisecond, 3))Z"
+        if year < 0 || year > 9999 {
+            // Outside four digits: written in full, as `String(year)` would (never for real timestamps).
+            output.append(contentsOf: String(year).utf8)
+        } else {
+            digits(year, 4)
+        }
+        output.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        output.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        output.append(UInt8(ascii: "T"))
+        digits(hour, 2)
+        output.append(UInt8(ascii: ":"))
+        digits(minute, 2)
+        output.append(UInt8(ascii: ":"))
+        digits(second, 2)
+        output.append(UInt8(ascii: "."))
+        digits(millisecond, 3)
+        output.append(UInt8(ascii: "Z"))
     }
 
     static func daysInMonth(_ year: Int, _ month: Int) -> Int {

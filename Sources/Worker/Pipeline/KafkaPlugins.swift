@@ -112,17 +112,26 @@ public final class KafkaResultSink: ResultSink {
 
     public func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let producer = self.producer
+        let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
+        let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { result in
+            switch result {
+            case .success: acknowledged(.success(()))
+            case .failure(let error): acknowledged(.failure(error))
+            }
+        }
+        // Enqueued at once when librdkafka's queue has room (the common case: no task per record); only a
+        // full queue makes a task that waits for room, bounded by the producer's enqueue timeout.
+        do {
+            if try producer.trySend(topic: record.topic, key: record.key, value: record.value, headers: headers,
+                                    onDelivery: onDelivery) { return }
+        } catch {
+            acknowledged(.failure(error))
+            return
+        }
         Task {
             do {
-                try await producer.send(
-                    topic: record.topic, key: record.key, value: record.value,
-                    headers: record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }, partition: nil,
-                    onDelivery: { result in
-                        switch result {
-                        case .success: acknowledged(.success(()))
-                        case .failure(let error): acknowledged(.failure(error))
-                        }
-                    })
+                try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: headers,
+                                        partition: nil, onDelivery: onDelivery)
             } catch {
                 acknowledged(.failure(error))
             }

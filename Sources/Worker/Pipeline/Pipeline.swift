@@ -191,7 +191,7 @@ public final class Pipeline: SourceHandler {
             for outcome in outcomes {
                 outputs.append(
                     OutboundRecord(
-                        topic: configuration.outcomesTopic, key: Array(event.id.utf8), value: outcome.json.compactBytes))
+                        topic: configuration.outcomesTopic, key: Array(event.id.utf8), value: outcome.jsonBytes))
             }
             for (plan, (outcome, report)) in zip(plans, results) {
                 guard let invalid = invalidTokenRecord(plan, outcome, report: report, event: event) else { continue }

@@ -27,6 +27,36 @@ public struct OutcomeRecord: Sendable {
     /// UNIX seconds.
     public var completedAt: Double
 
+    /// `json.compactBytes`, written directly (one per notification, so it skips the value tree).
+    public var jsonBytes: [UInt8] {
+        var writer = JSONObjectWriter()
+        writer.string("event_id", eventID)
+        writer.string("device_token", deviceToken)
+        writer.string("environment", environment)
+        writer.string("topic", topic)
+        writer.string("push_type", pushType)
+        writer.string("rule_id", ruleID)
+        writer.string("status", status.rawValue)
+        writer.integer("http_status", httpStatus.map(Int64.init))
+        writer.string("reason", reason)
+        writer.string("apns_id", apnsID)
+        writer.string("apns_unique_id", apnsUniqueID)
+        writer.objects("attempts", attempts) { object, attempt in
+            object.string("apns_id", attempt.apnsID.string)
+            object.integer("http_status", attempt.httpStatus.map(Int64.init))
+            object.string("reason", attempt.reason)
+            object.timestamp("started_at", attempt.startedAt.timeIntervalSince1970)
+            object.double("latency_ms", attempt.roundedLatencyMilliseconds)
+        }
+        writer.object("source") { object in
+            object.string("topic", source.topic)
+            object.integer("partition", Int64(source.partition))
+            object.integer("offset", source.offset)
+        }
+        writer.timestamp("completed_at", completedAt)
+        return writer.finish()
+    }
+
     public var json: JSONValue {
         var object = JSONObject()
         object.appendUnchecked("event_id", .string(eventID))
@@ -59,9 +89,12 @@ extension DeliveryAttempt {
         object.appendUnchecked("http_status", httpStatus.map { .int(Int64($0)) } ?? .null)
         object.appendUnchecked("reason", reason.map(JSONValue.string) ?? .null)
         object.appendUnchecked("started_at", .string(RFC3339.format(startedAt.timeIntervalSince1970)))
-        object.appendUnchecked("latency_ms", .double((latencyMilliseconds * 1000).rounded() / 1000))
+        object.appendUnchecked("latency_ms", .double(roundedLatencyMilliseconds))
         return .object(object)
     }
+
+    /// Milliseconds to the microsecond, as records carry them.
+    var roundedLatencyMilliseconds: Double { (latencyMilliseconds * 1000).rounded() / 1000 }
 }
 
 /// A device token Apple reported dead or wrong for its topic, keyed by token so the topic compacts.
