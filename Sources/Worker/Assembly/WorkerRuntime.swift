@@ -53,6 +53,12 @@ public final class WorkerRuntime: Sendable {
         // The consumer's hand-off holds records the pipeline has not taken yet; keep it small beside the
         // cap so that records held in memory stay within cap + cap/4.
         consumerConfiguration.bufferCapacity = max(16, min(256, configuration.pipeline.maxInFlightRecords / 4))
+        // The pipeline pauses by holding records back (DeliveryGate), so librdkafka's prefetch queue is
+        // what waits during a short pause: 8 MB instead of librdkafka's 64 MB default keeps it modest
+        // (a pause longer than the consumer's stall timeout pauses fetching and frees it). Configurable.
+        if consumerConfiguration.client.properties["queued.max.messages.kbytes"] == nil {
+            consumerConfiguration.client.properties["queued.max.messages.kbytes"] = "8192"
+        }
         let kafkaLogger = logger.with(["component": "kafka"])
         let eventHandler: KafkaEventHandler = { event in
             switch event {

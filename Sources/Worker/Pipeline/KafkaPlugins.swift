@@ -10,6 +10,8 @@ public final class KafkaEventSource: EventSource {
     let topics: [String]
     let reader = Mutex<Task<Void, Never>?>(nil)
     let handlerSlot = HandlerSlot()
+    /// The pipeline's pause and resume; see `DeliveryGate` for why it is not librdkafka's.
+    let gate = DeliveryGate()
     /// Called with errors worth logging (a store for a partition just revoked, a failed commit).
     let report: @Sendable (String) -> Void
 
@@ -21,6 +23,7 @@ public final class KafkaEventSource: EventSource {
         report: @escaping @Sendable (String) -> Void
     ) throws(KafkaError) {
         let handlerSlot = self.handlerSlot
+        let gate = self.gate
         consumer = try KafkaConsumer(
             configuration: configuration,
             rebalanceHandler: { event in
@@ -29,7 +32,9 @@ public final class KafkaEventSource: EventSource {
                 case .assigned(let partitions):
                     handler.assigned(partitions.map(TopicPartition.init))
                 case .revoked(let revocation):
-                    await handler.revoking(revocation.partitions.map(TopicPartition.init), deadline: revocation.deadline)
+                    let partitions = revocation.partitions.map(TopicPartition.init)
+                    gate.revoked(partitions)
+                    await handler.revoking(partitions, deadline: revocation.deadline)
                 }
             },
             eventHandler: eventHandler)
@@ -42,10 +47,16 @@ public final class KafkaEventSource: EventSource {
         try consumer.subscribe(topics: topics)
         let messages = consumer.messages
         let report = self.report
+        let gate = self.gate
         let task = Task {
             do {
                 for try await message in messages {
-                    handler.received(SourceRecord(message))
+                    let record = SourceRecord(message)
+                    guard await gate.admit(record.topicPartition) else {
+                        if Task.isCancelled { break }
+                        continue
+                    }
+                    handler.received(record)
                 }
             } catch {
                 report("the consumer stopped: \(error)")
@@ -64,23 +75,21 @@ public final class KafkaEventSource: EventSource {
     }
 
     public func pause(_ partitions: [TopicPartition]) {
-        for partition in partitions {
-            try? consumer.pause([KafkaTopicPartition(partition)])
-        }
+        gate.close(partitions)
     }
 
     public func resume(_ partitions: [TopicPartition]) {
-        for partition in partitions {
-            try? consumer.resume([KafkaTopicPartition(partition)])
-        }
+        gate.open(partitions)
     }
 
     public func stopReceiving() {
         if let assigned = try? consumer.assignment() { try? consumer.pause(assigned) }
         reader.withLock { $0?.cancel() }
+        gate.shutDown()
     }
 
     public func close() async throws {
+        gate.shutDown()
         try await consumer.close()
     }
 

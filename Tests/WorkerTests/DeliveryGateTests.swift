@@ -1,0 +1,83 @@
+// The pipeline's pause in front of the consumer: records of a closed partition wait, opening hands
+// them over, a revocation drops the one held, and shutting down lets the reader leave.
+import Synchronization
+import Testing
+@testable import Worker
+
+/// A reader at the gate, and whether it got past.
+final class GateReader: Sendable {
+    final class Passed: Sendable {
+        let value = Mutex(false)
+    }
+
+    let passed = Passed()
+    let task: Task<Bool, Never>
+
+    init(_ gate: DeliveryGate, _ partition: TopicPartition) async {
+        let passed = self.passed
+        task = Task {
+            let admitted = await gate.admit(partition)
+            passed.value.withLock { $0 = true }
+            return admitted
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+
+    var isWaiting: Bool { !passed.value.withLock { $0 } }
+}
+
+@Suite struct DeliveryGateTests {
+    let first = TopicPartition(topic: "push.requests", partition: 0)
+    let second = TopicPartition(topic: "push.requests", partition: 1)
+
+    @Test func anOpenPartitionPassesAtOnce() async {
+        let gate = DeliveryGate()
+        gate.close([second])
+        #expect(await gate.admit(first))
+    }
+
+    @Test func aClosedPartitionWaitsUntilOpened() async {
+        let gate = DeliveryGate()
+        gate.close([first, second])
+        let waiting = await GateReader(gate, first)
+        #expect(waiting.isWaiting)
+        gate.open([second])  // another partition opening does not release it
+        try? await Task.sleep(for: .milliseconds(50))
+        #expect(waiting.isWaiting)
+        gate.open([first])
+        #expect(await waiting.task.value)
+    }
+
+    @Test func aRecordHeldWhileItsPartitionIsRevokedIsDropped() async {
+        let gate = DeliveryGate()
+        gate.close([first])
+        let waiting = await GateReader(gate, first)
+        #expect(waiting.isWaiting)
+        gate.revoked([first])
+        #expect(await waiting.task.value == false)
+        // Assigned again, the partition starts open and its records pass.
+        #expect(await gate.admit(first))
+    }
+
+    @Test func aRevocationOfAnotherPartitionKeepsTheRecord() async {
+        let gate = DeliveryGate()
+        gate.close([first])
+        let waiting = await GateReader(gate, first)
+        #expect(waiting.isWaiting)
+        gate.revoked([second])
+        try? await Task.sleep(for: .milliseconds(50))
+        #expect(waiting.isWaiting)
+        gate.open([first])
+        #expect(await waiting.task.value)
+    }
+
+    @Test func shuttingDownReleasesTheReaderAndAdmitsNothingMore() async {
+        let gate = DeliveryGate()
+        gate.close([first])
+        let waiting = await GateReader(gate, first)
+        #expect(waiting.isWaiting)
+        gate.shutDown()
+        #expect(await waiting.task.value == false)
+        #expect(await gate.admit(second) == false)
+    }
+}
