@@ -13,31 +13,39 @@ public struct JSONObjectWriter: ~Copyable {
         bytes.append(UInt8(ascii: "{"))
     }
 
-    /// Writes `"key":`. Keys are written escaped, as any string.
-    private mutating func key(_ key: String) {
+    /// Writes `"key":`. Keys are literals of a record's schema, so they are copied as they are.
+    ///
+    /// - Precondition: `key` needs no JSON escaping (no `"`, `\` or control characters).
+    private mutating func key(_ key: StaticString) {
         if !isFirst { bytes.append(UInt8(ascii: ",")) }
         isFirst = false
-        JSONWriter.writeString(key, into: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+        key.withUTF8Buffer { literal in
+            assert(!literal.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") },
+                   "JSON object keys written raw must need no escaping")
+            bytes.append(contentsOf: literal)
+        }
+        bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
     }
 
-    public mutating func string(_ key: String, _ value: String?) {
+    public mutating func string(_ key: StaticString, _ value: String?) {
         self.key(key)
         if let value { JSONWriter.writeString(value, into: &bytes) } else { bytes.append(contentsOf: "null".utf8) }
     }
 
-    public mutating func integer(_ key: String, _ value: Int64?) {
+    public mutating func integer(_ key: StaticString, _ value: Int64?) {
         self.key(key)
         if let value { JSONWriter.writeInteger(value, into: &bytes) } else { bytes.append(contentsOf: "null".utf8) }
     }
 
-    public mutating func double(_ key: String, _ value: Double) {
+    public mutating func double(_ key: StaticString, _ value: Double) {
         self.key(key)
         JSONWriter.writeDouble(value, into: &bytes)
     }
 
     /// A UNIX time as an RFC 3339 string with milliseconds (`RFC3339.format`), or null.
-    public mutating func timestamp(_ key: String, _ seconds: Double?) {
+    public mutating func timestamp(_ key: StaticString, _ seconds: Double?) {
         self.key(key)
         guard let seconds else {
             bytes.append(contentsOf: "null".utf8)
@@ -48,33 +56,36 @@ public struct JSONObjectWriter: ~Copyable {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    public mutating func value(_ key: String, _ value: JSONValue) {
+    public mutating func value(_ key: StaticString, _ value: JSONValue) {
         self.key(key)
         JSONWriter.write(value, into: &bytes)
     }
 
     /// A nested object, written by `body` into the same buffer.
-    public mutating func object(_ key: String, _ body: (inout JSONObjectWriter) -> Void) {
+    public mutating func object(_ key: StaticString, _ body: (inout JSONObjectWriter) -> Void) {
         self.key(key)
-        var nested = JSONObjectWriter(continuing: bytes)
-        bytes = []
-        body(&nested)
-        bytes = nested.finish()
+        nested(body)
     }
 
     /// An array of objects, each written by `body`.
-    public mutating func objects<Element>(_ key: String, _ elements: [Element],
+    public mutating func objects<Element>(_ key: StaticString, _ elements: [Element],
                                           _ body: (inout JSONObjectWriter, Element) -> Void) {
         self.key(key)
         bytes.append(UInt8(ascii: "["))
-        for (index, element) in elements.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            var nested = JSONObjectWriter(continuing: bytes)
-            bytes = []
-            body(&nested, element)
-            bytes = nested.finish()
+        for index in elements.indices {
+            if index > elements.startIndex { bytes.append(UInt8(ascii: ",")) }
+            nested { body(&$0, elements[index]) }
         }
         bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// `{...}` written by `body` with this writer (same buffer, no copy), its members counted afresh.
+    private mutating func nested(_ body: (inout JSONObjectWriter) -> Void) {
+        bytes.append(UInt8(ascii: "{"))
+        isFirst = true
+        body(&self)
+        bytes.append(UInt8(ascii: "}"))
+        isFirst = false
     }
 
     /// Closes the object and returns the bytes.
@@ -83,8 +94,4 @@ public struct JSONObjectWriter: ~Copyable {
         return bytes
     }
 
-    private init(continuing bytes: [UInt8]) {
-        self.bytes = bytes
-        self.bytes.append(UInt8(ascii: "{"))
-    }
 }

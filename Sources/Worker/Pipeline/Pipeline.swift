@@ -216,12 +216,18 @@ public final class Pipeline: SourceHandler {
         -> [(OutcomeRecord, DeliveryResult?)]
     {
         var reports = [DeliveryResult?](repeating: nil, count: plans.count)
-        await withTaskGroup(of: (Int, DeliveryResult).self) { group in
-            for (index, plan) in plans.enumerated() {
-                guard case .send(let push, _) = plan else { continue }
-                group.addTask { (index, await self.transport.deliver(push)) }
+        let sends = plans.indices.filter { if case .send = plans[$0] { true } else { false } }
+        if sends.count == 1, case .send(let push, _) = plans[sends[0]] {
+            // One device (the common event): no task group, no child task.
+            reports[sends[0]] = await transport.deliver(push)
+        } else if !sends.isEmpty {
+            await withTaskGroup(of: (Int, DeliveryResult).self) { group in
+                for index in sends {
+                    guard case .send(let push, _) = plans[index] else { continue }
+                    group.addTask { (index, await self.transport.deliver(push)) }
+                }
+                for await (index, report) in group { reports[index] = report }
             }
-            for await (index, report) in group { reports[index] = report }
         }
         let now = wallClockSeconds()
         return plans.enumerated().map { index, plan in
