@@ -126,13 +126,9 @@ public struct APNsRequest: Sendable, Hashable {
     func http2Request(authorizationValue: String?, authority: String) -> HTTP2Request {
         var headers: [HTTP2Header] = []
         headers.reserveCapacity(7)
-        if let authorizationValue { headers.append(HTTP2Header("authorization", authorizationValue)) }
-        headers.append(HTTP2Header("apns-push-type", pushType.rawValue))
-        headers.append(HTTP2Header("apns-topic", topic))
-        headers.append(HTTP2Header("apns-priority", priority.headerValue))
-        if let expiration = expiration.headerValue { headers.append(HTTP2Header("apns-expiration", expiration)) }
-        if let collapseID { headers.append(HTTP2Header("apns-collapse-id", collapseID.value)) }
-        headers.append(HTTP2Header("apns-id", apnsID.string, isIndexable: false))
+        forEachHeader(authorizationValue: authorizationValue) { name, value in
+            headers.append(HTTP2Header(name, value, isIndexable: name != "apns-id"))
+        }
         var request = HTTP2Request(method: "POST", scheme: "https", authority: authority, path: path,
             headers: headers, body: encodedPayload.bytes)
         request.isPathIndexable = false
@@ -142,16 +138,23 @@ public struct APNsRequest: Sendable, Hashable {
     func wire(authorizationValue: String?) -> APNsWireRequest {
         var headers: [APNsHeaderField] = []
         headers.reserveCapacity(7)
-        if let authorizationValue { headers.append(APNsHeaderField("authorization", authorizationValue)) }
-        headers.append(APNsHeaderField("apns-push-type", pushType.rawValue))
-        headers.append(APNsHeaderField("apns-topic", topic))
-        headers.append(APNsHeaderField("apns-priority", priority.headerValue))
-        if let expiration = expiration.headerValue { headers.append(APNsHeaderField("apns-expiration", expiration)) }
-        if let collapseID { headers.append(APNsHeaderField("apns-collapse-id", collapseID.value)) }
-        headers.append(APNsHeaderField("apns-id", apnsID.string))
+        forEachHeader(authorizationValue: authorizationValue) { headers.append(APNsHeaderField($0, $1)) }
         return APNsWireRequest(
             method: "POST", scheme: "https", authority: environment.host, path: path, headers: headers,
             body: encodedPayload.bytes)
+    }
+
+    /// The regular headers in the order they are sent (see `APNsWireRequest`): the one list both
+    /// renderings are made from.
+    @inline(__always)
+    private func forEachHeader(authorizationValue: String?, _ body: (String, String) -> Void) {
+        if let authorizationValue { body("authorization", authorizationValue) }
+        body("apns-push-type", pushType.rawValue)
+        body("apns-topic", topic)
+        body("apns-priority", priority.headerValue)
+        if let expiration = expiration.headerValue { body("apns-expiration", expiration) }
+        if let collapseID { body("apns-collapse-id", collapseID.value) }
+        body("apns-id", apnsID.string)
     }
 
     /// Topic syntax: a bundle id's characters (A-Z, a-z, 0-9, '-', '.'), with the push type's suffix.

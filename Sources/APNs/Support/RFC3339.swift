@@ -104,18 +104,11 @@ public enum RFC3339 {
         } else {
             digits(year, 4)
         }
-        output.append(UInt8(ascii: "-"))
-        digits(month, 2)
-        output.append(UInt8(ascii: "-"))
-        digits(day, 2)
-        output.append(UInt8(ascii: "T"))
-        digits(hour, 2)
-        output.append(UInt8(ascii: ":"))
-        digits(minute, 2)
-        output.append(UInt8(ascii: ":"))
-        digits(second, 2)
-        output.append(UInt8(ascii: "."))
-        digits(millisecond, 3)
+        for (value, width, separator) in [(month, 2, "-"), (day, 2, "-"), (hour, 2, "T"), (minute, 2, ":"),
+                                          (second, 2, ":"), (millisecond, 3, ".")] as [(Int, Int, Unicode.Scalar)] {
+            output.append(UInt8(ascii: separator))
+            digits(value, width)
+        }
         output.append(UInt8(ascii: "Z"))
     }
 

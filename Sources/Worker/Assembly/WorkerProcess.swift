@@ -14,11 +14,11 @@ public enum WorkerProcess {
     ///   - checkOnly: load and check everything (rules, credentials, Kafka settings), then return.
     ///   - rulesText: rules to use instead of `configuration.rulesFile` (the `dev` command's embedded ones).
     ///   - shutdown: an outside trigger besides signals (the `dev` command stops after N events).
-    ///   - started: called once the worker runs, with it.
+    ///   - started: called once the worker runs, with it and the base URL of its metrics and health port.
     public static func run(
         configuration: WorkerConfiguration, logger: Logger, checkOnly: Bool = false,
         observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil, shutdown: ShutdownSignal = ShutdownSignal(),
-        preloadedCredentials: [String: LoadedCredential]? = nil, started: (@Sendable (WorkerRuntime) -> Void)? = nil
+        preloadedCredentials: [String: LoadedCredential]? = nil, started: (@Sendable (WorkerRuntime, _ metricsURL: String) -> Void)? = nil
     ) async -> Int32 {
         let metrics: WorkerMetrics
         do {
@@ -66,6 +66,10 @@ public enum WorkerProcess {
             return 1
         }
         defer { server.stop() }
+        // The port actually bound: with port 0 in the configuration it is known only now.
+        let host = server.address.host.contains(":") ? "[\(server.address.host)]" : server.address.host
+        let metricsURL = "http://\(host.isEmpty ? "0.0.0.0" : host):\(server.port)"
+        logger.info("serving /metrics, /healthz and /readyz", ["url": .string(metricsURL)])
 
         let reloads = metrics.rulesReloads
         let reloadLogger = logger.with(["component": "rules"])
@@ -104,7 +108,7 @@ public enum WorkerProcess {
         }
         readiness.setReady(Readiness.Condition.consumerGroup)
         readiness.setReady(Readiness.Condition.apns)
-        started?(runtime)
+        started?(runtime, metricsURL)
 
         // The pipeline's own loop has no thread to watch; this heartbeat proves the process turns.
         let heartbeat = liveness.register("pipeline", allowance: .seconds(30))

@@ -67,8 +67,8 @@ public enum DevEnvironment {
             let exitCode = await WorkerProcess.run(
                 configuration: configuration, logger: logger, observer: printer, rulesStore: rules, shutdown: shutdown,
                 preloadedCredentials: credentials,
-                started: { runtime in
-                    print("  worker running; metrics at http://\(options.metricsListen.replacingOccurrences(of: ":0", with: ":<port>"))/metrics")
+                started: { runtime, metricsURL in
+                    print("  worker running; metrics at \(metricsURL)/metrics")
                     Task {
                         while !shutdown.isTriggered {
                             if !options.follow, runtime.pipeline.counters.recordsFinished >= target {
