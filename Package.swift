@@ -34,9 +34,10 @@ let package = Package(
             dependencies: ["APNs", "APNsSimulator", "PushRules", "Kafka", "CMicroHTTPD"],
             swiftSettings: strict
         ),
-        .executableTarget(name: "apns-worker", dependencies: ["Worker"], swiftSettings: strict),
+        .target(name: "ChildProcesses", swiftSettings: strict),
+        .executableTarget(name: "apns-worker", dependencies: ["Worker", "ChildProcesses"], swiftSettings: strict),
 
-        .testTarget(name: "APNsTests", dependencies: ["APNs"], swiftSettings: strict),
+        .testTarget(name: "APNsTests", dependencies: ["APNs", "ChildProcesses"], swiftSettings: strict),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs"], swiftSettings: strict),
         .testTarget(name: "PushRulesTests", dependencies: ["PushRules", "APNs"], swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], swiftSettings: strict),

@@ -1,41 +1,25 @@
 // The pool against real servers from Debian: nghttpd (files, a stream limit, a restart), h2o (POST through a
 // mruby handler), and openssl s_server without h2 (a clear ALPN error). Each server runs on a free loopback
 // port with a generated certificate and is killed afterwards.
+import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization
 import Testing
 @testable import APNs
 
-/// A server process started with posix_spawn and an empty signal mask (threads running Swift tasks block
-/// most signals, and a child inherits that mask: started through Foundation's Process, it would ignore
-/// SIGTERM). Killed with SIGKILL and reaped by `stop()`.
+/// A server for a test, started through `SpawnedProcess` (an empty signal mask, output to `log`); killed
+/// with SIGKILL and reaped by `stop()`.
 final class TestServerProcess: @unchecked Sendable {
     let pid: pid_t
     let log: String
 
     init(_ path: String, _ arguments: [String], log: String) throws {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid = pid_t()
-        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
-        guard result == 0 else { throw TestFailure("cannot start \(path): \(String(cString: strerror(result)))") }
-        self.pid = pid
+        do {
+            pid = try SpawnedProcess.spawn(path, arguments, outputFile: log).pid
+        } catch {
+            throw TestFailure(error.message)
+        }
         self.log = log
     }
 

@@ -1,98 +1,10 @@
 // The reference tools `bench send` measures against: an h2o server (Debian h2o, mruby handler that
 // answers 200) with a self-signed certificate on a free loopback port, and h2load (Debian nghttp2-client)
 // sending the same request shape.
+import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization
-
-/// A child process started with posix_spawn and an empty signal mask.
-///
-/// Foundation's Process starts children from the calling thread, and the threads Swift's async code runs
-/// on block almost every signal, which the child inherits: an h2o started that way ignores SIGTERM.
-final class SpawnedProcess: @unchecked Sendable {
-    let pid: pid_t
-    private let exitStatus = Mutex<Int32?>(nil)
-
-    private init(pid: pid_t) { self.pid = pid }
-
-    /// Starts `path` with `arguments`, stdout and stderr appended to `outputFile`.
-    static func spawn(_ path: String, _ arguments: [String], outputFile: String) throws -> SpawnedProcess {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var emptySet = sigset_t()
-        sigemptyset(&emptySet)
-        var allSignals = sigset_t()
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &emptySet)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid = pid_t()
-        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
-        guard result == 0 else {
-            throw BenchError("cannot start \(path): \(String(cString: strerror(result)))")
-        }
-        return SpawnedProcess(pid: pid)
-    }
-
-    /// Waits for the exit (waitpid on a dispatch thread, never on the cooperative pool); returns the
-    /// exit status, or 128 + signal.
-    func waitForExit() async -> Int32 {
-        if let status = exitStatus.withLock({ $0 }) { return status }
-        return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { [self] in
-                continuation.resume(returning: blockingWait())
-            }
-        }
-    }
-
-    /// True while the child has not exited.
-    var isRunning: Bool {
-        if exitStatus.withLock({ $0 }) != nil { return false }
-        var status: Int32 = 0
-        let result = waitpid(pid, &status, WNOHANG)
-        if result == pid {
-            exitStatus.withLock { $0 = Self.decode(status) }
-            return false
-        }
-        return result == 0
-    }
-
-    /// SIGTERM, then SIGKILL if it has not exited after `grace`; reaps it.
-    func terminate(grace: Duration = .seconds(3)) {
-        guard isRunning else { return }
-        kill(pid, SIGTERM)
-        let deadline = ContinuousClock.now + grace
-        while ContinuousClock.now < deadline {
-            if !isRunning { return }
-            usleep(10_000)
-        }
-        kill(pid, SIGKILL)
-        _ = blockingWait()
-    }
-
-    private func blockingWait() -> Int32 {
-        if let status = exitStatus.withLock({ $0 }) { return status }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let decoded = Self.decode(status)
-        exitStatus.withLock { $0 = decoded }
-        return decoded
-    }
-
-    private static func decode(_ status: Int32) -> Int32 {
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
-    }
-}
 
 /// A child process run to completion.
 enum ChildProcess {
