@@ -70,7 +70,7 @@ public final class KafkaConsumer: Sendable {
         core.state.withLock { $0.handle = client.handle }
         self.client = client
         self.core = core
-        DedicatedThread.start(name: "kafka-consumer-poll") { [client, core] in
+        DedicatedThread.start(name: "kafka-consumer") { [client, core] in
             Self.pollLoop(client: client, core: core)
         }
     }

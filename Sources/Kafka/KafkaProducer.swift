@@ -41,7 +41,7 @@ public final class KafkaProducer: Sendable {
         self.core = core
         enqueueTimeout = configuration.enqueueTimeout
         queueCapacity = configuration.queueCapacity
-        DedicatedThread.start(name: "kafka-producer-poll") { [client, core] in
+        DedicatedThread.start(name: "kafka-producer") { [client, core] in
             ProducerCore.pollLoop(client: client, core: core)
         }
     }

@@ -4,7 +4,12 @@ import Foundation
 enum DedicatedThread {
     /// Starts a long-lived thread (a client's poll loop).
     static func start(name: String, _ body: @escaping @Sendable () -> Void) {
-        let thread = Thread(block: body)
+        let thread = Thread {
+            // The OS thread name (15 bytes at most), for top -H and per-thread CPU: Foundation gives it
+            // to the OS thread only when set from that thread, not before `start()`.
+            Thread.current.name = String(decoding: name.utf8.prefix(15), as: UTF8.self)
+            body()
+        }
         thread.name = name
         thread.start()
     }

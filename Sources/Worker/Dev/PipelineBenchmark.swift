@@ -48,18 +48,24 @@ public enum PipelineBenchmark {
             // The clock starts at the first record, not while the consumer joins its group.
             while runtime.pipeline.counters.recordsTaken == 0 { try await Task.sleep(for: .milliseconds(1)) }
             let cpuBefore = processCPUSeconds()
+            let partsBefore = ThreadCPU.byPart()
             let started = ContinuousClock.now
             while runtime.pipeline.counters.recordsFinished < options.events {
                 try await Task.sleep(for: .milliseconds(5))
             }
             let elapsed = (ContinuousClock.now - started).seconds
             let cpu = processCPUSeconds() - cpuBefore
+            let parts = ThreadCPU.byPart().subtracting(partsBefore)
             let notifications = stack.simulator.stats.requests
             let rate = Double(options.events) / elapsed
             print(String(format: "phase 1 (backlog): %d events, %d notifications in %.2f s: %.0f events/s, %.0f notifications/s",
                          options.events, notifications, elapsed, rate, Double(notifications) / elapsed))
             print(String(format: "  CPU %.2f s = %.1f µs per notification (the whole process: worker, simulator and mock Kafka)",
                          cpu, cpu * 1e6 / Double(max(1, notifications))))
+            let perNotification = { (seconds: Double) in seconds * 1e6 / Double(max(1, notifications)) }
+            print(String(format: "  by part, µs per notification: worker %.1f, APNs simulator %.1f, mock Kafka brokers %.1f",
+                         perNotification(parts.worker), perNotification(parts.simulator),
+                         perNotification(parts.mockKafka)))
 
             // Phase 2: a live stream at half the measured rate; occurred_at is the moment of producing.
             latencies.reset()
@@ -129,5 +135,42 @@ extension Duration {
     fileprivate var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// CPU time of this process's threads, summed by what they belong to, from /proc/self/task (threads
+/// name themselves: `apns-sim-*` for the simulator, `rdk:mock` for librdkafka's mock brokers).
+struct ThreadCPU {
+    var worker = 0.0
+    var simulator = 0.0
+    var mockKafka = 0.0
+
+    static func byPart() -> ThreadCPU {
+        var parts = ThreadCPU()
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        for task in tasks {
+            guard let name = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+                let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+                let afterName = stat.range(of: ") ", options: .backwards)
+            else { continue }
+            // Fields after "(comm) ": state is field 3, so utime (14) and stime (15) are at 11 and 12.
+            let fields = stat[afterName.upperBound...].split(separator: " ")
+            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+            let seconds = (user + system) / ticks
+            if name.hasPrefix("apns-sim") {
+                parts.simulator += seconds
+            } else if name.hasPrefix("rdk:mock") {
+                parts.mockKafka += seconds
+            } else {
+                parts.worker += seconds
+            }
+        }
+        return parts
+    }
+
+    func subtracting(_ earlier: ThreadCPU) -> ThreadCPU {
+        ThreadCPU(worker: worker - earlier.worker, simulator: simulator - earlier.simulator,
+                  mockKafka: mockKafka - earlier.mockKafka)
     }
 }

@@ -80,7 +80,10 @@ public final class LogWriter: Sendable {
         self.monotonic = monotonic
         hasWriterThread = startsWriterThread
         if startsWriterThread {
-            let thread = Thread { [self] in runWriterLoop() }
+            let thread = Thread { [self] in
+                Thread.current.name = "apns-worker.log"
+                runWriterLoop()
+            }
             thread.name = "apns-worker.log"
             thread.start()
         }

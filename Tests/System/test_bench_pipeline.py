@@ -1,0 +1,42 @@
+"""`apns-worker bench pipeline` end to end, small: every pre-filled event is finished, every notification
+the simulator saw is counted, and each figure the report promises is there and plausible. Speed itself
+is not asserted (benchmarks are run, not timed in tests)."""
+import os
+import re
+import subprocess
+
+BIN = os.environ.get("APNS_WORKER_BIN", "apns-worker")
+
+
+def number(pattern, text):
+    match = re.search(pattern, text)
+    assert match, f"no match for {pattern!r} in:\n{text}"
+    return [float(group) for group in match.groups()]
+
+
+def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
+    events = 1500
+    run = subprocess.run([BIN, "bench", "pipeline", "-n", str(events), "--latency-seconds", "1"],
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    finished, notifications, seconds, events_rate, notification_rate = number(
+        r"phase 1 \(backlog\): (\d+) events, (\d+) notifications in ([\d.]+) s: (\d+) events/s, (\d+) notifications/s",
+        out)
+    assert finished == events
+    # The dev generator gives each event one to three devices.
+    assert events <= notifications <= 3 * events
+    # Rates come from the unrounded time; the printed seconds have two decimals.
+    assert abs(events_rate - events / seconds) <= 0.02 * events_rate + 1
+    assert abs(notification_rate - notifications / seconds) <= 0.02 * notification_rate + 1
+    cpu_seconds, per_notification = number(r"CPU ([\d.]+) s = ([\d.]+) µs per notification", out)
+    assert per_notification > 0 and abs(cpu_seconds * 1e6 / notifications - per_notification) < 1
+    worker, simulator, brokers = number(
+        r"by part, µs per notification: worker ([\d.]+), APNs simulator ([\d.]+), mock Kafka brokers ([\d.]+)", out)
+    # The simulator's threads name themselves; its share cannot be zero when it answered every push.
+    assert worker > 0 and simulator > 0
+    assert worker + simulator + brokers <= per_notification * 1.05 + 1
+    p50, p99 = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
+    assert 0 < p50 <= p99 < 30_000
+    (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 1000\)", out)
+    assert 0 < rss < 200
