@@ -12,6 +12,8 @@ final class InMemoryEventSource: EventSource {
         var pauses = 0
         var resumes = 0
         var paused: Set<TopicPartition> = []
+        var fetchStops = 0
+        var fetchStopped: Set<TopicPartition> = []
         var closed = false
     }
     let records: [SourceRecord]
@@ -26,11 +28,34 @@ final class InMemoryEventSource: EventSource {
         let thread = Thread { [self] in
             handler.assigned(partitions)
             var index = 0
-            while index < records.count && !stopFlag.load(ordering: .relaxed) {
-                let record = records[index]
-                // Honour pause like a consumer: a paused partition delivers nothing more.
-                if log.withLock({ $0.paused.contains(record.topicPartition) }) {
+            // Records of partitions that stopped fetching, in order, delivered once they fetch again.
+            var deferred: [TopicPartition: [SourceRecord]] = [:]
+            while (index < records.count || !deferred.isEmpty) && !stopFlag.load(ordering: .relaxed) {
+                let (paused, stopped) = log.withLock { ($0.paused, $0.fetchStopped) }
+                // Like the pipeline's gate: a paused partition's next record waits, and so does the reader.
+                if let partition = deferred.keys.first(where: { !stopped.contains($0) }) {
+                    let record = deferred[partition]!.removeFirst()
+                    if deferred[partition]!.isEmpty { deferred[partition] = nil }
+                    while log.withLock({ $0.paused.contains(partition) }) && !stopFlag.load(ordering: .relaxed) {
+                        usleep(200)
+                    }
+                    handler.received(record)
+                    continue
+                }
+                guard index < records.count else {
                     usleep(200)
+                    continue
+                }
+                let record = records[index]
+                if paused.contains(record.topicPartition) {
+                    usleep(200)
+                    continue
+                }
+                // Like librdkafka's pause: a partition that stopped fetching delivers nothing more for now,
+                // the others go on.
+                if stopped.contains(record.topicPartition) || deferred[record.topicPartition] != nil {
+                    deferred[record.topicPartition, default: []].append(record)
+                    index += 1
                     continue
                 }
                 handler.received(record)
@@ -58,6 +83,15 @@ final class InMemoryEventSource: EventSource {
             $0.resumes += 1
             $0.paused.subtract(partitions)
         }
+    }
+    func stopFetching(_ partitions: [TopicPartition]) {
+        log.withLock {
+            $0.fetchStops += 1
+            $0.fetchStopped.formUnion(partitions)
+        }
+    }
+    func resumeFetching(_ partitions: [TopicPartition]) {
+        log.withLock { $0.fetchStopped.subtract(partitions) }
     }
     func stopReceiving() { stopFlag.store(true, ordering: .relaxed) }
     func close() async throws { log.withLock { $0.closed = true } }

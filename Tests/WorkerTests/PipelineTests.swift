@@ -137,6 +137,46 @@ import Testing
         #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 100)
     }
 
+    @Test func aSlowRecordStopsOnlyItsOwnPartition() async throws {
+        // Partition 0's first record is slow; the records behind it finish but stay uncommittable, so
+        // partition 0 stops fetching at the cap's worth. Partition 1 must not wait for it.
+        let first = TopicPartition(topic: "push.requests", partition: 0)
+        let second = TopicPartition(topic: "push.requests", partition: 1)
+        let records = (Int64(0)..<200).map { index in
+            makeRecord(partition: Int32(index % 2), offset: index / 2,
+                       devices: [index == 0 ? Self.tokens[3] : Self.tokens[0]])
+        }
+        let source = InMemoryEventSource(records: records)
+        let sink = InMemoryResultSink()
+        let release = Atomic<Bool>(false)
+        let slowTransport = ClosureTransport { push in
+            if push.request.deviceToken.hex == Self.tokens[3] {
+                while !release.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(2)) }
+            }
+            return apnsAnswer(push, status: 200)
+        }
+        var configuration = PipelineConfiguration()
+        configuration.maxRecordsInFlight = 10
+        configuration.resumeBelow = 5
+        let pipeline = Pipeline(
+            configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: slowTransport)
+        try pipeline.start()
+        // All of partition 1 is finished and committed while partition 0's first record still waits.
+        await waitUntil(10) { source.log.withLock { $0.stored[second] } == 100 }
+        #expect(source.log.withLock { $0.stored[second] } == 100)
+        #expect(source.log.withLock { $0.stored[first] } == nil)
+        #expect(pipeline.fetchStoppedPartitions == [first])
+        #expect(source.log.withLock { $0.fetchStopped } == [first])
+        #expect(pipeline.counters.recordsTaken == 100 + 10, "partition 0 stopped at the cap's worth of held records")
+        release.store(true, ordering: .relaxed)
+        await waitUntil { pipeline.counters.recordsFinished == 200 }
+        #expect(source.log.withLock { $0.stored[first] } == 100)
+        #expect(pipeline.fetchStoppedPartitions.isEmpty)
+        #expect(source.log.withLock { $0.fetchStopped }.isEmpty)
+        #expect(source.log.withLock { $0.paused }.isEmpty, "every pause at the in-flight cap was undone")
+    }
+
     @Test func aRecordWhoseResultsCannotBePublishedHoldsItsOffsetBack() async throws {
         // Invalid tokens fail to publish here; the record carrying one must never be committed past.
         let records = [

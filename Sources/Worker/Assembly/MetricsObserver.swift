@@ -1,10 +1,18 @@
 // Feeds the pipeline's events into the worker's Prometheus metrics, and fans out to another
 // observer (the `dev` command's printer) when there is one.
 import APNs
+import Synchronization
 
 struct MetricsObserver: PipelineObserver {
     let metrics: WorkerMetrics
     let next: (any PipelineObserver)?
+    /// Pauses come for all partitions (the cap) or for one (a slow record); the gauge counts the union.
+    private let paused = PausedPartitions()
+
+    init(metrics: WorkerMetrics, next: (any PipelineObserver)?) {
+        self.metrics = metrics
+        self.next = next
+    }
 
     func recordReceived(_ record: SourceRecord) {
         metrics.recordsConsumed.labels(record.topic).increment()
@@ -25,7 +33,7 @@ struct MetricsObserver: PipelineObserver {
     }
 
     func flowChanged(paused: Bool, partitions: [TopicPartition]) {
-        metrics.partitionsPaused.set(paused ? partitions.count : 0)
+        metrics.partitionsPaused.set(self.paused.update(paused: paused, partitions))
         next?.flowChanged(paused: paused, partitions: partitions)
     }
 
@@ -39,6 +47,19 @@ struct MetricsObserver: PipelineObserver {
         }
         if let reason = result.response?.reason, result.response?.reasonClass == .invalidToken {
             metrics.invalidTokens.labels(reason.rawValue).increment()
+        }
+    }
+}
+
+/// The partitions paused now, for the gauge.
+final class PausedPartitions: Sendable {
+    private let partitions = Mutex<Set<TopicPartition>>([])
+
+    /// Applies a pause or resume; returns how many partitions are paused after it.
+    func update(paused: Bool, _ changed: [TopicPartition]) -> Int {
+        partitions.withLock { set in
+            if paused { set.formUnion(changed) } else { set.subtract(changed) }
+            return set.count
         }
     }
 }

@@ -82,6 +82,16 @@ public final class KafkaEventSource: EventSource {
         gate.open(partitions)
     }
 
+    public func stopFetching(_ partitions: [TopicPartition]) {
+        try? consumer.pause(partitions.map(KafkaTopicPartition.init))
+    }
+
+    public func resumeFetching(_ partitions: [TopicPartition]) {
+        for partition in partitions {
+            try? consumer.resume([KafkaTopicPartition(partition)])
+        }
+    }
+
     public func stopReceiving() {
         if let assigned = try? consumer.assignment() { try? consumer.pause(assigned) }
         reader.withLock { $0?.cancel() }

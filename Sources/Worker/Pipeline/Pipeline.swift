@@ -16,7 +16,9 @@ public struct PipelineConfiguration: Sendable {
     public var invalidTokensTopic = "push.invalid-tokens"
     /// Default: `push.dlq`.
     public var deadLetterTopic = "push.dlq"
-    /// Records in flight at which consumption pauses. Default: `1000`.
+    /// Records in flight (taken, not finished) at which consumption pauses; also the most records one
+    /// partition may hold before it stops fetching (taken and not committable: finished ones waiting
+    /// behind a slow one count, since a crash would redo them). Default: `1000`.
     public var maxRecordsInFlight = 1000
     /// Records in flight at or below which consumption resumes. Default: half the cap.
     public var resumeBelow: Int?
@@ -77,6 +79,8 @@ public final class Pipeline: SourceHandler {
         var flow: FlowControl
         var assigned: Set<TopicPartition> = []
         var revoking: Set<TopicPartition> = []
+        /// Partitions that stopped fetching because they hold `maxRecordsInFlight` records behind a slow one.
+        var fetchStopped: Set<TopicPartition> = []
         var counters = PipelineCounters()
         var receiving = true
         var fatalError: String?
@@ -110,8 +114,10 @@ public final class Pipeline: SourceHandler {
     }
 
     public var counters: PipelineCounters { state.withLock { $0.counters } }
-    /// Records taken and not yet committable (what the in-flight cap counts).
+    /// Records taken and not yet finished (what the in-flight cap counts).
     public var recordsInFlight: Int { state.withLock { $0.flow.inFlight } }
+    /// Partitions that stopped fetching because a slow record holds too many records behind it.
+    public var fetchStoppedPartitions: Set<TopicPartition> { state.withLock { $0.fetchStopped } }
     public var isPaused: Bool { state.withLock { $0.flow.isPaused } }
     /// Set when results could not be published; the worker must stop without committing past it.
     public var fatalError: String? { state.withLock { $0.fatalError } }
@@ -120,17 +126,26 @@ public final class Pipeline: SourceHandler {
 
     public func received(_ record: SourceRecord) {
         let partition = record.topicPartition
-        let (generation, pausePartitions) = state.withLock { state -> (UInt64?, [TopicPartition]?) in
-            guard state.receiving, !state.revoking.contains(partition) else { return (nil, nil) }
+        let (generation, pausePartitions, stopFetching) = state.withLock {
+            state -> (UInt64?, [TopicPartition]?, Bool) in
+            guard state.receiving, !state.revoking.contains(partition) else { return (nil, nil, false) }
             state.assigned.insert(partition)
-            guard let generation = state.tracker.take(partition, offset: record.offset) else { return (nil, nil) }
+            guard let generation = state.tracker.take(partition, offset: record.offset) else { return (nil, nil, false) }
             state.counters.recordsTaken += 1
             let action = state.flow.recordTaken()
-            return (generation, action == .pause ? Array(state.assigned) : nil)
+            // One partition holding the cap's worth of records (a slow one and those finished behind it)
+            // stops fetching alone; the others go on.
+            let stopFetching = state.tracker.held(partition) >= state.flow.capacity
+                && state.fetchStopped.insert(partition).inserted
+            return (generation, action == .pause ? Array(state.assigned) : nil, stopFetching)
         }
         if let pausePartitions {
             source.pause(pausePartitions)
             observer?.flowChanged(paused: true, partitions: pausePartitions)
+        }
+        if stopFetching {
+            source.stopFetching([partition])
+            observer?.flowChanged(paused: true, partitions: [partition])
         }
         guard let generation else { return }
         observer?.recordReceived(record)
@@ -147,6 +162,7 @@ public final class Pipeline: SourceHandler {
         // Newly assigned partitions join a paused pipeline paused, and a running one running: a
         // partition paused when it was revoked may come back still paused (librdkafka keeps the flag),
         // and the resume that followed the revoke did not include it.
+        source.resumeFetching(partitions)
         if paused { source.pause(partitions) } else { source.resume(partitions) }
     }
 
@@ -157,21 +173,22 @@ public final class Pipeline: SourceHandler {
             if unfinished == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
-        let resumePartitions = state.withLock { state -> [TopicPartition]? in
-            var released = 0
+        let resumeFetching = state.withLock { state -> [TopicPartition] in
+            var resumeFetching: [TopicPartition] = []
             for partition in partitions {
-                let (unfinished, heldFinished) = state.tracker.forget(partition)
+                // Unfinished records still run, and their finishes count down the cap.
+                let (unfinished, _) = state.tracker.forget(partition)
                 state.counters.abandonedAtRevoke += unfinished
-                released += heldFinished
                 state.assigned.remove(partition)
                 state.revoking.remove(partition)
+                if state.fetchStopped.remove(partition) != nil { resumeFetching.append(partition) }
             }
-            guard released > 0, state.flow.recordsFinished(released) == .resume else { return nil }
-            return Array(state.assigned)
+            return resumeFetching
         }
-        if let resumePartitions, !resumePartitions.isEmpty {
-            source.resume(resumePartitions)
-            observer?.flowChanged(paused: false, partitions: resumePartitions)
+        // librdkafka keeps a partition's pause flag across a revoke; clear the one this pipeline set.
+        if !resumeFetching.isEmpty {
+            source.resumeFetching(resumeFetching)
+            observer?.flowChanged(paused: false, partitions: resumeFetching)
         }
     }
 
@@ -300,13 +317,13 @@ public final class Pipeline: SourceHandler {
         eventTime: Double?
     ) {
         let partition = record.topicPartition
-        let resumePartitions = state.withLock { state -> [TopicPartition]? in
+        let resumePartitions = state.withLock { state -> FlowChanges in
             guard published else {
                 // The record's results are not safely written: its offset must never be stored,
                 // so it stays unfinished and holds its partition back until the worker restarts.
                 state.counters.publishFailures += 1
                 state.fatalError = state.fatalError ?? "results of \(partition) offset \(record.offset) could not be published"
-                return nil
+                return FlowChanges()
             }
             state.counters.recordsFinished += 1
             state.counters.outcomes += outcomes.count
@@ -320,16 +337,39 @@ public final class Pipeline: SourceHandler {
             // Stored under the lock: two finishes storing outside it could reach the source in the
             // opposite order and move the stored offset back. Storing is a non-blocking librdkafka call.
             if let committable { source.store(partition, nextOffset: committable) }
-            let action = released > 0 ? state.flow.recordsFinished(released) : .none
-            return action == .resume ? Array(state.assigned) : nil
+            var changes = FlowChanges()
+            if state.flow.recordsFinished(1) == .resume {
+                changes.resume = Array(state.assigned)
+                changes.stillStopped = state.fetchStopped
+            }
+            if released > 0, state.fetchStopped.contains(partition),
+                state.tracker.held(partition) <= state.flow.lowWaterMark
+            {
+                state.fetchStopped.remove(partition)
+                changes.resumeFetching = partition
+            }
+            return changes
         }
-        if let resumePartitions, !resumePartitions.isEmpty {
-            source.resume(resumePartitions)
-            observer?.flowChanged(paused: false, partitions: resumePartitions)
+        if let partition = resumePartitions.resumeFetching {
+            source.resumeFetching([partition])
+            if resumePartitions.resume == nil { observer?.flowChanged(paused: false, partitions: [partition]) }
+        }
+        if let resume = resumePartitions.resume, !resume.isEmpty {
+            source.resume(resume)
+            observer?.flowChanged(paused: false, partitions: resume.filter { !resumePartitions.stillStopped.contains($0) })
         }
         if published, let observer {
             for outcome in outcomes { observer.outcomePublished(outcome, eventTime: eventTime) }
         }
+    }
+
+    /// What a finished record changes in the flow: every partition resumes (the in-flight count fell to
+    /// the low-water mark) and/or its own partition fetches again (it holds few enough records).
+    struct FlowChanges {
+        var resume: [TopicPartition]?
+        var resumeFetching: TopicPartition?
+        /// Partitions still not fetching: a global resume does not make them run.
+        var stillStopped: Set<TopicPartition> = []
     }
 
     // MARK: Shutdown

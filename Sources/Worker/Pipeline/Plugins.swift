@@ -75,8 +75,14 @@ public protocol EventSource: Sendable {
     func start(handler: any SourceHandler) throws
     /// Stores the next offset to read for a partition; committed by the source's auto-commit.
     func store(_ partition: TopicPartition, nextOffset: Int64)
+    /// Stops handing over records of these partitions (the in-flight cap is reached); quick to undo.
     func pause(_ partitions: [TopicPartition])
     func resume(_ partitions: [TopicPartition])
+    /// Stops fetching these partitions while records already fetched are still handed over (one
+    /// partition holds too many records behind a slow one); `resumeFetching` fetches again from the
+    /// next record not yet handed over.
+    func stopFetching(_ partitions: [TopicPartition])
+    func resumeFetching(_ partitions: [TopicPartition])
     /// Stops delivering records (in-flight records still finish and store their offsets).
     func stopReceiving()
     /// Commits stored offsets and leaves the group.
