@@ -166,9 +166,10 @@ public final class APNsClient: Sendable {
             errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
         do {
             let (http, token) = try prepare(request)
-            attempt.token = token
             let httpResponse = try await pool(for: request.environment).send(http)
             let (response, retryAfter) = interpret(httpResponse)
+            // Kept only for a rejection: the retry loop invalidates exactly the token APNs refused.
+            if response.status != 200 { attempt.token = token }
             attempt.response = response
             attempt.connectionID = httpResponse.connectionID
             attempt.outcome = .response(response, retryAfter: retryAfter)

@@ -168,6 +168,8 @@ public final class ConnectionPool: Sendable {
     public let configuration: Configuration
     /// The `:authority` sent when a request leaves it empty: host, and port unless 443.
     public let authority: String
+    /// `configuration.requestTimeout`, converted once (Duration arithmetic is 128-bit).
+    private let requestTimeoutNanoseconds: UInt64
     private let group: EventLoopGroup
     private let tls: TLSContext
     private let connectionSettings: HTTP2ConnectionSettings
@@ -207,6 +209,7 @@ public final class ConnectionPool: Sendable {
         self.tls = try TLSContext(configuration: configuration.tls, host: configuration.host, endpoint: endpoint)
         let bracketed = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         self.authority = configuration.port == 443 ? bracketed : "\(bracketed):\(configuration.port)"
+        requestTimeoutNanoseconds = configuration.requestTimeout.nanosecondsClamped
         self.state = Mutex(State(waiters: BoundedQueue(capacity: configuration.maximumQueuedRequests)))
     }
 
@@ -223,7 +226,7 @@ public final class ConnectionPool: Sendable {
         try Task.checkCancellation()
         if request.scheme.isEmpty { request.scheme = "https" }
         if request.authority.isEmpty { request.authority = authority }
-        let timeoutNanoseconds = (timeout ?? configuration.requestTimeout).nanosecondsClamped
+        let timeoutNanoseconds = timeout?.nanosecondsClamped ?? requestTimeoutNanoseconds
         let ticket = HTTP2StreamTicket(request: consume request,
             deadline: MonotonicClock.now() &+ timeoutNanoseconds, timeoutNanoseconds: timeoutNanoseconds)
         return try await withTaskCancellationHandler {

@@ -100,8 +100,8 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
 
     /// The first value whose name equals `name`, ignoring ASCII case.
     public func first(named name: String) -> String? {
-        let wanted = Array(name.utf8)
-        return storage.withUnsafeBufferPointer { bytes -> String? in
+        var name = name
+        return name.withUTF8 { wanted in storage.withUnsafeBufferPointer { bytes -> String? in
             var offset = 0
             while offset < bytes.count {
                 let nameLength = Self.length(bytes, at: offset)
@@ -115,7 +115,7 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
                 offset = valueStart + valueLength
             }
             return nil
-        }
+        } }
     }
 
     public func makeIterator() -> Iterator { Iterator(storage: storage) }
@@ -151,7 +151,8 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
         return b0 | b1 | b2 | b3
     }
 
-    private static func equalIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ wanted: [UInt8])
+    private static func equalIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int,
+                                          _ wanted: UnsafeBufferPointer<UInt8>)
         -> Bool
     {
         for index in 0..<wanted.count {

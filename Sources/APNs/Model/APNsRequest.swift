@@ -72,7 +72,20 @@ public struct APNsRequest: Sendable, Hashable {
     public var payloadBytes: [UInt8] { encodedPayload.bytes }
 
     /// `/3/device/<hex token>`.
-    public var path: String { "/3/device/" + deviceToken.hex }
+    public var path: String {
+        // Built in one allocation: it is made for every request, and `+` grows the string twice.
+        let prefix: StaticString = "/3/device/"
+        let hex = deviceToken.hex.utf8
+        return String(unsafeUninitializedCapacity: prefix.utf8CodeUnitCount + hex.count) { buffer in
+            let prefixBytes = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+            var end = buffer.initialize(fromContentsOf: prefixBytes)
+            for byte in hex {
+                buffer[end] = byte
+                end += 1
+            }
+            return end
+        }
+    }
 
     /// `https://<host>/3/device/<hex token>`, for printing and curl.
     public var url: String { "https://" + environment.host + path }
