@@ -42,10 +42,10 @@ struct KafkaConfigurationTests {
 
     @Test("every rejected property is named with its value and librdkafka's reason")
     func rejectedPropertiesAreNamed() throws {
-        let error = try #require(creationError(["bogus.setting": "1", "enable.auto.commit": "maybe"]))
+        let error = try #require(creationError(["bogus.setting": "1", "enable.idempotence": "maybe"]))
         #expect(error.code == .invalidConfiguration)
         #expect(error.message.contains("'bogus.setting' = \"1\": No such configuration property"))
-        #expect(error.message.contains("'enable.auto.commit' = \"maybe\": Expected bool value"))
+        #expect(error.message.contains("'enable.idempotence' = \"maybe\": Expected bool value"))
     }
 
     @Test("an impossible combination is reported with librdkafka's explanation")

@@ -61,7 +61,8 @@ final class RDKafkaClient: @unchecked Sendable {
     static func make(
         _ kind: Kind, properties: [(String, String)], callbacks: RDKafkaCallbacks
     ) throws(KafkaError) -> RDKafkaClient {
-        let conf = try makeConf(properties: properties, redactor: callbacks.redactor)
+        let conf = try makeConf(
+            properties: properties.filter { RDKafkaPropertyScopes.applies($0.0, to: kind) }, redactor: callbacks.redactor)
         rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(callbacks).toOpaque())
         installCallbacks(on: conf, for: kind, callbacks: callbacks)
         let (handle, reason) = withErrorBuffer { buffer, size in
