@@ -228,10 +228,13 @@ final class ConsumerCore: Sendable {
     func resumeByOwner(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try state.withLock { state throws(KafkaError) in
             try Self.checkAssigned(partitions, in: state.assignment, action: "resume")
-            let paused = Set(partitions).intersection(state.pausedByOwner)
-            state.pausedByOwner.subtract(paused)
-            // A partition the full hand-off also paused stays paused until the hand-off drains.
-            if let error = Self.setPaused(false, paused.subtracting(state.pausedForBuffer), handle: state.handle) {
+            state.pausedByOwner.subtract(partitions)
+            // Resumed in librdkafka even when not recorded as paused by the owner: librdkafka keeps a
+            // partition's pause flag across a revoke and a new assignment, while this record is cleared
+            // at the revoke, so a partition paused before it would otherwise never fetch again. A
+            // partition the full hand-off also paused stays paused until the hand-off drains.
+            if let error = Self.setPaused(false, Set(partitions).subtracting(state.pausedForBuffer),
+                                          handle: state.handle) {
                 throw error
             }
         }
