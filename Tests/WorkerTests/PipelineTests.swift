@@ -106,18 +106,22 @@ import Testing
         #expect(log.paused.isEmpty, "every pause was followed by a resume")
     }
 
-    @Test func recordsWaitingBehindASlowOneCountAgainstTheCap() async throws {
-        // Offset 0 is slow; everything after it finishes at once but cannot be committed before it,
-        // so a crash would redo all of it: the cap must stop consumption at 10 such records.
-        let records = (Int64(0)..<100).map {
-            makeRecord(partition: 0, offset: $0, devices: [$0 == 0 ? Self.tokens[3] : Self.tokens[0]])
-        }
+    /// A gate the slow pushes wait behind until the test opens it.
+    final class Release: Sendable {
+        private let opened = Atomic<Bool>(false)
+        func open() { opened.store(true, ordering: .relaxed) }
+        var isOpen: Bool { opened.load(ordering: .relaxed) }
+    }
+
+    /// Starts a pipeline (cap 10, resuming at 5) whose pushes to `tokens[3]` wait until `release` opens.
+    static func startWithSlowPushes(_ records: [SourceRecord]) throws
+        -> (Pipeline, InMemoryEventSource, Release)
+    {
         let source = InMemoryEventSource(records: records)
-        let sink = InMemoryResultSink()
-        let release = Atomic<Bool>(false)
+        let release = Release()
         let slowTransport = ClosureTransport { push in
             if push.request.deviceToken.hex == Self.tokens[3] {
-                while !release.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(2)) }
+                while !release.isOpen { try? await Task.sleep(for: .milliseconds(2)) }
             }
             return apnsAnswer(push, status: 200)
         }
@@ -125,14 +129,24 @@ import Testing
         configuration.maxRecordsInFlight = 10
         configuration.resumeBelow = 5
         let pipeline = Pipeline(
-            configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: slowTransport)
+            configuration: configuration, source: source, sink: InMemoryResultSink(),
+            planner: OnePushPerDevicePlanner(), transport: slowTransport)
         try pipeline.start()
+        return (pipeline, source, release)
+    }
+
+    @Test func recordsWaitingBehindASlowOneCountAgainstTheCap() async throws {
+        // Offset 0 is slow; everything after it finishes at once but cannot be committed before it,
+        // so a crash would redo all of it: the cap must stop consumption at 10 such records.
+        let records = (Int64(0)..<100).map {
+            makeRecord(partition: 0, offset: $0, devices: [$0 == 0 ? Self.tokens[3] : Self.tokens[0]])
+        }
+        let (pipeline, source, release) = try Self.startWithSlowPushes(records)
         await waitUntil(5) { pipeline.counters.recordsFinished >= 9 }
         try await Task.sleep(for: .milliseconds(200))
         #expect(pipeline.counters.recordsTaken == 10, "consumption paused with 10 records held")
         #expect(source.log.withLock { $0.stored.isEmpty })
-        release.store(true, ordering: .relaxed)
+        release.open()
         await waitUntil { pipeline.counters.recordsFinished == 100 }
         #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 100)
     }
@@ -146,22 +160,7 @@ import Testing
             makeRecord(partition: Int32(index % 2), offset: index / 2,
                        devices: [index == 0 ? Self.tokens[3] : Self.tokens[0]])
         }
-        let source = InMemoryEventSource(records: records)
-        let sink = InMemoryResultSink()
-        let release = Atomic<Bool>(false)
-        let slowTransport = ClosureTransport { push in
-            if push.request.deviceToken.hex == Self.tokens[3] {
-                while !release.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(2)) }
-            }
-            return apnsAnswer(push, status: 200)
-        }
-        var configuration = PipelineConfiguration()
-        configuration.maxRecordsInFlight = 10
-        configuration.resumeBelow = 5
-        let pipeline = Pipeline(
-            configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: slowTransport)
-        try pipeline.start()
+        let (pipeline, source, release) = try Self.startWithSlowPushes(records)
         // All of partition 1 is finished and committed while partition 0's first record still waits.
         await waitUntil(10) { source.log.withLock { $0.stored[second] } == 100 }
         #expect(source.log.withLock { $0.stored[second] } == 100)
@@ -169,7 +168,7 @@ import Testing
         #expect(pipeline.fetchStoppedPartitions == [first])
         #expect(source.log.withLock { $0.fetchStopped } == [first])
         #expect(pipeline.counters.recordsTaken == 100 + 10, "partition 0 stopped at the cap's worth of held records")
-        release.store(true, ordering: .relaxed)
+        release.open()
         await waitUntil { pipeline.counters.recordsFinished == 200 }
         #expect(source.log.withLock { $0.stored[first] } == 100)
         #expect(pipeline.fetchStoppedPartitions.isEmpty)
