@@ -206,6 +206,34 @@ struct KafkaRebalanceTests {
         try await reader.close()
     }
 
+    @Test("a partition paused before a rebalance fetches again when its owner resumes it after getting it back")
+    func pausedPartitionResumesAfterRebalance() async throws {
+        // librdkafka keeps a partition's pause flag across a revoke and a new assignment; the owner's
+        // resume must clear it even though the consumer forgot the pause at the revoke.
+        let cluster = try startCluster(topic: "in", partitions: 2)
+        let configuration = testConsumerConfiguration(cluster, group: "g", strategy: .range)
+        let a = try KafkaConsumer(configuration: configuration)
+        try a.subscribe(topics: ["in"])
+        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 2 })
+        try a.pause(try a.assignment())
+
+        // A second member takes one partition, then leaves: `a` is assigned both again.
+        let b = try KafkaConsumer(configuration: configuration)
+        try b.subscribe(topics: ["in"])
+        #expect(try await waitForSplit(a, b, count: 2))
+        try await b.close()
+        #expect(try await eventually(within: .seconds(15)) { try a.assignment().count == 2 })
+        try a.resume(try a.assignment())
+
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 20, partitions: 2)
+        let received = try await receive(20, from: a, within: .seconds(15))
+        #expect(Set(received.map(\.partition)) == [0, 1], "both partitions fetch again")
+        #expect(received.count == 20)
+        try await producer.close(timeout: .seconds(5))
+        try await a.close()
+    }
+
     @Test("close leaves the group: the final revoke is surfaced, the stream ends, the other member takes over")
     func closeLeavesGroupCleanly() async throws {
         let cluster = try startCluster(topic: "in", partitions: 4)
