@@ -228,13 +228,10 @@ final class ConsumerCore: Sendable {
     func resumeByOwner(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try state.withLock { state throws(KafkaError) in
             try Self.checkAssigned(partitions, in: state.assignment, action: "resume")
-            state.pausedByOwner.subtract(partitions)
-            // Resumed in librdkafka even when not recorded as paused by the owner: librdkafka keeps a
-            // partition's pause flag across a revoke and a new assignment, while this record is cleared
-            // at the revoke, so a partition paused before it would otherwise never fetch again. A
-            // partition the full hand-off also paused stays paused until the hand-off drains.
-            if let error = Self.setPaused(false, Set(partitions).subtracting(state.pausedForBuffer),
-                                          handle: state.handle) {
+            let paused = Set(partitions).intersection(state.pausedByOwner)
+            state.pausedByOwner.subtract(paused)
+            // A partition the full hand-off also paused stays paused until the hand-off drains.
+            if let error = Self.setPaused(false, paused.subtracting(state.pausedForBuffer), handle: state.handle) {
                 throw error
             }
         }
@@ -306,10 +303,15 @@ final class ConsumerCore: Sendable {
                 state.pausedForBuffer = []
             }
             state.assignment.formUnion(partitions)
+            let fresh = Set(partitions)
             if state.isThrottled {
-                let fresh = Set(partitions)
                 Self.setPaused(true, fresh, handle: rk)
                 state.pausedForBuffer.formUnion(fresh)
+            } else {
+                // librdkafka keeps a partition's pause flag across a revoke and a new assignment, while
+                // the pauses recorded here end at the revoke: make librdkafka agree, or a partition
+                // paused before a rebalance would come back never to fetch again.
+                Self.setPaused(false, fresh, handle: rk)
             }
         }
         // Runs after the assign so the owner may pause these partitions from its handler.

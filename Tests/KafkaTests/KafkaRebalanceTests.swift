@@ -208,8 +208,8 @@ struct KafkaRebalanceTests {
 
     @Test("a partition paused before a rebalance fetches again when its owner resumes it after getting it back")
     func pausedPartitionResumesAfterRebalance() async throws {
-        // librdkafka keeps a partition's pause flag across a revoke and a new assignment; the owner's
-        // resume must clear it even though the consumer forgot the pause at the revoke.
+        // librdkafka keeps a partition's pause flag across a revoke and a new assignment, while the
+        // consumer forgets the owner's pause at the revoke: the new assignment must clear the flag.
         let cluster = try startCluster(topic: "in", partitions: 2)
         let configuration = testConsumerConfiguration(cluster, group: "g", strategy: .range)
         let a = try KafkaConsumer(configuration: configuration)

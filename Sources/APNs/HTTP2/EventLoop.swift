@@ -146,9 +146,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     fileprivate func start() {
-        let thread = Thread { [self] in self.run() }
-        thread.name = "apns-h2-loop-\(index)"
-        thread.start()
+        Thread { [self] in self.run() }.start()
     }
 
     // MARK: Cross-thread entry points

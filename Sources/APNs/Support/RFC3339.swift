@@ -67,13 +67,10 @@ public enum RFC3339 {
 
     /// Formats UNIX seconds as `2026-11-29T12:00:00.123Z` (UTC, milliseconds).
     public static func format(_ seconds: Double) -> String {
-        String(unsafeUninitializedCapacity: 32) { buffer in
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(32)
-            append(seconds, to: &bytes)
-            _ = buffer.initialize(from: bytes)
-            return bytes.count
-        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        append(seconds, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Appends `format(seconds)`'s UTF-8 to `output` (for writers of JSON records: no String made).
@@ -104,11 +101,12 @@ public enum RFC3339 {
         } else {
             digits(year, 4)
         }
-        for (value, width, separator) in [(month, 2, "-"), (day, 2, "-"), (hour, 2, "T"), (minute, 2, ":"),
-                                          (second, 2, ":"), (millisecond, 3, ".")] as [(Int, Int, Unicode.Scalar)] {
+        func part(_ separator: Unicode.Scalar, _ value: Int, _ width: Int) {
             output.append(UInt8(ascii: separator))
             digits(value, width)
         }
+        part("-", month, 2); part("-", day, 2); part("T", hour, 2)
+        part(":", minute, 2); part(":", second, 2); part(".", millisecond, 3)
         output.append(UInt8(ascii: "Z"))
     }
 

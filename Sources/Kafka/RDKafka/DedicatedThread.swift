@@ -10,7 +10,6 @@ enum DedicatedThread {
             Thread.current.name = String(decoding: name.utf8.prefix(15), as: UTF8.self)
             body()
         }
-        thread.name = name
         thread.start()
     }
 

@@ -84,7 +84,6 @@ public final class LogWriter: Sendable {
                 Thread.current.name = "apns-worker.log"
                 runWriterLoop()
             }
-            thread.name = "apns-worker.log"
             thread.start()
         }
     }

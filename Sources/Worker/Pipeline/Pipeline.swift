@@ -159,10 +159,8 @@ public final class Pipeline: SourceHandler {
             state.assigned.formUnion(partitions)
             return state.flow.isPaused
         }
-        // Newly assigned partitions join a paused pipeline paused, and a running one running: a
-        // partition paused when it was revoked may come back still paused (librdkafka keeps the flag),
-        // and the resume that followed the revoke did not include it.
-        source.resumeFetching(partitions)
+        // Newly assigned partitions join a paused pipeline paused, and a running one running (the source
+        // starts them fetching: a revoke ends their earlier pauses).
         if paused { source.pause(partitions) } else { source.resume(partitions) }
     }
 
@@ -173,23 +171,20 @@ public final class Pipeline: SourceHandler {
             if unfinished == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
-        let resumeFetching = state.withLock { state -> [TopicPartition] in
-            var resumeFetching: [TopicPartition] = []
+        let noLongerStopped = state.withLock { state -> [TopicPartition] in
+            var noLongerStopped: [TopicPartition] = []
             for partition in partitions {
                 // Unfinished records still run, and their finishes count down the cap.
                 let (unfinished, _) = state.tracker.forget(partition)
                 state.counters.abandonedAtRevoke += unfinished
                 state.assigned.remove(partition)
                 state.revoking.remove(partition)
-                if state.fetchStopped.remove(partition) != nil { resumeFetching.append(partition) }
+                if state.fetchStopped.remove(partition) != nil { noLongerStopped.append(partition) }
             }
-            return resumeFetching
+            return noLongerStopped
         }
-        // librdkafka keeps a partition's pause flag across a revoke; clear the one this pipeline set.
-        if !resumeFetching.isEmpty {
-            source.resumeFetching(resumeFetching)
-            observer?.flowChanged(paused: false, partitions: resumeFetching)
-        }
+        // Gone with the revoke (a new assignment starts fetching afresh), so no longer paused here.
+        if !noLongerStopped.isEmpty { observer?.flowChanged(paused: false, partitions: noLongerStopped) }
     }
 
     // MARK: Processing
@@ -317,7 +312,7 @@ public final class Pipeline: SourceHandler {
         eventTime: Double?
     ) {
         let partition = record.topicPartition
-        let resumePartitions = state.withLock { state -> FlowChanges in
+        let changes = state.withLock { state -> FlowChanges in
             guard published else {
                 // The record's results are not safely written: its offset must never be stored,
                 // so it stays unfinished and holds its partition back until the worker restarts.
@@ -330,34 +325,31 @@ public final class Pipeline: SourceHandler {
             state.counters.invalidTokens += invalidTokens
             for outcome in outcomes { state.counters.byStatus[outcome.status.rawValue, default: 0] += 1 }
             if outcomes.isEmpty { state.counters.deadLettered += 1 }
-            // The cap counts records until they are committable, not just until they finish: finished
-            // records waiting behind a slow one would be redone after a crash, so they still count.
+            // The in-flight cap counts this record until now; the records it releases (itself and those
+            // finished behind it) stop counting towards its partition's limit of held records.
             let (committable, released) = state.tracker.finishReleasing(
                 partition, offset: record.offset, generation: generation)
             // Stored under the lock: two finishes storing outside it could reach the source in the
             // opposite order and move the stored offset back. Storing is a non-blocking librdkafka call.
             if let committable { source.store(partition, nextOffset: committable) }
-            var changes = FlowChanges()
-            if state.flow.recordsFinished(1) == .resume {
-                changes.resume = Array(state.assigned)
-                changes.stillStopped = state.fetchStopped
-            }
+            var result = FlowChanges()
             if released > 0, state.fetchStopped.contains(partition),
                 state.tracker.held(partition) <= state.flow.lowWaterMark
             {
                 state.fetchStopped.remove(partition)
-                changes.resumeFetching = partition
+                result.resumeFetching = partition
+                result.running = [partition]
             }
-            return changes
+            if state.flow.recordsFinished(1) == .resume {
+                result.resume = Array(state.assigned)
+                // Those still stopped behind a slow record do not run again with the rest.
+                result.running = result.resume.filter { !state.fetchStopped.contains($0) }
+            }
+            return result
         }
-        if let partition = resumePartitions.resumeFetching {
-            source.resumeFetching([partition])
-            if resumePartitions.resume == nil { observer?.flowChanged(paused: false, partitions: [partition]) }
-        }
-        if let resume = resumePartitions.resume, !resume.isEmpty {
-            source.resume(resume)
-            observer?.flowChanged(paused: false, partitions: resume.filter { !resumePartitions.stillStopped.contains($0) })
-        }
+        if let partition = changes.resumeFetching { source.resumeFetching([partition]) }
+        if !changes.resume.isEmpty { source.resume(changes.resume) }
+        if !changes.running.isEmpty { observer?.flowChanged(paused: false, partitions: changes.running) }
         if published, let observer {
             for outcome in outcomes { observer.outcomePublished(outcome, eventTime: eventTime) }
         }
@@ -366,10 +358,10 @@ public final class Pipeline: SourceHandler {
     /// What a finished record changes in the flow: every partition resumes (the in-flight count fell to
     /// the low-water mark) and/or its own partition fetches again (it holds few enough records).
     struct FlowChanges {
-        var resume: [TopicPartition]?
+        var resume: [TopicPartition] = []
         var resumeFetching: TopicPartition?
-        /// Partitions still not fetching: a global resume does not make them run.
-        var stillStopped: Set<TopicPartition> = []
+        /// The partitions that run again, for the observer.
+        var running: [TopicPartition] = []
     }
 
     // MARK: Shutdown
