@@ -1,5 +1,6 @@
 // Starting child processes (reference servers for benchmarks and interop tests) so that they behave:
-// posix_spawn with an empty signal mask and default dispositions, output to a file.
+// posix_spawn with an empty signal mask and default dispositions, output to a file; and the loopback
+// ports those servers listen on.
 import Dispatch
 public import Glibc
 import Synchronization
@@ -101,4 +102,37 @@ public final class SpawnedProcess: @unchecked Sendable {
         let signal = status & 0x7f
         return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port` (a server started as a child is ready).
+public func loopbackPortAcceptsConnections(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = UInt16(port).bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 for a server about to be started: bound to port 0, read back, released.
+public func freeLoopbackPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+            _ = bind(fd, generic, length)
+            _ = getsockname(fd, generic, &length)
+        }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
 }

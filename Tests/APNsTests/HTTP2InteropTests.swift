@@ -26,7 +26,7 @@ final class TestServerProcess: @unchecked Sendable {
     /// Waits until the port accepts TCP connections.
     func waitForPort(_ port: Int) async throws {
         for _ in 0..<250 {
-            if Self.canConnect(port) { return }
+            if loopbackPortAcceptsConnections(port) { return }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
                 throw TestFailure("server exited: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
@@ -42,19 +42,6 @@ final class TestServerProcess: @unchecked Sendable {
         _ = waitpid(pid, &status, 0)
     }
 
-    static func canConnect(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-    }
 }
 
 @Suite("HTTP/2 pool against nghttpd, h2o and openssl s_server", .serialized)

@@ -1,4 +1,5 @@
 // Behaviour of the HTTP/2 connection pool against the scriptable test server, through real TLS on loopback.
+import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization

@@ -3,6 +3,7 @@
 // delay, stall, reset, send GOAWAY, change SETTINGS mid-connection, go silent, and counts what it sees.
 import CNghttp2
 import COpenSSL
+import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization
@@ -48,23 +49,6 @@ func runProcess(_ path: String, _ arguments: [String]) throws -> Int32 {
     return process.terminationStatus
 }
 
-/// A free TCP port on 127.0.0.1 (bound to 0 and read back, then released).
-func freeLoopbackPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-            _ = bind(fd, generic, length)
-            _ = getsockname(fd, generic, &length)
-        }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
 
 /// Waits until `condition` holds, polling every 10 ms, for at most `timeout`.
 func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {

@@ -80,7 +80,7 @@ final class H2OReferenceServer {
                 let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
                 throw BenchError("h2o exited at start:\n\(text)")
             }
-            if canConnect(port: port) { return server }
+            if loopbackPortAcceptsConnections(port) { return server }
             try await Task.sleep(for: .milliseconds(20))
         }
         server.stop()
@@ -107,38 +107,8 @@ final class H2OReferenceServer {
 
     /// The process id, for a signal handler that must stop the server when the bench is interrupted.
     var pid: pid_t { process.pid }
-
-    private static func canConnect(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-    }
 }
 
-/// A free TCP port on 127.0.0.1: bound to port 0, read back, released.
-func freeLoopbackPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-            _ = bind(fd, generic, length)
-            _ = getsockname(fd, generic, &length)
-        }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
 
 /// h2load's figures for one run.
 struct H2LoadResult {
