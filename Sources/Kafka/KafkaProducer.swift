@@ -126,6 +126,39 @@ public final class KafkaProducer: Sendable {
         return false
     }
 
+    /// Learns the partitions and leaders of `topics` and connects to their brokers before the first
+    /// record is sent, at most `timeout` per topic.
+    ///
+    /// Without it, librdkafka looks a topic up only when the first record for it arrives, and that
+    /// record (with everything sent after it) waits for the lookup: about a second on a fresh producer.
+    /// Returns one line per topic that could not be looked up, for the caller to log; records for
+    /// such a topic still wait for librdkafka's own retries.
+    public func prepare(topics: [String], timeout: Duration) async -> [String] {
+        let client = self.client
+        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
+        return (try? await DedicatedThread.run(name: "kafka-metadata") { () throws(KafkaError) -> [String] in
+            topics.compactMap { topic -> String? in
+                // The handle stays known to the producer, so the answer fills the cache sends use.
+                guard let handle = rd_kafka_topic_new(client.handle, topic, nil) else {
+                    return "\(topic): cannot create a topic handle"
+                }
+                defer { rd_kafka_topic_destroy(handle) }
+                var metadata: UnsafePointer<rd_kafka_metadata>?
+                let response = rd_kafka_metadata(client.handle, 0, handle, &metadata, milliseconds)
+                defer { if let metadata { rd_kafka_metadata_destroy(metadata) } }
+                guard response == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else {
+                    return "\(topic): metadata request failed: \(String(cString: rd_kafka_err2str(response)))"
+                }
+                guard metadata.pointee.topic_cnt == 1 else { return "\(topic): not in the metadata answer" }
+                let answer = metadata.pointee.topics[0]
+                if answer.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    return "\(topic): \(String(cString: rd_kafka_err2str(answer.err)))"
+                }
+                return nil
+            }
+        }) ?? []
+    }
+
     /// Waits until every enqueued record has a delivery report, at most `timeout`.
     /// - Throws: ``KafkaError/Code/timeout`` saying how many records are still undelivered.
     public func flush(timeout: Duration) async throws(KafkaError) {

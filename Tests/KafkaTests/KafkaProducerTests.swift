@@ -39,6 +39,23 @@ struct KafkaProducerTests {
         try await producer.close(timeout: .seconds(5))
     }
 
+    @Test("prepare looks output topics up before the first send and names each one it cannot reach")
+    func prepareLooksTopicsUp() async throws {
+        let cluster = try startCluster(topic: "out", partitions: 3)
+        try cluster.createTopic("side", partitions: 2)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        #expect(await producer.prepare(topics: ["out", "side"], timeout: .seconds(10)).isEmpty)
+        let reports = try await produce(producer, topic: "out", count: 30, partitions: 3)
+        #expect(reports.count == 30)
+
+        for broker in Int32(1)...3 { try cluster.setBrokerDown(broker) }
+        let problems = await producer.prepare(topics: ["elsewhere"], timeout: .milliseconds(500))
+        #expect(problems.count == 1)
+        #expect(problems.first?.hasPrefix("elsewhere: ") == true, "\(problems)")
+        for broker in Int32(1)...3 { try cluster.setBrokerUp(broker) }
+        try await producer.close(timeout: .seconds(5))
+    }
+
     @Test("records sent while every broker is down for 3 s are all delivered once the brokers return")
     func brokerOutageLosesNothing() async throws {
         let cluster = try startCluster(topic: "out", partitions: 6)

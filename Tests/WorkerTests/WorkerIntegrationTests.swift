@@ -157,7 +157,7 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         let events = 10_000
         let expected = try await harness.produce(count: events, devicesPerEvent: 3, malformedEvery: 500)
         let worker = try harness.makeWorker()
-        try worker.start()
+        try await worker.start()
         await harness.waitUntil(.seconds(120)) { worker.pipeline.counters.recordsFinished >= events }
         #expect(worker.pipeline.counters.recordsFinished == events)
         #expect(await worker.shutdown(timeout: 10) == 0)
@@ -197,7 +197,7 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         }
         let expected = try await harness.produce(count: 500, devicesPerEvent: 2)
         let worker = try harness.makeWorker(maxInFlight: 100)
-        try worker.start()
+        try await worker.start()
         await harness.waitUntil(.seconds(90)) { worker.pipeline.counters.recordsFinished >= 500 }
         await worker.shutdown(timeout: 10)
         let outcomes = try await harness.outcomes(atLeast: expected.count)
@@ -225,7 +225,7 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         let harness = try WorkerHarness()
         let first = try await harness.produce(count: 1000, devicesPerEvent: 1)
         let worker = try harness.makeWorker()
-        try worker.start()
+        try await worker.start()
         await harness.waitUntil(.seconds(60)) { worker.pipeline.counters.recordsFinished >= 200 }
         try harness.cluster.setBrokerDown(1)
         try harness.cluster.setBrokerDown(2)
@@ -250,10 +250,10 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         let events = 5000
         let expected = try await harness.produce(count: events, devicesPerEvent: 1)
         let first = try harness.makeWorker(maxInFlight: 20)
-        try first.start()
+        try await first.start()
         await harness.waitUntil(.seconds(60)) { first.pipeline.counters.recordsFinished >= 300 }
         let second = try harness.makeWorker(maxInFlight: 20)
-        try second.start()
+        try await second.start()
         await harness.waitUntil(.seconds(60)) { second.pipeline.counters.recordsFinished > 0 }
         #expect(second.pipeline.counters.recordsFinished > 0, "the joining worker took partitions")
         #expect(first.pipeline.counters.recordsFinished < events, "the first worker was still mid-stream")

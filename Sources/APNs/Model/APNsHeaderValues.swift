@@ -18,7 +18,8 @@ public enum APNsExpiration: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses the header value: `0` or a whole number of UNIX seconds.
     public init(parsing text: String) throws(APNsRequestError) {
-        guard let seconds = Int64(text.filter { !$0.isWhitespace }) else {
+        // Plain digits parse directly; only stray white space pays for the Character walk.
+        guard let seconds = Int64(text) ?? Int64(text.filter { !$0.isWhitespace }) else {
             throw APNsRequestError(
                 .expirationInvalid, field: "apns-expiration",
                 "'\(text)' is not an expiration; use 0 (try once, do not store) or a time in UNIX seconds")
@@ -150,7 +151,12 @@ public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
         self = id
     }
 
-    static func parse(_ bytes: String.UTF8View) -> APNsID? {
+    static func parse(_ text: String.UTF8View) -> APNsID? {
+        // Servers and the simulator parse one per request: walk contiguous bytes when the string has them.
+        text.withContiguousStorageIfAvailable { parse(bytes: $0) } ?? parse(bytes: Array(text))
+    }
+
+    private static func parse(bytes: some RandomAccessCollection<UInt8>) -> APNsID? {
         guard bytes.count == 36 else { return nil }
         var high: UInt64 = 0, low: UInt64 = 0
         var digits = 0

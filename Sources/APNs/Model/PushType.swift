@@ -100,7 +100,7 @@ public struct APNsPriority: Sendable, Hashable, Comparable, CustomStringConverti
 
     /// Parses the header value, as typed on a command line.
     public init(parsing text: String) throws(APNsRequestError) {
-        guard let value = Int(text.filter { !$0.isWhitespace }) else {
+        guard let value = Int(text) ?? Int(text.filter { !$0.isWhitespace }) else {
             throw APNsRequestError(
                 .priorityInvalid, field: "apns-priority",
                 "'\(text)' is not an APNs priority; use 10 (immediately), 5 (consider device power) or 1 (lowest)")

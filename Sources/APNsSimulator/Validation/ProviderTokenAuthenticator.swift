@@ -40,7 +40,11 @@ struct ProviderTokenAuthenticator: Sendable {
             .elementsEqual("bearer ".utf8)
         else { return .rejected(.invalidProviderToken) }
         let token = authorization.utf8.dropFirst(7)
-        if let current = connection.token, let verified = connection.verified, current.utf8.elementsEqual(token) {
+        // Nearly every request repeats the connection's token: compare bytes (String's own comparison
+        // would normalise, and a generic UTF8View walk costs a bounds check per byte of a 160-byte JWT).
+        if let current = connection.token, let verified = connection.verified,
+            Self.sameBytes(current, authorization, droppingPrefix: 7)
+        {
             return now - verified.issuedAt > maximumAge
                 ? .rejected(.expiredProviderToken) : .accepted(keyID: verified.keyID)
         }
@@ -62,5 +66,16 @@ struct ProviderTokenAuthenticator: Sendable {
         connection.verified = verified
         connection.adoptedAt = now
         return .accepted(keyID: verified.keyID)
+    }
+
+    /// Whether `text` without its first `prefix` bytes is byte for byte `current`.
+    private static func sameBytes(_ current: String, _ text: String, droppingPrefix prefix: Int) -> Bool {
+        var current = current, text = text
+        return current.withUTF8 { currentBytes in
+            text.withUTF8 { textBytes in
+                textBytes.count - prefix == currentBytes.count
+                    && UnsafeBufferPointer(rebasing: textBytes[prefix...]).elementsEqual(currentBytes)
+            }
+        }
     }
 }

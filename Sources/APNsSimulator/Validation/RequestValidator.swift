@@ -35,9 +35,10 @@ struct ConnectionAuthentication: Sendable {
     var providerToken = ProviderTokenConnectionState()
     /// Topics (bundle ids) named by the client certificate, for certificate authentication.
     var certificateTopics: [String] = []
-    /// The last topic that passed the syntax check, with its push type: a connection almost always
-    /// sends the same one, and the check is the costliest header rule.
-    var lastValidTopic: (topic: String, pushType: PushType)?
+    /// Topics that passed the syntax check on this connection, with their push types (at most
+    /// `validTopicsKept`): a connection sends few distinct ones, and the check is the costliest header rule.
+    var validTopics: [(topic: String, pushType: PushType)] = []
+    static let validTopicsKept = 16
 }
 
 /// Validates requests like APNs. Immutable; safe from any thread.
@@ -128,9 +129,12 @@ struct RequestValidator: Sendable {
             topic = pushType.topic(forBundle: connection.certificateTopics[0])
         }
         guard let topic else { return reject(.missingTopic) }
-        if connection.lastValidTopic?.topic != topic || connection.lastValidTopic?.pushType != pushType {
+        if !connection.validTopics.contains(where: { $0.pushType == pushType && $0.topic == topic }) {
             guard topicIsValid(topic, pushType: pushType) else { return reject(.badTopic) }
-            connection.lastValidTopic = (topic, pushType)
+            if connection.validTopics.count == ConnectionAuthentication.validTopicsKept {
+                connection.validTopics.removeFirst()
+            }
+            connection.validTopics.append((topic, pushType))
         }
         let bundle = pushType == .mdm ? topic : String(topic.utf8.dropLast(pushType.topicSuffix.utf8.count))!
         if case .certificate = authentication, !connection.certificateTopics.isEmpty,

@@ -101,7 +101,7 @@ public enum WorkerProcess {
         defer { signals.cancel() }
 
         do {
-            try runtime.start()
+            try await runtime.start()
         } catch {
             logger.critical("the worker cannot join its consumer group: \(error)")
             return 1

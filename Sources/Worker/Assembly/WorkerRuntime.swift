@@ -132,8 +132,16 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
-    /// Joins the consumer group and starts processing.
-    public func start() throws {
+    /// Looks up the output topics, then joins the consumer group and starts processing.
+    public func start() async throws {
+        // Results of the first records would otherwise wait about a second for librdkafka's lazy
+        // topic lookup, with the in-flight cap full the whole time.
+        let outputTopics = [
+            configuration.kafka.outcomesTopic, configuration.kafka.invalidTokensTopic, configuration.kafka.deadLetterTopic,
+        ]
+        for problem in await producer.prepare(topics: outputTopics, timeout: .seconds(10)) {
+            logger.warning("output topic not ready: \(problem)", [:])
+        }
         try pipeline.start()
         logger.info("worker started", [
             "group": .string(configuration.kafka.group), "topic": .string(configuration.kafka.requestsTopic),

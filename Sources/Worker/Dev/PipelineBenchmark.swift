@@ -44,7 +44,7 @@ public enum PipelineBenchmark {
             let runtime = try WorkerRuntime(
                 configuration: stack.configuration, rules: stack.rules, metrics: WorkerMetrics(), readiness: Readiness(),
                 logger: Logger(writer: writer), observer: latencies, preloadedCredentials: stack.credentials)
-            try runtime.start()
+            try await runtime.start()
             // The clock starts at the first record, not while the consumer joins its group.
             while runtime.pipeline.counters.recordsTaken == 0 { try await Task.sleep(for: .milliseconds(1)) }
             let cpuBefore = processCPUSeconds()
