@@ -118,7 +118,7 @@ public final class APNsClient: Sendable {
         if response.status == 200 {
             // The common case, read without the general parser (which lowercases every header name).
             var accepted = APNsResponse(status: 200)
-            accepted.apnsID = response.header("apns-id").flatMap { try? APNsID(parsing: $0) }
+            accepted.apnsID = response.headerFields.withFirstValue(named: "apns-id") { APNsID.parse(bytes: $0) } ?? nil
             accepted.apnsUniqueID = response.header("apns-unique-id")
             return (accepted, nil)
         }

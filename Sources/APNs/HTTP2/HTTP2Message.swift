@@ -100,8 +100,14 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
 
     /// The first value whose name equals `name`, ignoring ASCII case.
     public func first(named name: String) -> String? {
+        withFirstValue(named: name) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Calls `body` with the bytes of the first value whose name equals `name` (ignoring ASCII case),
+    /// without making a String; nil when there is no such header.
+    public func withFirstValue<R>(named name: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
         var name = name
-        return name.withUTF8 { wanted in storage.withUnsafeBufferPointer { bytes -> String? in
+        return name.withUTF8 { wanted in storage.withUnsafeBufferPointer { bytes -> R? in
             var offset = 0
             while offset < bytes.count {
                 let nameLength = Self.length(bytes, at: offset)
@@ -109,8 +115,7 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
                 let valueLength = Self.length(bytes, at: nameStart + nameLength)
                 let valueStart = nameStart + nameLength + 4
                 if nameLength == wanted.count, Self.equalIgnoringCase(bytes, nameStart, wanted) {
-                    return String(decoding: UnsafeBufferPointer(rebasing: bytes[valueStart..<valueStart + valueLength]),
-                        as: UTF8.self)
+                    return body(UnsafeBufferPointer(rebasing: bytes[valueStart..<valueStart + valueLength]))
                 }
                 offset = valueStart + valueLength
             }

@@ -153,27 +153,28 @@ public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     static func parse(_ text: String.UTF8View) -> APNsID? {
         // Servers and the simulator parse one per request: walk contiguous bytes when the string has them.
-        text.withContiguousStorageIfAvailable { parse(bytes: $0) } ?? parse(bytes: Array(text))
+        text.withContiguousStorageIfAvailable { parse(bytes: $0) }
+            ?? Array(text).withUnsafeBufferPointer { parse(bytes: $0) }
     }
 
-    private static func parse(bytes: some RandomAccessCollection<UInt8>) -> APNsID? {
-        guard bytes.count == 36 else { return nil }
+    /// Parses the 8-4-4-4-12 form from raw bytes (a response header as received).
+    static func parse(bytes: UnsafeBufferPointer<UInt8>) -> APNsID? {
+        guard bytes.count == 36,
+            bytes[8] == UInt8(ascii: "-"), bytes[13] == UInt8(ascii: "-"),
+            bytes[18] == UInt8(ascii: "-"), bytes[23] == UInt8(ascii: "-")
+        else { return nil }
         var high: UInt64 = 0, low: UInt64 = 0
-        var digits = 0
-        for (index, byte) in bytes.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard byte == UInt8(ascii: "-") else { return nil }
-                continue
-            }
-            let nibble: UInt64
+        for index in 0..<36 where index != 8 && index != 13 && index != 18 && index != 23 {
+            let byte = bytes[index]
+            let nibble: UInt8
             switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = UInt64(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = UInt64(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = UInt64(byte - UInt8(ascii: "A") + 10)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte &- UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte &- UInt8(ascii: "a") &+ 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = byte &- UInt8(ascii: "A") &+ 10
             default: return nil
             }
-            if digits < 16 { high = high << 4 | nibble } else { low = low << 4 | nibble }
-            digits += 1
+            // Hex digits 1-16 (positions 0...18 with three dashes) make the high half.
+            if index < 19 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
         }
         return APNsID(high: high, low: low)
     }
