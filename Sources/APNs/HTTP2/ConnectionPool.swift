@@ -224,8 +224,10 @@ public final class ConnectionPool: Sendable {
     ///   (an open stream is then reset).
     public func send(_ request: consuming HTTP2Request, timeout: Duration? = nil) async throws -> HTTP2Response {
         try Task.checkCancellation()
-        if request.scheme.isEmpty { request.scheme = "https" }
-        if request.authority.isEmpty { request.authority = authority }
+        if !request.hasSchemeAndAuthority {
+            if request.scheme.isEmpty { request.scheme = "https" }
+            if request.authority.isEmpty { request.authority = authority }
+        }
         let timeoutNanoseconds = timeout?.nanosecondsClamped ?? requestTimeoutNanoseconds
         let ticket = HTTP2StreamTicket(request: consume request,
             deadline: MonotonicClock.now() &+ timeoutNanoseconds, timeoutNanoseconds: timeoutNanoseconds)

@@ -85,9 +85,7 @@ final class HTTP2Connection: @unchecked Sendable {
     @exclusivity(unchecked) private var streamsOpened = 0
     @exclusivity(unchecked) private var wasReady = false
     @exclusivity(unchecked) private var closingGracefully = false
-    @exclusivity(unchecked) private var headerBytes: [UInt8] = []
     @exclusivity(unchecked) private var headerFields: [nghttp2_nv] = []
-    @exclusivity(unchecked) private var headerRanges: [HeaderRange] = []
 
     /// Bytes of encoded frames gathered before one SSL_write; bounds memory per connection.
     private static let outputBatchBytes = 64 * 1024
@@ -394,7 +392,6 @@ final class HTTP2Connection: @unchecked Sendable {
             ticket.finish(.failure(HTTP2ClientError(.unprocessed, "not sent: \(why)", endpoint: endpoint)))
             return
         }
-        buildHeaderFields(ticket)
         var provider = nghttp2_data_provider()
         let hasBody = !ticket.request.body.isEmpty
         if hasBody {
@@ -402,9 +399,20 @@ final class HTTP2Connection: @unchecked Sendable {
             provider.read_callback = HTTP2SessionCallbacks.readRequestBody
         }
         let ticketPointer = Unmanaged.passUnretained(ticket).toOpaque()
-        let streamID = headerFields.withUnsafeBufferPointer { fields in
-            hasBody ? nghttp2_submit_request(session, nil, fields.baseAddress, fields.count, &provider, ticketPointer)
-                : nghttp2_submit_request(session, nil, fields.baseAddress, fields.count, nil, ticketPointer)
+        // nghttp2 copies the fields during submit, so pointers into the request's packed buffer only
+        // need to live for this call.
+        let streamID = ticket.request.fields.withUnsafeBytes { packed in
+            headerFields.removeAll(keepingCapacity: true)
+            let base = UnsafeMutablePointer(mutating: packed.baseAddress)
+            PackedHeaderList.forEachField(in: packed) { field in
+                headerFields.append(nghttp2_nv(name: base! + field.nameStart, value: base! + field.valueStart,
+                    namelen: field.nameCount, valuelen: field.valueCount,
+                    flags: field.isIndexable ? noFlags : noIndexFlag))
+            }
+            return headerFields.withUnsafeBufferPointer { fields in
+                hasBody ? nghttp2_submit_request(session, nil, fields.baseAddress, fields.count, &provider, ticketPointer)
+                    : nghttp2_submit_request(session, nil, fields.baseAddress, fields.count, nil, ticketPointer)
+            }
         }
         guard streamID > 0 else {
             releaseStreamSlot()
@@ -423,60 +431,8 @@ final class HTTP2Connection: @unchecked Sendable {
         }
     }
 
-    /// Flattens pseudo-headers and headers into one reused byte buffer and points nghttp2_nv at it;
-    /// nghttp2 copies them during submit.
-    private func buildHeaderFields(_ ticket: HTTP2StreamTicket) {
-        headerBytes.removeAll(keepingCapacity: true)
-        headerFields.removeAll(keepingCapacity: true)
-        headerRanges.removeAll(keepingCapacity: true)
-        appendHeader(ticket.request.method, named: ":method", indexable: true)
-        appendHeader(ticket.request.scheme, named: ":scheme", indexable: true)
-        appendHeader(ticket.request.authority, named: ":authority", indexable: true)
-        appendHeader(ticket.request.path, named: ":path", indexable: ticket.request.isPathIndexable)
-        ticket.request.headers.withUnsafeBufferPointer { headers in
-            for index in headers.indices {
-                appendHeader(headers[index].value, named: headers[index].name, indexable: headers[index].isIndexable)
-            }
-        }
-        headerBytes.withUnsafeMutableBufferPointer { bytes in
-            let base = bytes.baseAddress!
-            for range in headerRanges {
-                headerFields.append(nghttp2_nv(name: base + range.nameStart, value: base + range.valueStart,
-                    namelen: range.nameLength, valuelen: range.valueLength,
-                    flags: range.indexable ? noFlags : noIndexFlag))
-            }
-        }
-    }
-
-    private struct HeaderRange {
-        var nameStart: Int
-        var nameLength: Int
-        var valueStart: Int
-        var valueLength: Int
-        var indexable: Bool
-    }
-
     private let noFlags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
     private let noIndexFlag = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-
-    @inline(__always)
-    private func appendHeader(_ value: String, named name: String, indexable: Bool) {
-        let nameStart = headerBytes.count
-        appendUTF8(name)
-        let valueStart = headerBytes.count
-        appendUTF8(value)
-        headerRanges.append(HeaderRange(nameStart: nameStart, nameLength: valueStart - nameStart,
-            valueStart: valueStart, valueLength: headerBytes.count - valueStart, indexable: indexable))
-    }
-
-    /// Copies a string's UTF-8 with one memcpy when it is stored contiguously (native strings are).
-    @inline(__always)
-    private func appendUTF8(_ text: String) {
-        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
-            headerBytes.append(contentsOf: bytes)
-        }
-        if copied == nil { headerBytes.append(contentsOf: text.utf8) }
-    }
 
     /// Resets the ticket's stream (if open) and fails it with CancellationError. Loop thread.
     func cancel(_ ticket: HTTP2StreamTicket) {

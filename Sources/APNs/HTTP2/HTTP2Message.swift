@@ -18,28 +18,294 @@ public struct HTTP2Header: Sendable, Hashable {
 /// A request to send on one HTTP/2 stream.
 ///
 /// `scheme` and `authority` default to the pool's endpoint when left empty.
+///
+/// The pseudo-headers and header fields are kept packed in one byte buffer in the order they are
+/// sent, so a request costs one allocation for all of them and the connection hands nghttp2 pointers
+/// into it. The properties below read and rewrite that buffer; setting one repacks it (fine for the
+/// occasional edit, not for a hot path).
 public struct HTTP2Request: Sendable {
-    public var method: String
-    public var scheme: String
-    public var authority: String
-    public var path: String
-    /// Regular (non-pseudo) header fields, lowercase names, in the order they are sent.
-    public var headers: [HTTP2Header]
+    /// `:method`, `:scheme`, `:authority`, `:path`, then the regular fields.
+    var fields: PackedHeaderList
     /// The request body; empty sends HEADERS with END_STREAM and no DATA frame.
     public var body: [UInt8]
-    /// Whether HPACK may index `:path`; see `HTTP2Header.isIndexable`. Default: true.
-    public var isPathIndexable: Bool = true
+
+    static let methodIndex = 0, schemeIndex = 1, authorityIndex = 2, pathIndex = 3, firstRegularIndex = 4
 
     public init(
         method: String = "POST", scheme: String = "", authority: String = "", path: String,
         headers: [HTTP2Header] = [], body: [UInt8] = []
     ) {
-        self.method = method
-        self.scheme = scheme
-        self.authority = authority
-        self.path = path
-        self.headers = headers
+        var fields = PackedHeaderList()
+        fields.append(name: ":method", value: method, indexable: true)
+        fields.append(name: ":scheme", value: scheme, indexable: true)
+        fields.append(name: ":authority", value: authority, indexable: true)
+        fields.append(name: ":path", value: path, indexable: true)
+        for header in headers { fields.append(name: header.name, value: header.value, indexable: header.isIndexable) }
+        self.init(fields: fields, body: body)
+    }
+
+    /// A request from fields already packed in sending order, pseudo-headers first (see `fields`).
+    init(fields: PackedHeaderList, body: [UInt8]) {
+        self.fields = fields
         self.body = body
+    }
+
+    public var method: String {
+        get { fields.value(at: Self.methodIndex) }
+        set { fields.replaceValue(at: Self.methodIndex, with: newValue) }
+    }
+
+    public var scheme: String {
+        get { fields.value(at: Self.schemeIndex) }
+        set { fields.replaceValue(at: Self.schemeIndex, with: newValue) }
+    }
+
+    public var authority: String {
+        get { fields.value(at: Self.authorityIndex) }
+        set { fields.replaceValue(at: Self.authorityIndex, with: newValue) }
+    }
+
+    public var path: String {
+        get { fields.value(at: Self.pathIndex) }
+        set { fields.replaceValue(at: Self.pathIndex, with: newValue) }
+    }
+
+    /// Whether HPACK may index `:path`; see `HTTP2Header.isIndexable`. Default: true.
+    public var isPathIndexable: Bool {
+        get { fields.isIndexable(at: Self.pathIndex) }
+        set { fields.setIndexable(newValue, at: Self.pathIndex) }
+    }
+
+    /// Whether `scheme` and `authority` are set, without making Strings (the pool asks on every send).
+    var hasSchemeAndAuthority: Bool {
+        !fields.valueIsEmpty(at: Self.schemeIndex) && !fields.valueIsEmpty(at: Self.authorityIndex)
+    }
+
+    /// Regular (non-pseudo) header fields, lowercase names, in the order they are sent.
+    public var headers: [HTTP2Header] {
+        get { fields.headers(from: Self.firstRegularIndex) }
+        set {
+            var repacked = PackedHeaderList()
+            for index in 0..<Self.firstRegularIndex {
+                repacked.append(name: fields.name(at: index), value: fields.value(at: index),
+                                indexable: fields.isIndexable(at: index))
+            }
+            for header in newValue {
+                repacked.append(name: header.name, value: header.value, indexable: header.isIndexable)
+            }
+            fields = repacked
+        }
+    }
+}
+
+/// Header fields packed in one byte buffer, in order: per field a flags byte (bit 0: HPACK may index
+/// it), the name's and the value's lengths (4 bytes each, little endian), then the name and value bytes.
+struct PackedHeaderList: Sendable {
+    private(set) var storage: [UInt8] = []
+    private(set) var count = 0
+
+    private static let indexableFlag: UInt8 = 1
+    private static let fieldHeaderSize = 9
+
+    init(reservingCapacity capacity: Int = 0) {
+        if capacity > 0 { storage.reserveCapacity(capacity) }
+    }
+
+    /// One field's place in `storage`.
+    struct Field {
+        var nameStart: Int
+        var nameCount: Int
+        var valueStart: Int
+        var valueCount: Int
+        var isIndexable: Bool
+    }
+
+    mutating func append(name: StaticString, value: String, indexable: Bool) {
+        appendHeader(nameCount: name.utf8CodeUnitCount, valueCount: value.utf8.count, indexable: indexable)
+        storage.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        appendUTF8(value)
+        count += 1
+    }
+
+    mutating func append(name: String, value: String, indexable: Bool) {
+        appendHeader(nameCount: name.utf8.count, valueCount: value.utf8.count, indexable: indexable)
+        appendUTF8(name)
+        appendUTF8(value)
+        count += 1
+    }
+
+    /// Appends a field whose value `write` renders straight into the buffer: exactly `valueCount` bytes.
+    mutating func append(
+        name: StaticString, valueCount: Int, indexable: Bool, write: (UnsafeMutableBufferPointer<UInt8>) -> Void
+    ) {
+        appendHeader(nameCount: name.utf8CodeUnitCount, valueCount: valueCount, indexable: indexable)
+        storage.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: valueCount) { buffer in
+            write(buffer)
+            storage.append(contentsOf: UnsafeBufferPointer(buffer))
+        }
+        count += 1
+    }
+
+    /// The bytes one field takes.
+    static func size(nameCount: Int, valueCount: Int) -> Int { fieldHeaderSize + nameCount + valueCount }
+
+    /// A list of exactly `byteCount` bytes of fields, written by `fill` in one allocation: the hot
+    /// path's way (the appends above pay a capacity check per piece).
+    init(byteCount: Int, _ fill: (inout Writer) -> Void) {
+        var fields = 0
+        storage = [UInt8](unsafeUninitializedCapacity: byteCount) { buffer, initialized in
+            var writer = Writer(buffer: buffer)
+            fill(&writer)
+            precondition(writer.offset == byteCount, "packed \(writer.offset) of \(byteCount) header bytes")
+            fields = writer.count
+            initialized = writer.offset
+        }
+        count = fields
+    }
+
+    /// Writes fields into a buffer of known size; see `init(byteCount:_:)`.
+    struct Writer: ~Copyable {
+        fileprivate let buffer: UnsafeMutableBufferPointer<UInt8>
+        fileprivate var offset = 0
+        fileprivate var count = 0
+
+        fileprivate init(buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
+
+        mutating func append(name: StaticString, value: String, indexable: Bool) {
+            let copied: Void? = value.utf8.withContiguousStorageIfAvailable { bytes in
+                append(name: name, valueCount: bytes.count, indexable: indexable) { target in
+                    _ = target.initialize(fromContentsOf: bytes)
+                }
+            }
+            if copied == nil {
+                let bytes = Array(value.utf8)
+                append(name: name, valueCount: bytes.count, indexable: indexable) { target in
+                    _ = target.initialize(fromContentsOf: bytes)
+                }
+            }
+        }
+
+        /// A field whose value `write` renders in place: exactly `valueCount` bytes.
+        mutating func append(
+            name: StaticString, valueCount: Int, indexable: Bool, write: (UnsafeMutableBufferPointer<UInt8>) -> Void
+        ) {
+            let nameCount = name.utf8CodeUnitCount
+            precondition(offset + PackedHeaderList.size(nameCount: nameCount, valueCount: valueCount) <= buffer.count)
+            buffer[offset] = indexable ? PackedHeaderList.indexableFlag : 0
+            store(nameCount, at: offset + 1)
+            store(valueCount, at: offset + 5)
+            let nameStart = offset + PackedHeaderList.fieldHeaderSize
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[nameStart..<nameStart + nameCount])
+                .initialize(fromContentsOf: UnsafeBufferPointer(start: name.utf8Start, count: nameCount))
+            let valueStart = nameStart + nameCount
+            write(UnsafeMutableBufferPointer(rebasing: buffer[valueStart..<valueStart + valueCount]))
+            offset = valueStart + valueCount
+            count += 1
+        }
+
+        private func store(_ length: Int, at position: Int) {
+            let value = UInt32(truncatingIfNeeded: length)
+            buffer[position] = UInt8(truncatingIfNeeded: value)
+            buffer[position + 1] = UInt8(truncatingIfNeeded: value >> 8)
+            buffer[position + 2] = UInt8(truncatingIfNeeded: value >> 16)
+            buffer[position + 3] = UInt8(truncatingIfNeeded: value >> 24)
+        }
+    }
+
+    private mutating func appendHeader(nameCount: Int, valueCount: Int, indexable: Bool) {
+        storage.append(indexable ? Self.indexableFlag : 0)
+        Self.appendLength(nameCount, to: &storage)
+        Self.appendLength(valueCount, to: &storage)
+    }
+
+    private mutating func appendUTF8(_ text: String) {
+        var text = text
+        text.withUTF8 { storage.append(contentsOf: $0) }
+    }
+
+    private static func appendLength(_ length: Int, to storage: inout [UInt8]) {
+        let value = UInt32(truncatingIfNeeded: length).littleEndian
+        Swift.withUnsafeBytes(of: value) { storage.append(contentsOf: $0) }
+    }
+
+    /// Calls `body` with the packed bytes; walk them with `forEachField(in:_:)`.
+    func withUnsafeBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        storage.withUnsafeBufferPointer(body)
+    }
+
+    /// Calls `visit` with every field's place in `bytes` (a packed list's storage), in order.
+    static func forEachField(in bytes: UnsafeBufferPointer<UInt8>, _ visit: (Field) -> Void) {
+        var offset = 0
+        while offset < bytes.count {
+            let field = field(in: bytes, at: offset)
+            visit(field)
+            offset = field.valueStart + field.valueCount
+        }
+    }
+
+    private static func field(in bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> Field {
+        let nameCount = length(bytes, at: offset + 1)
+        let valueCount = length(bytes, at: offset + 5)
+        let nameStart = offset + fieldHeaderSize
+        return Field(nameStart: nameStart, nameCount: nameCount, valueStart: nameStart + nameCount,
+                     valueCount: valueCount, isIndexable: bytes[offset] & indexableFlag != 0)
+    }
+
+    private static func length(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> Int {
+        Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
+    }
+
+    /// The offset of field `index` in `storage`.
+    private func offset(of index: Int) -> Int {
+        precondition(index >= 0 && index < count, "header field \(index) of \(count)")
+        return storage.withUnsafeBufferPointer { bytes in
+            var offset = 0
+            for _ in 0..<index {
+                let field = Self.field(in: bytes, at: offset)
+                offset = field.valueStart + field.valueCount
+            }
+            return offset
+        }
+    }
+
+    private func fieldAt(_ index: Int) -> Field {
+        let offset = offset(of: index)
+        return storage.withUnsafeBufferPointer { Self.field(in: $0, at: offset) }
+    }
+
+    func name(at index: Int) -> String {
+        let field = fieldAt(index)
+        return String(decoding: storage[field.nameStart..<field.nameStart + field.nameCount], as: UTF8.self)
+    }
+
+    func value(at index: Int) -> String {
+        let field = fieldAt(index)
+        return String(decoding: storage[field.valueStart..<field.valueStart + field.valueCount], as: UTF8.self)
+    }
+
+    func isIndexable(at index: Int) -> Bool { fieldAt(index).isIndexable }
+
+    func valueIsEmpty(at index: Int) -> Bool { fieldAt(index).valueCount == 0 }
+
+    mutating func setIndexable(_ indexable: Bool, at index: Int) {
+        let offset = offset(of: index)
+        storage[offset] = indexable ? Self.indexableFlag : 0
+    }
+
+    /// Rewrites field `index` with a new value, keeping its name and flag.
+    mutating func replaceValue(at index: Int, with value: String) {
+        var repacked = PackedHeaderList(reservingCapacity: storage.count + value.utf8.count)
+        for position in 0..<count {
+            repacked.append(name: name(at: position), value: position == index ? value : self.value(at: position),
+                            indexable: isIndexable(at: position))
+        }
+        self = repacked
+    }
+
+    /// The fields from `start` on, as values.
+    func headers(from start: Int) -> [HTTP2Header] {
+        (start..<count).map { HTTP2Header(name(at: $0), value(at: $0), isIndexable: isIndexable(at: $0)) }
     }
 }
 
@@ -142,8 +408,12 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
     }
 
     private static func appendLength(_ length: Int, to storage: inout [UInt8]) {
-        let value = UInt32(truncatingIfNeeded: length).littleEndian
-        withUnsafeBytes(of: value) { storage.append(contentsOf: $0) }
+        // Four single appends: cheaper than appending a raw buffer of four bytes.
+        let value = UInt32(truncatingIfNeeded: length)
+        storage.append(UInt8(truncatingIfNeeded: value))
+        storage.append(UInt8(truncatingIfNeeded: value >> 8))
+        storage.append(UInt8(truncatingIfNeeded: value >> 16))
+        storage.append(UInt8(truncatingIfNeeded: value >> 24))
     }
 
     fileprivate static func length<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, at offset: Int) -> Int

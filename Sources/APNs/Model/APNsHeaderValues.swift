@@ -181,20 +181,29 @@ public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     /// The canonical lowercase form, 36 characters.
     public var string: String {
-        String(unsafeUninitializedCapacity: 36) { buffer in
-            // Nibbles from the most significant; dashes after hex digits 8, 12, 16 and 20.
-            var position = 0
-            for index in 0..<32 {
-                if index == 8 || index == 12 || index == 16 || index == 20 {
-                    buffer[position] = UInt8(ascii: "-")
-                    position += 1
-                }
-                let word = index < 16 ? high : low
-                let nibble = UInt8(truncatingIfNeeded: word >> UInt64((15 - (index & 15)) * 4)) & 0x0F
-                buffer[position] = nibble < 10 ? nibble &+ 0x30 : nibble &+ 0x57
+        String(unsafeUninitializedCapacity: Self.textLength) { buffer in
+            write(into: buffer)
+            return Self.textLength
+        }
+    }
+
+    /// The length of the text form.
+    static let textLength = 36
+
+    /// Writes the canonical lowercase form into the first 36 bytes of `buffer`.
+    func write(into buffer: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(buffer.count >= Self.textLength)
+        // Nibbles from the most significant; dashes after hex digits 8, 12, 16 and 20.
+        var position = 0
+        for index in 0..<32 {
+            if index == 8 || index == 12 || index == 16 || index == 20 {
+                buffer[position] = UInt8(ascii: "-")
                 position += 1
             }
-            return 36
+            let word = index < 16 ? high : low
+            let nibble = UInt8(truncatingIfNeeded: word >> UInt64((15 - (index & 15)) * 4)) & 0x0F
+            buffer[position] = nibble < 10 ? nibble &+ 0x30 : nibble &+ 0x57
+            position += 1
         }
     }
 

@@ -134,40 +134,81 @@ public struct APNsRequest: Sendable, Hashable {
     /// The HTTP/2 request the client sends, built straight from the fields (no intermediate wire
     /// request); the same headers in the same order as `wire(authorization:)`. Does not validate.
     ///
+    /// Everything is written into the request's one packed header buffer: the path and the apns-id
+    /// are rendered there directly, never made into Strings.
+    ///
     /// HPACK may index every field but `:path` and `apns-id`, which change with every request:
     /// indexing them would only churn the header table and evict the bearer token.
     func http2Request(authorizationValue: String?, authority: String) -> HTTP2Request {
-        var headers: [HTTP2Header] = []
-        headers.reserveCapacity(7)
+        let hex = deviceToken.hex.utf8
+        let pathPrefix: StaticString = "/3/device/"
+        let pathCount = pathPrefix.utf8CodeUnitCount + hex.count
+        // Two passes over the same list: the sizes, then the bytes, into one exact allocation.
+        var byteCount = PackedHeaderList.size(nameCount: 7, valueCount: 4)  // :method POST
+            + PackedHeaderList.size(nameCount: 7, valueCount: 5)  // :scheme https
+            + PackedHeaderList.size(nameCount: 10, valueCount: authority.utf8.count)
+            + PackedHeaderList.size(nameCount: 5, valueCount: pathCount)
         forEachHeader(authorizationValue: authorizationValue) { name, value in
-            headers.append(HTTP2Header(name, value, isIndexable: name != "apns-id"))
+            switch value {
+            case .text(let text): byteCount += PackedHeaderList.size(nameCount: name.utf8CodeUnitCount, valueCount: text.utf8.count)
+            case .id: byteCount += PackedHeaderList.size(nameCount: name.utf8CodeUnitCount, valueCount: APNsID.textLength)
+            }
         }
-        var request = HTTP2Request(method: "POST", scheme: "https", authority: authority, path: path,
-            headers: headers, body: encodedPayload.bytes)
-        request.isPathIndexable = false
-        return request
+        let fields = PackedHeaderList(byteCount: byteCount) { writer in
+            writer.append(name: ":method", value: "POST", indexable: true)
+            writer.append(name: ":scheme", value: "https", indexable: true)
+            writer.append(name: ":authority", value: authority, indexable: true)
+            writer.append(name: ":path", valueCount: pathCount, indexable: false) { buffer in
+                let end = buffer.initialize(
+                    fromContentsOf: UnsafeBufferPointer(start: pathPrefix.utf8Start, count: pathPrefix.utf8CodeUnitCount))
+                let rest = UnsafeMutableBufferPointer(rebasing: buffer[end...])
+                if hex.withContiguousStorageIfAvailable({ _ = rest.initialize(fromContentsOf: $0) }) == nil {
+                    _ = rest.initialize(fromContentsOf: Array(hex))
+                }
+            }
+            forEachHeader(authorizationValue: authorizationValue) { name, value in
+                switch value {
+                case .text(let text):
+                    writer.append(name: name, value: text, indexable: true)
+                case .id(let id):
+                    writer.append(name: name, valueCount: APNsID.textLength, indexable: false) { id.write(into: $0) }
+                }
+            }
+        }
+        return HTTP2Request(fields: fields, body: encodedPayload.bytes)
     }
 
     func wire(authorizationValue: String?) -> APNsWireRequest {
         var headers: [APNsHeaderField] = []
         headers.reserveCapacity(7)
-        forEachHeader(authorizationValue: authorizationValue) { headers.append(APNsHeaderField($0, $1)) }
+        forEachHeader(authorizationValue: authorizationValue) { name, value in
+            switch value {
+            case .text(let text): headers.append(APNsHeaderField(name.description, text))
+            case .id(let id): headers.append(APNsHeaderField(name.description, id.string))
+            }
+        }
         return APNsWireRequest(
             method: "POST", scheme: "https", authority: environment.host, path: path, headers: headers,
             body: encodedPayload.bytes)
     }
 
+    /// A header value as `forEachHeader` yields it: text, or an apns-id left for the renderer to write.
+    private enum HeaderValue {
+        case text(String)
+        case id(APNsID)
+    }
+
     /// The regular headers in the order they are sent (see `APNsWireRequest`): the one list both
     /// renderings are made from.
     @inline(__always)
-    private func forEachHeader(authorizationValue: String?, _ body: (String, String) -> Void) {
-        if let authorizationValue { body("authorization", authorizationValue) }
-        body("apns-push-type", pushType.rawValue)
-        body("apns-topic", topic)
-        body("apns-priority", priority.headerValue)
-        if let expiration = expiration.headerValue { body("apns-expiration", expiration) }
-        if let collapseID { body("apns-collapse-id", collapseID.value) }
-        body("apns-id", apnsID.string)
+    private func forEachHeader(authorizationValue: String?, _ body: (StaticString, HeaderValue) -> Void) {
+        if let authorizationValue { body("authorization", .text(authorizationValue)) }
+        body("apns-push-type", .text(pushType.rawValue))
+        body("apns-topic", .text(topic))
+        body("apns-priority", .text(priority.headerValue))
+        if let expiration = expiration.headerValue { body("apns-expiration", .text(expiration)) }
+        if let collapseID { body("apns-collapse-id", .text(collapseID.value)) }
+        body("apns-id", .id(apnsID))
     }
 
     /// Topic syntax: a bundle id's characters (A-Z, a-z, 0-9, '-', '.'), with the push type's suffix.

@@ -409,14 +409,22 @@ struct BenchWorkload: Sendable {
             body: wire.body)
         request.isPathIndexable = false
         transportTemplate = request
+        transportHeaders = request.headers
+        transportAuthority = authority
     }
 
+    private(set) var transportHeaders: [HTTP2Header] = []
+    private(set) var transportAuthority = ""
+
     func transportRequest(_ index: Int, template: HTTP2Request) -> HTTP2Request {
-        var request = template
-        request.path = "/3/device/" + tokens[index % tokens.count].hex
-        if let last = request.headers.indices.last, request.headers[last].name == "apns-id" {
-            request.headers[last].value = APNsID.random().string
+        // Built whole, as a caller of the transport would: setting fields of a template repacks it.
+        var headers = transportHeaders
+        if let last = headers.indices.last, headers[last].name == "apns-id" {
+            headers[last].value = APNsID.random().string
         }
+        var request = HTTP2Request(method: template.method, scheme: "https", authority: transportAuthority,
+            path: "/3/device/" + tokens[index % tokens.count].hex, headers: headers, body: template.body)
+        request.isPathIndexable = false
         return request
     }
 
