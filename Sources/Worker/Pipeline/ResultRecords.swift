@@ -29,7 +29,8 @@ public struct OutcomeRecord: Sendable {
 
     /// `json.compactBytes`, written directly (one per notification, so it skips the value tree).
     public var jsonBytes: [UInt8] {
-        var writer = JSONObjectWriter()
+        // An outcome with one attempt is about 600 bytes: room for that, and for a retry or two, up front.
+        var writer = JSONObjectWriter(capacity: 1024)
         writer.string("event_id", eventID)
         writer.string("device_token", deviceToken)
         writer.string("environment", environment)
