@@ -403,9 +403,10 @@ final class HTTP2Connection: @unchecked Sendable {
         // need to live for this call.
         let streamID = ticket.request.fields.withUnsafeBytes { packed in
             headerFields.removeAll(keepingCapacity: true)
-            let base = UnsafeMutablePointer(mutating: packed.baseAddress)
+            // Never empty: a request always holds its four pseudo-headers.
+            let base = UnsafeMutablePointer(mutating: packed.baseAddress!)
             PackedHeaderList.forEachField(in: packed) { field in
-                headerFields.append(nghttp2_nv(name: base! + field.nameStart, value: base! + field.valueStart,
+                headerFields.append(nghttp2_nv(name: base + field.nameStart, value: base + field.valueStart,
                     namelen: field.nameCount, valuelen: field.valueCount,
                     flags: field.isIndexable ? noFlags : noIndexFlag))
             }
