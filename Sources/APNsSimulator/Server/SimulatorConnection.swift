@@ -12,21 +12,23 @@ import Darwin
 #endif
 
 /// The state of one stream while its request arrives and until its answer is sent.
+/// Confined to its connection's thread, so its fields skip the runtime's exclusivity checks.
 final class StreamState {
     let id: Int32
-    var request = IncomingRequest()
-    var responseBody: [UInt8] = []
-    var responseOffset = 0
+    @exclusivity(unchecked) var request = IncomingRequest()
+    @exclusivity(unchecked) var responseBody: [UInt8] = []
+    @exclusivity(unchecked) var responseOffset = 0
     /// The request is complete and has been given to the engine.
-    var planned = false
+    @exclusivity(unchecked) var planned = false
     /// Bytes of header names and values received.
-    var headerBytes = 0
+    @exclusivity(unchecked) var headerBytes = 0
 
     init(id: Int32) { self.id = id }
 }
 
 /// A server-side HTTP/2 connection.
-/// - Important: everything but `wake()`, `id` and `stopRequested` is confined to the connection's thread.
+/// - Important: everything but `wake()`, `id` and `stopRequested` is confined to the connection's thread
+///   (so its state skips the runtime's exclusivity checks).
 final class SimulatorConnection: @unchecked Sendable {
     let id: Int
     private let socket: Int32
@@ -36,27 +38,27 @@ final class SimulatorConnection: @unchecked Sendable {
     private let tls: TLSServerContext
     private let stopFlag = Atomic<Bool>(false)
 
-    private var ssl: OpaquePointer?
-    private var session: OpaquePointer?
-    private var handshakeDone = false
-    private var context: ConnectionContext
-    private var streams: [Int32: StreamState] = [:]
-    private var timers = TimerHeap()
-    private var output: [UInt8] = []
-    private var outputOffset = 0
-    private var readBuffer = [UInt8](repeating: 0, count: 32 * 1024)
-    private var closeNow = false
+    @exclusivity(unchecked) private var ssl: OpaquePointer?
+    @exclusivity(unchecked) private var session: OpaquePointer?
+    @exclusivity(unchecked) private var handshakeDone = false
+    @exclusivity(unchecked) private var context: ConnectionContext
+    @exclusivity(unchecked) private var streams: [Int32: StreamState] = [:]
+    @exclusivity(unchecked) private var timers = TimerHeap()
+    @exclusivity(unchecked) private var output: [UInt8] = []
+    @exclusivity(unchecked) private var outputOffset = 0
+    @exclusivity(unchecked) private var readBuffer = [UInt8](repeating: 0, count: 32 * 1024)
+    @exclusivity(unchecked) private var closeNow = false
     /// Close without the TLS close_notify and lingering read: a drop fault.
-    private var abrupt = false
+    @exclusivity(unchecked) private var abrupt = false
     /// readAvailable() stopped early (round limit or output backlog) with data possibly left in TLS.
-    private var readAgain = false
-    private var sslWantsWrite = false
-    private var openStreams = 0
-    private var peakOpenStreams = 0
-    private var highestPlannedStreamID: Int32 = 0
-    private var goAwayLastStreamID: Int32?
-    private var announcedMaxConcurrentStreams: UInt32
-    private var faultsGeneration: UInt64
+    @exclusivity(unchecked) private var readAgain = false
+    @exclusivity(unchecked) private var sslWantsWrite = false
+    @exclusivity(unchecked) private var openStreams = 0
+    @exclusivity(unchecked) private var peakOpenStreams = 0
+    @exclusivity(unchecked) private var highestPlannedStreamID: Int32 = 0
+    @exclusivity(unchecked) private var goAwayLastStreamID: Int32?
+    @exclusivity(unchecked) private var announcedMaxConcurrentStreams: UInt32
+    @exclusivity(unchecked) private var faultsGeneration: UInt64
 
     /// Takes ownership of `socket` (non-blocking, accepted).
     init(id: Int, socket: Int32, engine: SimulatorEngine, tls: TLSServerContext) throws(SimulatorError) {

@@ -210,6 +210,11 @@ struct RequestValidator: Sendable {
     /// One pass over the token part of the path: all hex, something else, or a '/' or '?' that makes
     /// the path itself wrong.
     private static func classify(_ token: Substring.UTF8View) -> TokenCharacters {
+        // Contiguous bytes when the path has them (it always does): a UTF8View walk checks every index.
+        token.withContiguousStorageIfAvailable { classify(bytes: $0) } ?? classify(bytes: Array(token))
+    }
+
+    private static func classify(bytes token: some Collection<UInt8>) -> TokenCharacters {
         var result = TokenCharacters.hex
         for byte in token {
             switch byte {
