@@ -53,12 +53,14 @@ public final class KafkaConsumer: Sendable {
         rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)? = nil,
         eventHandler: KafkaEventHandler? = nil
     ) throws(KafkaError) {
+        let properties = configuration.librdkafkaProperties()
+        let strategy = properties.last { $0.0 == "partition.assignment.strategy" }?.1 ?? ""
         let core = ConsumerCore(
             capacity: configuration.bufferCapacity, stallTimeout: configuration.stallTimeout,
             rebalanceDeadline: configuration.rebalanceDeadline,
-            rebalanceHandler: rebalanceHandler, eventHandler: eventHandler
+            rebalanceHandler: rebalanceHandler, eventHandler: eventHandler,
+            usesCooperativeSticky: strategy.contains("cooperative-sticky")
         )
-        let properties = configuration.librdkafkaProperties()
         let callbacks = RDKafkaCallbacks(
             eventHandler: eventHandler, redactor: SecretRedactor(properties: properties),
             onFatal: { [core] error in core.fail(error) },
@@ -93,6 +95,7 @@ public final class KafkaConsumer: Sendable {
         guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw KafkaError(.subscription, "subscribing to \(topics.joined(separator: ", "))", response: response)
         }
+        core.state.withLock { $0.subscribed = true }
     }
 
     /// The received records, in order per partition. Ends after ``close()``; throws a fatal error.
@@ -235,6 +238,9 @@ public final class KafkaConsumer: Sendable {
     // MARK: Poll thread
 
     private static let pollTimeoutMilliseconds: Int32 = 100
+    /// How long a closing member waits for its first assignment; a group join normally completes
+    /// well within it (the coordinator's rebalance delay is 3 s by default).
+    private static let firstAssignmentWait: Duration = .seconds(5)
 
     private static func pollLoop(client: RDKafkaClient, core: ConsumerCore) {
         let rk = client.handle
@@ -258,6 +264,13 @@ public final class KafkaConsumer: Sendable {
                 core.eventHandler?(.error(KafkaError(.client, client.callbacks.redactor.redact(context),
                                                      response: response)))
             }
+        }
+        // A member still waiting for its first assignment is given up to firstAssignmentWait to get
+        // it (see ConsumerCore.mustAwaitFirstAssignment); records fetched meanwhile are not handed
+        // over, so their offsets are never stored and the group's next owner reads them.
+        let waitUntil = ContinuousClock.now.advanced(by: firstAssignmentWait)
+        while core.mustAwaitFirstAssignment && ContinuousClock.now < waitUntil {
+            if let message = rd_kafka_consumer_poll(rk, pollTimeoutMilliseconds) { rd_kafka_message_destroy(message) }
         }
         // Serves the final revoke (the rebalance handler runs here), commits and leaves the group.
         let response = rd_kafka_consumer_close(rk)

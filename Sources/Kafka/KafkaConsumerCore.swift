@@ -55,6 +55,10 @@ final class ConsumerCore: Sendable {
         var pollerIsWaiting = false
         var closeWaiters: [CheckedContinuation<Void, Never>] = []
         var closeError: KafkaError?
+        /// Whether `subscribe` succeeded, and whether the group ever handed this member an assignment
+        /// (an empty one counts): see `mustAwaitFirstAssignment`.
+        var subscribed = false
+        var everAssigned = false
     }
 
     let state = Mutex(State())
@@ -66,11 +70,14 @@ final class ConsumerCore: Sendable {
     let rebalanceDeadline: Duration
     let rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?
     let eventHandler: KafkaEventHandler?
+    let usesCooperativeSticky: Bool
 
     init(
         capacity: Int, stallTimeout: Duration, rebalanceDeadline: Duration,
-        rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?, eventHandler: KafkaEventHandler?
+        rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?, eventHandler: KafkaEventHandler?,
+        usesCooperativeSticky: Bool = false
     ) {
+        self.usesCooperativeSticky = usesCooperativeSticky
         self.capacity = max(1, capacity)
         self.resumeThreshold = max(0, self.capacity / 2)
         self.stallTimeout = stallTimeout
@@ -80,6 +87,14 @@ final class ConsumerCore: Sendable {
     }
 
     var isRunning: Bool { state.withLock { $0.lifecycle == .running } }
+
+    /// Whether closing now would hit librdkafka 2.0.2's cooperative-sticky destroy bug: a member that
+    /// joined but never got its first assignment has no assignor state, and `rd_kafka_destroy` then
+    /// aborts the process (assertion `assignor_state` in rd_kafka_sticky_assignor_state_destroy,
+    /// librdkafka issue 4312, fixed in 2.3.0). The poll thread serves the group a little longer first.
+    var mustAwaitFirstAssignment: Bool {
+        usesCooperativeSticky && state.withLock { $0.subscribed && !$0.everAssigned }
+    }
 
     // MARK: Hand-off, poll-thread side
 
@@ -272,6 +287,7 @@ final class ConsumerCore: Sendable {
         let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
         switch code {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            state.withLock { $0.everAssigned = true }
             assign(rk, partitions, list, cooperative: cooperative)
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             revoke(rk, partitions, list, cooperative: cooperative)
