@@ -25,6 +25,8 @@ final class SimulatorEngine: Sendable {
     let faults: FaultInjector
     let validator: RequestValidator
     let includeUniqueID: Bool
+    /// Whether accepted notifications are kept at all (`acceptedCapacity` > 0); benchmarks turn it off.
+    let keepsAccepted: Bool
     private let ledger: Mutex<SimulatorLedger>
 
     init(configuration: SimulatorConfiguration, validator: RequestValidator) {
@@ -32,6 +34,7 @@ final class SimulatorEngine: Sendable {
         faults = FaultInjector(configuration.faults)
         self.validator = validator
         includeUniqueID = configuration.environment == .sandbox
+        keepsAccepted = configuration.acceptedCapacity > 0
         ledger = Mutex(SimulatorLedger(capacity: configuration.acceptedCapacity))
     }
 
@@ -96,6 +99,12 @@ final class SimulatorEngine: Sendable {
         case .accepted(let accepted):
             let apnsID = accepted.apnsID ?? newID(&context.random)
             let uniqueID = includeUniqueID ? context.random.uuidString() : nil
+            guard keepsAccepted else {
+                // Counted as the ledger's record() would count a record it cannot keep, without making one.
+                ledger.withLock { $0.countAcceptedWithoutRecord() }
+                plan.answer = .respond(SimulatorResponse(status: 200, apnsID: apnsID, uniqueID: uniqueID))
+                return plan
+            }
             let record = AcceptedNotification(
                 connectionID: context.id, streamID: Int(streamID), deviceToken: accepted.deviceToken, apnsID: apnsID,
                 uniqueID: uniqueID, pushType: accepted.pushType, topic: accepted.topic, keyID: accepted.keyID,

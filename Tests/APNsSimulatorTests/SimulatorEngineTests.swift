@@ -109,6 +109,18 @@ import Testing
         #expect(engine.stats.acceptedDropped == 1)
     }
 
+    @Test func capacityZeroKeepsNothingButCountsEveryAcceptedPush() {
+        let engine = engine { $0.acceptedCapacity = 0 }
+        var connection = context()
+        for stream in [1, 3, 5] {
+            let plan = engine.plan(alertRequest(), streamID: Int32(stream), context: &connection)
+            guard case .respond(let response) = plan.answer else { Issue.record("no answer"); continue }
+            #expect(response.status == 200)
+        }
+        #expect(engine.accepted.isEmpty)
+        #expect(engine.stats.requests == 3 && engine.stats.acceptedDropped == 3)
+    }
+
     @Test func waitForAcceptedReturnsOnceEnoughArrived() async throws {
         let simulator = try APNsSimulator(SimulatorConfiguration())
         defer { simulator.stop() }

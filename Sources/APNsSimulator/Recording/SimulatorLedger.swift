@@ -139,6 +139,13 @@ struct SimulatorLedger {
         ring.reserveCapacity(min(self.capacity, 4096))
     }
 
+    /// Counts an accepted notification that is not kept (capacity 0), as `record` would.
+    mutating func countAcceptedWithoutRecord() {
+        countAccepted()
+        counters.acceptedRecorded += 1
+        counters.acceptedDropped += 1
+    }
+
     /// Keeps `notification`; returns the oldest record when the ring was full (for the caller to
     /// release outside the lock).
     mutating func record(_ notification: AcceptedNotification) -> AcceptedNotification? {

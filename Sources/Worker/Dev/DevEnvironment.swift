@@ -107,7 +107,8 @@ final class DevStack: Sendable {
 
     init(
         failureRate: Double, latency: LatencyDistribution, metricsListen: String, group: String,
-        maxInFlight: Int = 1000, unregisteredEvery: Int = 25, malformedEvery: Int = 50
+        maxInFlight: Int = 1000, unregisteredEvery: Int = 25, malformedEvery: Int = 50,
+        keepsAcceptedNotifications: Bool = true
     ) throws {
         cluster = try MockKafkaCluster(brokers: 3)
         let topics = ["push.requests": 6, "push.outcomes": 6, "push.invalid-tokens": 3, "push.dlq": 1]
@@ -125,6 +126,8 @@ final class DevStack: Sendable {
         simulatorConfiguration.faults.failureRate = failureRate
         simulatorConfiguration.faults.failure = .serviceUnavailable(retryAfterSeconds: nil)
         simulatorConfiguration.faults.latency = latency
+        // The benchmark reads only the simulator's counters; copying every accepted push would be its cost.
+        if !keepsAcceptedNotifications { simulatorConfiguration.acceptedCapacity = 0 }
         simulator = try APNsSimulator(simulatorConfiguration)
         _ = try simulator.start()
 

@@ -27,7 +27,8 @@ public enum PipelineBenchmark {
         do {
             let stack = try DevStack(
                 failureRate: 0, latency: LatencyDistribution(), metricsListen: "127.0.0.1:0", group: "bench",
-                maxInFlight: options.maxInFlight, unregisteredEvery: 0, malformedEvery: 0)
+                maxInFlight: options.maxInFlight, unregisteredEvery: 0, malformedEvery: 0,
+                keepsAcceptedNotifications: false)
             defer { stack.simulator.stop() }
             var generator = stack.generator
             let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(
