@@ -223,7 +223,8 @@ def test_bench_send_compares_with_h2load_on_the_same_server():
 
 @pytest.mark.parametrize("executor", ["default", "loop"])
 def test_bench_send_transport_layer_runs_too(executor):
-    # On both executors: a release-build miscompile once emptied the request on the loop executor only.
+    # On both executors: a stale incremental build once called the pool with the old calling convention
+    # and crashed on the loop executor only.
     result = bench("--count", "2000", "--layer", "transport", "--executor", executor, "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout.splitlines()[-1])["failed"] == 0

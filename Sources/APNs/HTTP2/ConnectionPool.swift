@@ -222,6 +222,10 @@ public final class ConnectionPool: Sendable {
     /// - Parameter timeout: overrides the configuration's `requestTimeout` (queueing included).
     /// - Throws: `HTTP2ClientError` (see its codes), or `CancellationError` when the task is cancelled
     ///   (an open stream is then reset).
+    ///
+    /// Runs on the caller's executor (`nonisolated(nonsending)`), so a task on an event loop's executor
+    /// submits without a hop.
+    nonisolated(nonsending)
     public func send(_ request: consuming HTTP2Request, timeout: Duration? = nil) async throws -> HTTP2Response {
         try Task.checkCancellation()
         if !request.hasSchemeAndAuthority {
