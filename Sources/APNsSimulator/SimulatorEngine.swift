@@ -99,24 +99,27 @@ final class SimulatorEngine: Sendable {
         case .accepted(let accepted):
             let apnsID = accepted.apnsID ?? newID(&context.random)
             let uniqueID = includeUniqueID ? context.random.uuidString() : nil
-            guard keepsAccepted else {
-                // Counted as the ledger's record() would count a record it cannot keep, without making one.
-                ledger.withLock { $0.countAcceptedWithoutRecord() }
-                plan.answer = .respond(SimulatorResponse(status: 200, apnsID: apnsID, uniqueID: uniqueID))
-                return plan
+            if keepsAccepted {
+                let record = AcceptedNotification(
+                    connectionID: context.id, streamID: Int(streamID), deviceToken: accepted.deviceToken,
+                    apnsID: apnsID, uniqueID: uniqueID, pushType: accepted.pushType, topic: accepted.topic,
+                    keyID: accepted.keyID,
+                    headers: request.hasAuthorization
+                        ? request.headers.filter { $0.name != "authorization" } : request.headers,
+                    payload: request.body, receivedAtMilliseconds: now)
+                // The record pushed out of the full ring is released after the lock, not under it.
+                let pushedOut = ledger.withLock { ledger in
+                    ledger.countAccepted()
+                    return ledger.record(record)
+                }
+                _ = pushedOut
+            } else {
+                // Nothing is kept, so no record is made: counted as one the ring dropped.
+                ledger.withLock { ledger in
+                    ledger.countAccepted()
+                    ledger.countUnkept()
+                }
             }
-            let record = AcceptedNotification(
-                connectionID: context.id, streamID: Int(streamID), deviceToken: accepted.deviceToken, apnsID: apnsID,
-                uniqueID: uniqueID, pushType: accepted.pushType, topic: accepted.topic, keyID: accepted.keyID,
-                headers: request.hasAuthorization
-                    ? request.headers.filter { $0.name != "authorization" } : request.headers,
-                payload: request.body, receivedAtMilliseconds: now)
-            // The record pushed out of the full ring is released after the lock, not under it.
-            let pushedOut = ledger.withLock { ledger in
-                ledger.countAccepted()
-                return ledger.record(record)
-            }
-            _ = pushedOut
             plan.answer = .respond(SimulatorResponse(status: 200, apnsID: apnsID, uniqueID: uniqueID))
         }
         return plan

@@ -376,15 +376,7 @@ struct HTTP2PoolTests {
         let port = freeLoopbackPort()
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        _ = withLoopbackAddress(port: port) { bind(listener, $0, $1) }
         listen(listener, 8)
         let certificate = try TestCertificate.make()
         var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,

@@ -135,15 +135,7 @@ final class HTTP2TestServer: @unchecked Sendable {
         listenFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var one: Int32 = 1
         setsockopt(listenFD, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(chosenPort).bigEndian
-        let bound = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listenFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let bound = withLoopbackAddress(port: chosenPort) { bind(listenFD, $0, $1) }
         guard bound == 0, listen(listenFD, 64) == 0 else {
             close(listenFD)
             throw TestFailure("cannot listen on 127.0.0.1:\(chosenPort): \(String(cString: strerror(errno)))")

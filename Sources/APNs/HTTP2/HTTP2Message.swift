@@ -35,13 +35,11 @@ public struct HTTP2Request: Sendable {
         method: String = "POST", scheme: String = "", authority: String = "", path: String,
         headers: [HTTP2Header] = [], body: [UInt8] = []
     ) {
-        var fields = PackedHeaderList()
-        fields.append(name: ":method", value: method, indexable: true)
-        fields.append(name: ":scheme", value: scheme, indexable: true)
-        fields.append(name: ":authority", value: authority, indexable: true)
-        fields.append(name: ":path", value: path, indexable: true)
-        for header in headers { fields.append(name: header.name, value: header.value, indexable: header.isIndexable) }
-        self.init(fields: fields, body: body)
+        let pseudoHeaders = [
+            HTTP2Header(":method", method), HTTP2Header(":scheme", scheme), HTTP2Header(":authority", authority),
+            HTTP2Header(":path", path),
+        ]
+        self.init(fields: PackedHeaderList(pseudoHeaders + headers), body: body)
     }
 
     /// A request from fields already packed in sending order, pseudo-headers first (see `fields`).
@@ -83,32 +81,26 @@ public struct HTTP2Request: Sendable {
 
     /// Regular (non-pseudo) header fields, lowercase names, in the order they are sent.
     public var headers: [HTTP2Header] {
-        get { fields.headers(from: Self.firstRegularIndex) }
-        set {
-            var repacked = PackedHeaderList()
-            for index in 0..<Self.firstRegularIndex {
-                repacked.append(name: fields.name(at: index), value: fields.value(at: index),
-                                indexable: fields.isIndexable(at: index))
-            }
-            for header in newValue {
-                repacked.append(name: header.name, value: header.value, indexable: header.isIndexable)
-            }
-            fields = repacked
-        }
+        get { Array(fields.headers.dropFirst(Self.firstRegularIndex)) }
+        set { fields = PackedHeaderList(fields.headers.prefix(Self.firstRegularIndex) + newValue) }
     }
 }
 
 /// Header fields packed in one byte buffer, in order: per field a flags byte (bit 0: HPACK may index
 /// it), the name's and the value's lengths (4 bytes each, little endian), then the name and value bytes.
 struct PackedHeaderList: Sendable {
-    private(set) var storage: [UInt8] = []
-    private(set) var count = 0
+    private(set) var storage: [UInt8]
+    private(set) var count: Int
 
     private static let indexableFlag: UInt8 = 1
     private static let fieldHeaderSize = 9
 
-    init(reservingCapacity capacity: Int = 0) {
-        if capacity > 0 { storage.reserveCapacity(capacity) }
+    /// `headers` packed in order, each with its HPACK flag.
+    init(_ headers: [HTTP2Header]) {
+        let byteCount = headers.reduce(0) { $0 + Self.size(nameCount: $1.name.utf8.count, valueCount: $1.value.utf8.count) }
+        self.init(byteCount: byteCount) { writer in
+            for header in headers { writer.append(name: header.name, value: header.value, indexable: header.isIndexable) }
+        }
     }
 
     /// One field's place in `storage`.
@@ -120,38 +112,11 @@ struct PackedHeaderList: Sendable {
         var isIndexable: Bool
     }
 
-    mutating func append(name: StaticString, value: String, indexable: Bool) {
-        appendHeader(nameCount: name.utf8CodeUnitCount, valueCount: value.utf8.count, indexable: indexable)
-        storage.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        appendUTF8(value)
-        count += 1
-    }
-
-    mutating func append(name: String, value: String, indexable: Bool) {
-        appendHeader(nameCount: name.utf8.count, valueCount: value.utf8.count, indexable: indexable)
-        appendUTF8(name)
-        appendUTF8(value)
-        count += 1
-    }
-
-    /// Appends a field whose value `write` renders straight into the buffer: exactly `valueCount` bytes.
-    mutating func append(
-        name: StaticString, valueCount: Int, indexable: Bool, write: (UnsafeMutableBufferPointer<UInt8>) -> Void
-    ) {
-        appendHeader(nameCount: name.utf8CodeUnitCount, valueCount: valueCount, indexable: indexable)
-        storage.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: valueCount) { buffer in
-            write(buffer)
-            storage.append(contentsOf: UnsafeBufferPointer(buffer))
-        }
-        count += 1
-    }
-
     /// The bytes one field takes.
     static func size(nameCount: Int, valueCount: Int) -> Int { fieldHeaderSize + nameCount + valueCount }
 
-    /// A list of exactly `byteCount` bytes of fields, written by `fill` in one allocation: the hot
-    /// path's way (the appends above pay a capacity check per piece).
+    /// A list of exactly `byteCount` bytes of fields, written by `fill` into one allocation (the APNs
+    /// client sizes its requests up front and writes them this way).
     init(byteCount: Int, _ fill: (inout Writer) -> Void) {
         var fields = 0
         storage = [UInt8](unsafeUninitializedCapacity: byteCount) { buffer, initialized in
@@ -173,15 +138,19 @@ struct PackedHeaderList: Sendable {
         fileprivate init(buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
         mutating func append(name: StaticString, value: String, indexable: Bool) {
-            let copied: Void? = value.utf8.withContiguousStorageIfAvailable { bytes in
-                append(name: name, valueCount: bytes.count, indexable: indexable) { target in
-                    _ = target.initialize(fromContentsOf: bytes)
-                }
+            var value = value
+            value.withUTF8 { bytes in
+                append(name: name, valueCount: bytes.count, indexable: indexable) { _ = $0.initialize(fromContentsOf: bytes) }
             }
-            if copied == nil {
-                let bytes = Array(value.utf8)
-                append(name: name, valueCount: bytes.count, indexable: indexable) { target in
-                    _ = target.initialize(fromContentsOf: bytes)
+        }
+
+        mutating func append(name: String, value: String, indexable: Bool) {
+            var name = name, value = value
+            name.withUTF8 { nameBytes in
+                value.withUTF8 { bytes in
+                    append(nameBytes: nameBytes, valueCount: bytes.count, indexable: indexable) {
+                        _ = $0.initialize(fromContentsOf: bytes)
+                    }
                 }
             }
         }
@@ -190,14 +159,22 @@ struct PackedHeaderList: Sendable {
         mutating func append(
             name: StaticString, valueCount: Int, indexable: Bool, write: (UnsafeMutableBufferPointer<UInt8>) -> Void
         ) {
-            let nameCount = name.utf8CodeUnitCount
+            append(nameBytes: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount),
+                   valueCount: valueCount, indexable: indexable, write: write)
+        }
+
+        private mutating func append(
+            nameBytes: UnsafeBufferPointer<UInt8>, valueCount: Int, indexable: Bool,
+            write: (UnsafeMutableBufferPointer<UInt8>) -> Void
+        ) {
+            let nameCount = nameBytes.count
             precondition(offset + PackedHeaderList.size(nameCount: nameCount, valueCount: valueCount) <= buffer.count)
             buffer[offset] = indexable ? PackedHeaderList.indexableFlag : 0
             store(nameCount, at: offset + 1)
             store(valueCount, at: offset + 5)
             let nameStart = offset + PackedHeaderList.fieldHeaderSize
             _ = UnsafeMutableBufferPointer(rebasing: buffer[nameStart..<nameStart + nameCount])
-                .initialize(fromContentsOf: UnsafeBufferPointer(start: name.utf8Start, count: nameCount))
+                .initialize(fromContentsOf: nameBytes)
             let valueStart = nameStart + nameCount
             write(UnsafeMutableBufferPointer(rebasing: buffer[valueStart..<valueStart + valueCount]))
             offset = valueStart + valueCount
@@ -211,22 +188,6 @@ struct PackedHeaderList: Sendable {
             buffer[position + 2] = UInt8(truncatingIfNeeded: value >> 16)
             buffer[position + 3] = UInt8(truncatingIfNeeded: value >> 24)
         }
-    }
-
-    private mutating func appendHeader(nameCount: Int, valueCount: Int, indexable: Bool) {
-        storage.append(indexable ? Self.indexableFlag : 0)
-        Self.appendLength(nameCount, to: &storage)
-        Self.appendLength(valueCount, to: &storage)
-    }
-
-    private mutating func appendUTF8(_ text: String) {
-        var text = text
-        text.withUTF8 { storage.append(contentsOf: $0) }
-    }
-
-    private static func appendLength(_ length: Int, to storage: inout [UInt8]) {
-        let value = UInt32(truncatingIfNeeded: length).littleEndian
-        Swift.withUnsafeBytes(of: value) { storage.append(contentsOf: $0) }
     }
 
     /// Calls `body` with the packed bytes; walk them with `forEachField(in:_:)`.
@@ -274,11 +235,6 @@ struct PackedHeaderList: Sendable {
         return storage.withUnsafeBufferPointer { Self.field(in: $0, at: offset) }
     }
 
-    func name(at index: Int) -> String {
-        let field = fieldAt(index)
-        return String(decoding: storage[field.nameStart..<field.nameStart + field.nameCount], as: UTF8.self)
-    }
-
     func value(at index: Int) -> String {
         let field = fieldAt(index)
         return String(decoding: storage[field.valueStart..<field.valueStart + field.valueCount], as: UTF8.self)
@@ -295,17 +251,24 @@ struct PackedHeaderList: Sendable {
 
     /// Rewrites field `index` with a new value, keeping its name and flag.
     mutating func replaceValue(at index: Int, with value: String) {
-        var repacked = PackedHeaderList(reservingCapacity: storage.count + value.utf8.count)
-        for position in 0..<count {
-            repacked.append(name: name(at: position), value: position == index ? value : self.value(at: position),
-                            indexable: isIndexable(at: position))
-        }
-        self = repacked
+        var all = headers
+        all[index].value = value
+        self = PackedHeaderList(all)
     }
 
-    /// The fields from `start` on, as values.
-    func headers(from start: Int) -> [HTTP2Header] {
-        (start..<count).map { HTTP2Header(name(at: $0), value(at: $0), isIndexable: isIndexable(at: $0)) }
+    /// Every field, in order, as values.
+    var headers: [HTTP2Header] {
+        withUnsafeBytes { bytes in
+            var result: [HTTP2Header] = []
+            result.reserveCapacity(count)
+            Self.forEachField(in: bytes) { field in
+                result.append(HTTP2Header(
+                    String(decoding: bytes[field.nameStart..<field.nameStart + field.nameCount], as: UTF8.self),
+                    String(decoding: bytes[field.valueStart..<field.valueStart + field.valueCount], as: UTF8.self),
+                    isIndexable: field.isIndexable))
+            }
+            return result
+        }
     }
 }
 

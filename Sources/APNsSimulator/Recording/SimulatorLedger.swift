@@ -139,9 +139,9 @@ struct SimulatorLedger {
         ring.reserveCapacity(min(self.capacity, 4096))
     }
 
-    /// Counts an accepted notification that is not kept (capacity 0), as `record` would.
-    mutating func countAcceptedWithoutRecord() {
-        countAccepted()
+    /// Counts a notification a ring of capacity 0 cannot keep; callers that know the capacity is 0
+    /// call it without making the record at all.
+    mutating func countUnkept() {
         counters.acceptedRecorded += 1
         counters.acceptedDropped += 1
     }
@@ -149,11 +149,11 @@ struct SimulatorLedger {
     /// Keeps `notification`; returns the oldest record when the ring was full (for the caller to
     /// release outside the lock).
     mutating func record(_ notification: AcceptedNotification) -> AcceptedNotification? {
-        counters.acceptedRecorded += 1
         guard capacity > 0 else {
-            counters.acceptedDropped += 1
+            countUnkept()
             return notification
         }
+        counters.acceptedRecorded += 1
         if ring.count < capacity {
             ring.append(notification)
             return nil

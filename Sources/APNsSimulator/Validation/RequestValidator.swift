@@ -211,7 +211,7 @@ struct RequestValidator: Sendable {
     /// the path itself wrong.
     private static func classify(_ token: Substring.UTF8View) -> TokenCharacters {
         // Contiguous bytes when the path has them (it always does): a UTF8View walk checks every index.
-        token.withContiguousStorageIfAvailable { classify(bytes: $0) } ?? classify(bytes: Array(token))
+        token.withContiguousStorageIfAvailable { classify(bytes: $0) } ?? classify(bytes: token)
     }
 
     private static func classify(bytes token: some Collection<UInt8>) -> TokenCharacters {

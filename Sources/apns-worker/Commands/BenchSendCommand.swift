@@ -399,30 +399,31 @@ struct BenchWorkload: Sendable {
     /// matches that so HPACK sees the same sizes.
     static let jwtLength = 166
 
-    /// For the transport layer: the wire request with everything but path and apns-id fixed.
-    private(set) var transportTemplate: HTTP2Request?
+    /// For the transport layer: the parts of the wire request that stay fixed (all but path and apns-id).
+    struct TransportTemplate {
+        var method: String
+        var authority: String
+        var headers: [HTTP2Header]
+        var body: [UInt8]
+    }
+
+    private(set) var transportTemplate: TransportTemplate?
 
     mutating func prepareTransportRequests(authorization: String?, authority: String) {
         let wire = template.wire(authorization: authorization)
-        var request = HTTP2Request(method: wire.method, scheme: "https", authority: authority, path: wire.path,
+        transportTemplate = TransportTemplate(
+            method: wire.method, authority: authority,
             headers: wire.headers.map { HTTP2Header($0.name, $0.value, isIndexable: $0.name != "apns-id") },
             body: wire.body)
-        request.isPathIndexable = false
-        transportTemplate = request
-        transportHeaders = request.headers
-        transportAuthority = authority
     }
 
-    private(set) var transportHeaders: [HTTP2Header] = []
-    private(set) var transportAuthority = ""
-
-    func transportRequest(_ index: Int, template: HTTP2Request) -> HTTP2Request {
-        // Built whole, as a caller of the transport would: setting fields of a template repacks it.
-        var headers = transportHeaders
+    func transportRequest(_ index: Int, template: TransportTemplate) -> HTTP2Request {
+        // Built whole, as a caller of the transport would: setting fields of a made request repacks it.
+        var headers = template.headers
         if let last = headers.indices.last, headers[last].name == "apns-id" {
             headers[last].value = APNsID.random().string
         }
-        var request = HTTP2Request(method: template.method, scheme: "https", authority: transportAuthority,
+        var request = HTTP2Request(method: template.method, scheme: "https", authority: template.authority,
             path: "/3/device/" + tokens[index % tokens.count].hex, headers: headers, body: template.body)
         request.isPathIndexable = false
         return request
