@@ -190,10 +190,19 @@ final class ConsumerCore: Sendable {
     // MARK: Hand-off, async side
 
     func next() async throws -> KafkaConsumerMessage? {
-        let id = state.withLock { state in
+        // A buffered record is taken without suspending (the common case under load): a continuation
+        // and a cancellation handler per record cost a task switch each.
+        let taken = state.withLock { state -> (KafkaConsumerMessage?, id: UInt64) in
+            if let message = state.buffer.popFirst() {
+                resumeIfDrained(&state)
+                if state.buffer.count < capacity { wakePoller(&state) }
+                return (message, 0)
+            }
             state.nextWaiterID += 1
-            return state.nextWaiterID
+            return (nil, state.nextWaiterID)
         }
+        if let message = taken.0 { return message }
+        let id = taken.id
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 state.withLock { state in

@@ -2,6 +2,7 @@
 // request on the least-loaded connection with a free stream, queues (boundedly) when every stream is
 // busy, replaces dead connections, and backs off when connecting fails.
 import Synchronization
+import Glibc
 
 /// HTTP/2 connections to one endpoint, shared by many concurrent callers.
 ///
@@ -138,17 +139,28 @@ public final class ConnectionPool: Sendable {
         var connectFailures = 0
         var connectionsOpened = 0
 
+        /// The least-loaded ready connection with a free stream, preferring those of the calling thread's
+        /// event loop: a caller running on a loop (a task that prefers it as executor) then submits and is
+        /// resumed without a thread hand-off. Callers are spread over the loops, so the load still spreads.
         func leastLoadedReady() -> Int? {
             var best: Int?
             var bestLoad = Int.max
+            var local: Int?
+            var localLoad = Int.max
+            let thread = UInt(pthread_self())
             for index in entries.indices {
                 let entry = entries[index]
-                if entry.isReady && entry.inFlight < entry.limit && entry.inFlight < bestLoad {
+                guard entry.isReady && entry.inFlight < entry.limit else { continue }
+                if entry.inFlight < bestLoad {
                     best = index
                     bestLoad = entry.inFlight
                 }
+                if entry.inFlight < localLoad, entry.connection.loop.runs(onThread: thread) {
+                    local = index
+                    localLoad = entry.inFlight
+                }
             }
-            return best
+            return local ?? best
         }
 
         func index(of connection: HTTP2Connection) -> Int? {

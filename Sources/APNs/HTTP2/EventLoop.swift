@@ -103,6 +103,8 @@ final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var runningJobs = false
     /// Tasks run between two flushes while jobs run.
     private static let tasksPerFlush = 32
+    /// Tasks run per iteration before the loop polls its sockets again.
+    private static let tasksPerIteration = 64
     private let epollFD: Int32
     private let wakeFD: Int32
     private let inbox = Mutex(Inbox())
@@ -147,6 +149,11 @@ final class EventLoop: @unchecked Sendable {
 
     fileprivate func start() {
         Thread { [self] in self.run() }.start()
+    }
+
+    /// Whether `thread` (a `pthread_self()`) is this loop's thread.
+    func runs(onThread thread: UInt) -> Bool {
+        ownerThread.load(ordering: .relaxed) == thread
     }
 
     // MARK: Cross-thread entry points
@@ -285,6 +292,8 @@ final class EventLoop: @unchecked Sendable {
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
         var jobs: [Job] = []
+        /// Jobs before this index already ran; those after it wait for the next iteration.
+        var nextJob = 0
         var timeout: Int32 = 0
         while true {
             let count = epoll_wait(epollFD, events, Int32(capacity), timeout)
@@ -303,31 +312,28 @@ final class EventLoop: @unchecked Sendable {
 
             var stopRequested = false
             // A few rounds, so that tasks run here can submit requests that go out in this iteration's flush.
+            // At most `tasksPerIteration` tasks run before the loop polls its sockets again: tasks that
+            // prefer this loop as executor do real work (a worker's whole pipeline), and a long queue of
+            // them must not keep responses unread (and their callers waiting) for that long. The rest stay
+            // queued, in order, for the next iteration.
+            var taskBudget = Self.tasksPerIteration
             for _ in 0..<4 {
-                stopRequested = inbox.withLock { inbox -> Bool in
-                    swap(&inbox.jobs, &jobs)
-                    return inbox.stopRequested
-                }
-                if jobs.isEmpty { break }
-                runningJobs = true
-                var tasksSinceFlush = 0
-                for job in jobs {
-                    switch job {
-                    case .submit(let connection, let ticket): connection.submit(ticket)
-                    case .cancel(let connection, let ticket): connection.cancel(ticket)
-                    case .run(let action): action()
-                    case .task(let task):
-                        task.runSynchronously(on: asUnownedTaskExecutor())
-                        // Let the server start on the first requests while later tasks still render theirs.
-                        tasksSinceFlush += 1
-                        if tasksSinceFlush == Self.tasksPerFlush {
-                            tasksSinceFlush = 0
-                            flushDirty()
-                        }
+                if nextJob == jobs.count {
+                    jobs.removeAll(keepingCapacity: true)
+                    nextJob = 0
+                    stopRequested = inbox.withLock { inbox -> Bool in
+                        swap(&inbox.jobs, &jobs)
+                        return inbox.stopRequested
                     }
+                    if jobs.isEmpty { break }
                 }
-                runningJobs = false
-                jobs.removeAll(keepingCapacity: true)
+                // A stopping loop runs everything it holds: nothing queued here may be left behind.
+                runJobs(&jobs, from: &nextJob, taskBudget: &taskBudget, unbounded: stopRequested)
+                if taskBudget <= 0 { break }
+            }
+            if nextJob < jobs.count, !stopRequested {
+                stopRequested = inbox.withLock { $0.stopRequested }
+                if stopRequested { runJobs(&jobs, from: &nextJob, taskBudget: &taskBudget, unbounded: true) }
             }
 
             runDueTimers()
@@ -347,7 +353,7 @@ final class EventLoop: @unchecked Sendable {
                 return
             }
 
-            let hasWork = inbox.withLock { inbox -> Bool in
+            let hasWork = nextJob < jobs.count || inbox.withLock { inbox -> Bool in
                 if inbox.jobs.isEmpty && !inbox.stopRequested {
                     inbox.sleeping = true
                     return false
@@ -355,6 +361,31 @@ final class EventLoop: @unchecked Sendable {
                 return true
             }
             timeout = hasWork ? 0 : sleepTimeout()
+        }
+    }
+
+    /// Runs `jobs` from `nextJob` on, until the task budget is spent unless `unbounded`.
+    private func runJobs(_ jobs: inout [Job], from nextJob: inout Int, taskBudget: inout Int, unbounded: Bool) {
+        runningJobs = true
+        defer { runningJobs = false }
+        var tasksSinceFlush = 0
+        while nextJob < jobs.count && (taskBudget > 0 || unbounded) {
+            let job = jobs[nextJob]
+            nextJob += 1
+            switch job {
+            case .submit(let connection, let ticket): connection.submit(ticket)
+            case .cancel(let connection, let ticket): connection.cancel(ticket)
+            case .run(let action): action()
+            case .task(let task):
+                task.runSynchronously(on: asUnownedTaskExecutor())
+                taskBudget -= 1
+                // Let the server start on the first requests while later tasks still render theirs.
+                tasksSinceFlush += 1
+                if tasksSinceFlush == Self.tasksPerFlush {
+                    tasksSinceFlush = 0
+                    flushDirty()
+                }
+            }
         }
     }
 

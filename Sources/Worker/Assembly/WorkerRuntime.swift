@@ -32,7 +32,8 @@ public final class WorkerRuntime: Sendable {
         self.logger = logger
         credentials = try preloadedCredentials ?? CredentialClients.load(configuration)
         readiness.setReady(Readiness.Condition.credentials)
-        group = EventLoopGroup(threadCount: 1)
+        // The loops run the connections and, as task executors, the records that send on them.
+        group = EventLoopGroup(threadCount: configuration.pipeline.effectiveThreads)
         let clients = try CredentialClients.clients(for: configuration, credentials: credentials, group: group)
         let metricsObserver = MetricsObserver(metrics: metrics, next: observer)
         transport = APNsPushTransport(
@@ -84,13 +85,18 @@ public final class WorkerRuntime: Sendable {
         pipelineConfiguration.maxRecordsInFlight = configuration.pipeline.maxInFlightRecords
         pipelineConfiguration.resumeBelow = configuration.pipeline.resumeBelow
         pipelineConfiguration.revokeTimeout = configuration.pipeline.revokeTimeout
+        let loops = group
+        // Each record runs on one of the loops (round-robin): its sends go out and its responses come
+        // back on that thread, without a hand-off to and from the cooperative pool for every send.
+        let recordExecutor: @Sendable () -> any TaskExecutor = { loops.taskExecutor() }
         let ruleMatches = metrics.ruleMatches
         let planner = RulesPlanner(
             store: rules, configuredApps: Set(configuration.apps.keys),
             onMatch: { ids in for id in ids { ruleMatches.labels(id).increment() } })
         pipeline = Pipeline(
             configuration: pipelineConfiguration, source: source, sink: KafkaResultSink(producer: producer),
-            planner: planner, transport: transport, observer: metricsObserver)
+            planner: planner, transport: transport, observer: metricsObserver,
+            processingExecutor: recordExecutor)
 
         registerScrapeTimeMetrics()
     }

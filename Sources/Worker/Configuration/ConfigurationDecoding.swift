@@ -310,7 +310,7 @@ extension WorkerConfiguration {
         // pipeline
         var pipeline = Pipeline()
         if let object = decoder.object(root["pipeline"], "pipeline") {
-            decoder.checkKeys(object, at: "pipeline", known: ["max_in_flight_records", "resume_below", "revoke_timeout"])
+            decoder.checkKeys(object, at: "pipeline", known: ["max_in_flight_records", "resume_below", "revoke_timeout", "threads"])
             pipeline.maxInFlightRecords = decoder.integer(object, "max_in_flight_records", "pipeline", range: 1...1_000_000)
                 ?? pipeline.maxInFlightRecords
             pipeline.resumeBelow = decoder.integer(object, "resume_below", "pipeline", range: 0...1_000_000)
@@ -319,6 +319,7 @@ extension WorkerConfiguration {
                     "pipeline.resume_below", "must be below max_in_flight_records (\(pipeline.maxInFlightRecords))")
             }
             pipeline.revokeTimeout = decoder.duration(object, "revoke_timeout", "pipeline", range: 0...600) ?? pipeline.revokeTimeout
+            pipeline.threads = decoder.integer(object, "threads", "pipeline", range: 1...64)
         }
 
         // retry

@@ -1,6 +1,7 @@
 // worker.yaml as typed settings. Decoding collects every problem at once, each with the key path
 // where it is, so that a bad config stops start-up with one complete list (see ConfigurationLoader).
 public import APNs
+import Foundation
 
 /// Everything the worker is configured with. Defaults are the documented ones (schemas/worker.schema.json).
 public struct WorkerConfiguration: Sendable {
@@ -76,6 +77,14 @@ public struct WorkerConfiguration: Sendable {
         public var resumeBelow: Int?
         /// Seconds a revoke waits for in-flight records of the revoked partitions. Default: `10`.
         public var revokeTimeout = 10.0
+        /// Threads that process records and run the APNs connections (event loops). Default: the CPUs
+        /// the process may use, at most 8.
+        public var threads: Int?
+
+        /// `threads`, or its default.
+        public var effectiveThreads: Int { threads ?? Self.defaultThreads }
+
+        static var defaultThreads: Int { min(8, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
     }
 
     public var kafka: Kafka

@@ -21,6 +21,13 @@ public enum PipelineBenchmark {
         public init() {}
     }
 
+    /// The largest backlog the mock cluster holds whole: librdkafka's mock keeps about 5 MB per partition
+    /// and drops the oldest records beyond it, so a larger pre-fill would lose records before the worker
+    /// reads them (6 partitions of about 400-byte sample events).
+    public static let maximumBacklog = 60_000
+    /// How long the benchmark waits without a single record finishing before it gives up.
+    static let stallTimeout: Duration = .seconds(30)
+
     public static func run(_ options: Options, print: @escaping @Sendable (String) -> Void) async -> Int32 {
         let writer = LogWriter(configuration: .init(level: .error))
         defer { writer.close() }
@@ -51,9 +58,7 @@ public enum PipelineBenchmark {
             let cpuBefore = processCPUSeconds()
             let partsBefore = ThreadCPU.byPart()
             let started = ContinuousClock.now
-            while runtime.pipeline.counters.recordsFinished < options.events {
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            try await waitUntilFinished(options.events, runtime.pipeline)
             let elapsed = (ContinuousClock.now - started).seconds
             let cpu = processCPUSeconds() - cpuBefore
             let parts = ThreadCPU.byPart().subtracting(partsBefore)
@@ -82,9 +87,7 @@ public enum PipelineBenchmark {
                 if due > ContinuousClock.now { try await Task.sleep(until: due) }
             }
             try await producer.flush(timeout: .seconds(30))
-            while runtime.pipeline.counters.recordsFinished < options.events + count {
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            try await waitUntilFinished(options.events + count, runtime.pipeline)
             let (p50, p99) = latencies.percentiles()
             print(String(format: "phase 2 (live, %.0f events/s for %.0f s): event → outcome p50 %.1f ms, p99 %.1f ms",
                          pace, options.latencySeconds, p50 * 1000, p99 * 1000))
@@ -97,6 +100,23 @@ public enum PipelineBenchmark {
         } catch {
             print("bench pipeline: \(error)")
             return 1
+        }
+    }
+
+    /// Waits until `target` records have finished; fails rather than waiting forever when none finishes
+    /// for `stallTimeout`.
+    static func waitUntilFinished(_ target: Int, _ pipeline: Pipeline) async throws {
+        var finished = pipeline.counters.recordsFinished
+        var lastProgress = ContinuousClock.now
+        while finished < target {
+            try await Task.sleep(for: .milliseconds(5))
+            let now = pipeline.counters.recordsFinished
+            if now != finished {
+                finished = now
+                lastProgress = ContinuousClock.now
+            } else if ContinuousClock.now - lastProgress > stallTimeout {
+                throw BenchmarkStalled(finished: finished, target: target, inFlight: pipeline.recordsInFlight)
+            }
         }
     }
 
@@ -114,13 +134,28 @@ public enum PipelineBenchmark {
     }
 }
 
-/// Event time → outcome latencies of the current phase.
+/// The backlog or the live phase stopped making progress.
+struct BenchmarkStalled: Error, CustomStringConvertible {
+    var finished: Int
+    var target: Int
+    var inFlight: Int
+
+    var description: String {
+        "stalled: \(finished) of \(target) records finished, \(inFlight) in flight, none finished for "
+            + "\(PipelineBenchmark.stallTimeout)"
+    }
+}
+
+/// Event time → acknowledged outcome latencies of the current phase.
 final class LatencyRecorder: PipelineObserver {
     let samples = Mutex<[Double]>([])
 
+    /// Called once the outcome is acknowledged by Kafka, so the latency runs to that moment rather than
+    /// to the outcome's `completed_at` (when the APNs answer came).
     func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {
         guard let eventTime else { return }
-        samples.withLock { $0.append(outcome.completedAt - eventTime) }
+        let acknowledgedAt = wallClockSeconds()
+        samples.withLock { $0.append(acknowledgedAt - eventTime) }
     }
 
     func reset() { samples.withLock { $0.removeAll() } }

@@ -61,11 +61,19 @@ final class DeliveryGate: Sendable {
     /// Waits while `partition` is closed. Returns false when the record must not be handed over: its
     /// partition was revoked meanwhile, or the gate was shut down.
     func admit(_ partition: TopicPartition) async -> Bool {
-        let revocationsBefore = state.withLock { state -> Int? in
-            if state.isShutDown { return nil }
-            return state.revocations[partition, default: 0]
+        enum Arrival { case open, shutDown, closed(revocationsBefore: Int) }
+        // Open (the common case): admitted under one lock, without suspending the reader.
+        let arrival = state.withLock { state -> Arrival in
+            if state.isShutDown { return .shutDown }
+            if !state.closed.contains(partition) { return .open }
+            return .closed(revocationsBefore: state.revocations[partition, default: 0])
         }
-        guard let revocationsBefore else { return false }
+        let revocationsBefore: Int
+        switch arrival {
+        case .open: return true
+        case .shutDown: return false
+        case .closed(let count): revocationsBefore = count
+        }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let admitted = state.withLock { state -> Bool in
                 if state.isShutDown || !state.closed.contains(partition) { return true }

@@ -92,12 +92,20 @@ public final class Pipeline: SourceHandler {
     let planner: any NotificationPlanner
     let transport: any PushTransport
     let observer: (any PipelineObserver)?
+    /// Where each record's task runs; nil for the global concurrent executor.
+    let processingExecutor: (@Sendable () -> any TaskExecutor)?
     let state: Mutex<State>
 
+    /// - Parameter processingExecutor: gives the executor each record's task prefers (called once per
+    ///   record): the worker passes its event loops, so that a record's sends and their responses stay on
+    ///   one thread. Only non-blocking work runs in a record's task. Nil runs records on the global
+    ///   concurrent executor.
     public init(
         configuration: PipelineConfiguration, source: any EventSource, sink: any ResultSink,
-        planner: any NotificationPlanner, transport: any PushTransport, observer: (any PipelineObserver)? = nil
+        planner: any NotificationPlanner, transport: any PushTransport, observer: (any PipelineObserver)? = nil,
+        processingExecutor: (@Sendable () -> any TaskExecutor)? = nil
     ) {
+        self.processingExecutor = processingExecutor
         self.configuration = configuration
         self.source = source
         self.sink = sink
@@ -149,7 +157,7 @@ public final class Pipeline: SourceHandler {
         }
         guard let generation else { return }
         observer?.recordReceived(record)
-        Task {
+        Task(executorPreference: processingExecutor?()) {
             await self.process(record, generation: generation)
         }
     }
