@@ -193,11 +193,7 @@ final class ConsumerCore: Sendable {
         // A buffered record is taken without suspending (the common case under load): a continuation
         // and a cancellation handler per record cost a task switch each.
         let taken = state.withLock { state -> (KafkaConsumerMessage?, id: UInt64) in
-            if let message = state.buffer.popFirst() {
-                resumeIfDrained(&state)
-                if state.buffer.count < capacity { wakePoller(&state) }
-                return (message, 0)
-            }
+            if let message = takeBuffered(&state) { return (message, 0) }
             state.nextWaiterID += 1
             return (nil, state.nextWaiterID)
         }
@@ -206,9 +202,7 @@ final class ConsumerCore: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 state.withLock { state in
-                    if let message = state.buffer.popFirst() {
-                        resumeIfDrained(&state)
-                        if state.buffer.count < capacity { wakePoller(&state) }
+                    if let message = takeBuffered(&state) {
                         continuation.resume(returning: message)
                     } else if let failure = state.failure {
                         continuation.resume(throwing: failure)
@@ -226,6 +220,14 @@ final class ConsumerCore: Sendable {
                 }
             }
         }
+    }
+
+    /// The oldest buffered record, if any; taking it may resume throttled partitions and wake the poller.
+    private func takeBuffered(_ state: inout State) -> KafkaConsumerMessage? {
+        guard let message = state.buffer.popFirst() else { return nil }
+        resumeIfDrained(&state)
+        if state.buffer.count < capacity { wakePoller(&state) }
+        return message
     }
 
     /// Resumes the partitions the hand-off paused once it has drained below the threshold.

@@ -163,7 +163,7 @@ final class EventLoop: @unchecked Sendable {
         // A task running on this loop submits at once: no lock, no extra round, and its frames leave with
         // the next flush below. Only while jobs run, never from inside an nghttp2 callback.
         if case .submit(let connection, let ticket) = job, connection.loop === self,
-            ownerThread.load(ordering: .relaxed) == UInt(pthread_self()), runningJobs
+            runs(onThread: UInt(pthread_self())), runningJobs
         {
             connection.submit(ticket)
             return
