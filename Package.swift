@@ -6,6 +6,10 @@ import PackageDescription
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    // Lets the optimizer inline and specialize across our modules (JSON values, the request model and
+    // the transport are used from every other module): about 5% less CPU per notification in
+    // `bench pipeline`. Release only; debug builds and tests are unaffected.
+    .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
 ]
 
 let package = Package(

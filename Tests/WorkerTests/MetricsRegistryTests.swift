@@ -179,4 +179,20 @@ import Testing
         #expect(histogram.snapshot.sum == 20_000)
         #expect((0..<4).map { family.labels(String($0)).value } == [20_000, 20_000, 20_000, 20_000])
     }
+
+    @Test func seriesCacheCountsIntoTheFamilysChildForTheKeysLabels() throws {
+        let registry = MetricsRegistry()
+        let family = try registry.counter("demo_requests_total", help: "Requests.", labelNames: ["status"])
+        let cache = SeriesCache<Int, Counter>(family, capacity: 2) { [$0 == 200 ? "ok" : "error"] }
+        cache[200].increment()
+        cache[200].increment()
+        cache[503].increment()
+        // Past the capacity the cache asks the family each time; the counts still land in the right series.
+        cache[500].increment()
+        cache[500].increment()
+        #expect(cache[200] === family.labels("ok"))
+        #expect(family.labels("ok").value == 2)
+        #expect(family.labels("error").value == 3)
+        #expect(family.labelSetCount == 2)
+    }
 }

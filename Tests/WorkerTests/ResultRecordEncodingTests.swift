@@ -15,7 +15,7 @@ import APNs
         OutcomeRecord(
             eventID: "evt-1", deviceToken: String(repeating: "ab", count: 32), environment: "production",
             topic: "com.example.app", pushType: "alert", ruleID: "chat", status: .delivered, httpStatus: 200,
-            reason: nil, apnsID: "5E5C7C5E-0D2B-4B6B-9E38-C7D1F8A1B001", apnsUniqueID: "u-1",
+            reason: nil, apnsID: try! APNsID(parsing: "5E5C7C5E-0D2B-4B6B-9E38-C7D1F8A1B001"), apnsUniqueID: "u-1",
             attempts: [
                 attempt(503, "ServiceUnavailable", started: 1_795_953_600.0004, latency: .microseconds(12_345_678)),
                 attempt(200, nil, started: 1_795_953_601.999, latency: .milliseconds(3)),
@@ -40,6 +40,15 @@ import APNs
         #expect(String(decoding: direct, as: UTF8.self) == String(decoding: record.json.compactBytes, as: UTF8.self))
         // And it is valid JSON, which our strict parser reads back to the same bytes.
         #expect(try JSONValue(parsing: direct).compactBytes == direct)
+    }
+
+    @Test func apnsIDsAreWrittenInTheirCanonicalLowercaseText() throws {
+        let record = Self.records[0]
+        let object = try JSONValue(parsing: record.jsonBytes)
+        #expect(object["apns_id"]?.stringValue == "5e5c7c5e-0d2b-4b6b-9e38-c7d1f8a1b001")
+        #expect(object["attempts"]?.arrayValue?[0]["apns_id"]?.stringValue == record.attempts[0].apnsID.string)
+        #expect(object["attempts"]?.arrayValue?[1]["apns_id"]?.stringValue == record.attempts[1].apnsID.string)
+        #expect(try JSONValue(parsing: Self.records[1].jsonBytes)["apns_id"]?.isNull == true)
     }
 
     @Test func timestampsAreRFC3339WithMilliseconds() {

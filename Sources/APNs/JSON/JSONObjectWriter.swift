@@ -56,6 +56,20 @@ public struct JSONObjectWriter: ~Copyable {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// An apns-id in its canonical lowercase text (`APNsID.string`), written straight from its 16 bytes, or null.
+    public mutating func apnsID(_ key: StaticString, _ id: APNsID?) {
+        self.key(key)
+        guard let id else {
+            bytes.append(contentsOf: "null".utf8)
+            return
+        }
+        bytes.append(UInt8(ascii: "\""))
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: APNsID.textLength))
+        bytes.withUnsafeMutableBufferPointer { id.write(into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
     public mutating func value(_ key: StaticString, _ value: JSONValue) {
         self.key(key)
         JSONWriter.write(value, into: &bytes)

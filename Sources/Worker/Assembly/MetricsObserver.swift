@@ -8,21 +8,42 @@ struct MetricsObserver: PipelineObserver {
     let next: (any PipelineObserver)?
     /// Pauses come for all partitions (the cap) or for one (a slow record); the gauge counts the union.
     private let paused = PausedPartitions()
+    // The series counted once or more per notification, found by a cheap key.
+    private let recordsConsumed: SeriesCache<String, Counter>
+    private let outcomes: SeriesCache<OutcomeStatus, Counter>
+    private let eventToOutcome: SeriesCache<OutcomeStatus, Histogram>
+    private let requests: SeriesCache<RequestSeries, Counter>
+    private let responseDuration: SeriesCache<APNsEnvironment, Histogram>
+
+    /// The labels of `apns_requests_total`, before folding into their bounded sets.
+    struct RequestSeries: Hashable {
+        var pushType: PushType
+        var httpStatus: Int?
+        var reason: String?
+    }
 
     init(metrics: WorkerMetrics, next: (any PipelineObserver)?) {
         self.metrics = metrics
         self.next = next
+        recordsConsumed = SeriesCache(metrics.recordsConsumed) { [$0] }
+        outcomes = SeriesCache(metrics.outcomes) { [$0.rawValue] }
+        eventToOutcome = SeriesCache(metrics.eventToOutcome) { [$0.rawValue] }
+        requests = SeriesCache(metrics.apnsRequests) {
+            [WorkerMetrics.pushTypeLabel($0.pushType.rawValue), WorkerMetrics.statusLabel($0.httpStatus),
+             WorkerMetrics.reasonLabel($0.reason)]
+        }
+        responseDuration = SeriesCache(metrics.apnsResponseDuration) { [$0.rawValue] }
     }
 
     func recordReceived(_ record: SourceRecord) {
-        metrics.recordsConsumed.labels(record.topic).increment()
+        recordsConsumed[record.topic].increment()
         next?.recordReceived(record)
     }
 
     func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {
-        metrics.outcomes.labels(outcome.status.rawValue).increment()
+        outcomes[outcome.status].increment()
         if let eventTime {
-            metrics.eventToOutcome.labels(outcome.status.rawValue).observe(max(0, outcome.completedAt - eventTime))
+            eventToOutcome[outcome.status].observe(max(0, outcome.completedAt - eventTime))
         }
         next?.outcomePublished(outcome, eventTime: eventTime)
     }
@@ -39,10 +60,11 @@ struct MetricsObserver: PipelineObserver {
 
     /// Every attempt of a send: requests by type/status/reason, retries, response times.
     func delivered(_ push: PlannedPush, _ result: DeliveryResult) {
-        let pushType = push.request.pushType.rawValue
+        let pushType = push.request.pushType
         for (index, attempt) in result.attempts.enumerated() {
-            metrics.countRequest(pushType: pushType, httpStatus: attempt.httpStatus, reason: attempt.reason)
-            metrics.apnsResponseDuration.labels(push.request.environment.rawValue).observe(attempt.latency)
+            requests[RequestSeries(pushType: pushType, httpStatus: attempt.httpStatus, reason: attempt.reason)]
+                .increment()
+            responseDuration[push.request.environment].observe(attempt.latency)
             if index > 0 { metrics.retries.labels(WorkerMetrics.reasonLabel(result.attempts[index - 1].reason)).increment() }
         }
         if let reason = result.response?.reason, result.response?.reasonClass == .invalidToken {

@@ -243,3 +243,31 @@ extension MetricFamily: ExposableFamily {
         }
     }
 }
+
+/// A family's children looked up by a cheap key (an enum, a status code) instead of their label strings.
+///
+/// Hot paths count several series per notification. `labels(_:)` builds a `[String]`, folds each value
+/// into its bounded set and hashes the strings under the family's lock; this lock hashes a small key once.
+/// Bounded: past `capacity` keys it stops remembering and asks the family each time (the family itself
+/// folds excess label sets into `other`). Not for families whose children are removed (it would keep
+/// counting into a removed child).
+public final class SeriesCache<Key: Hashable & Sendable, Child: AnyObject & Sendable>: Sendable {
+    private let family: MetricFamily<Child>
+    private let labelValues: @Sendable (Key) -> [String]
+    private let capacity: Int
+    private let children = Mutex<[Key: Child]>([:])
+
+    /// - Parameter labelValues: the family's label values for a key, in the order of its label names.
+    public init(_ family: MetricFamily<Child>, capacity: Int = 256, labelValues: @escaping @Sendable (Key) -> [String]) {
+        self.family = family
+        self.labelValues = labelValues
+        self.capacity = capacity
+    }
+
+    public subscript(key: Key) -> Child {
+        if let child = children.withLock({ $0[key] }) { return child }
+        let child = family.labels(labelValues(key))
+        children.withLock { if $0.count < capacity { $0[key] = child } }
+        return child
+    }
+}

@@ -260,7 +260,7 @@ public final class Pipeline: SourceHandler {
                     topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
                     status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
                     reason: result.response?.reason?.rawValue ?? last?.reason,
-                    apnsID: result.finalAPNsID?.string, apnsUniqueID: result.response?.apnsUniqueID,
+                    apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
                     attempts: result.attempts, source: source, completedAt: now), result)
             case .skip(let device, let reason, let ruleID, let topic, let pushType):
                 return (OutcomeRecord(

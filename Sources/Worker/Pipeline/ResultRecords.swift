@@ -20,7 +20,8 @@ public struct OutcomeRecord: Sendable {
     public var status: OutcomeStatus
     public var httpStatus: Int?
     public var reason: String?
-    public var apnsID: String?
+    /// The last attempt's apns-id: kept as its 16 bytes and written as text only into the record.
+    public var apnsID: APNsID?
     public var apnsUniqueID: String?
     public var attempts: [DeliveryAttempt]
     public var source: RecordSource
@@ -40,10 +41,10 @@ public struct OutcomeRecord: Sendable {
         writer.string("status", status.rawValue)
         writer.integer("http_status", httpStatus.map(Int64.init))
         writer.string("reason", reason)
-        writer.string("apns_id", apnsID)
+        writer.apnsID("apns_id", apnsID)
         writer.string("apns_unique_id", apnsUniqueID)
         writer.objects("attempts", attempts) { object, attempt in
-            object.string("apns_id", attempt.apnsID.string)
+            object.apnsID("apns_id", attempt.apnsID)
             object.integer("http_status", attempt.httpStatus.map(Int64.init))
             object.string("reason", attempt.reason)
             object.timestamp("started_at", attempt.startedAt.timeIntervalSince1970)
@@ -69,7 +70,7 @@ public struct OutcomeRecord: Sendable {
         object.appendUnchecked("status", .string(status.rawValue))
         object.appendUnchecked("http_status", httpStatus.map { .int(Int64($0)) } ?? .null)
         object.appendUnchecked("reason", reason.map(JSONValue.string) ?? .null)
-        object.appendUnchecked("apns_id", apnsID.map(JSONValue.string) ?? .null)
+        object.appendUnchecked("apns_id", apnsID.map { .string($0.string) } ?? .null)
         object.appendUnchecked("apns_unique_id", apnsUniqueID.map(JSONValue.string) ?? .null)
         object.appendUnchecked("attempts", .array(attempts.map(\.json)))
         object.appendUnchecked(
