@@ -142,7 +142,7 @@ public final class APNsClient: Sendable {
     public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
         let clock = ContinuousClock()
         let firstStart = clock.now
-        let first = await attemptOnce(request, clock: clock)
+        let first = await attemptOnce(request, clock: clock, start: firstStart)
         if first.record.httpStatus == 200, let response = first.response {
             return DeliveryResult(status: .delivered, response: response, attempts: [first.record],
                 summary: "accepted by APNs")
@@ -160,8 +160,8 @@ public final class APNsClient: Sendable {
     }
 
     nonisolated(nonsending)
-    private func attemptOnce(_ request: APNsRequest, clock: ContinuousClock) async -> RecordedAttempt {
-        let attemptStart = clock.now
+    private func attemptOnce(_ request: APNsRequest, clock: ContinuousClock,
+                             start attemptStart: ContinuousClock.Instant) async -> RecordedAttempt {
         var attempt = RecordedAttempt(record: DeliveryAttempt(apnsID: request.apnsID, httpStatus: nil, reason: nil,
             errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
         do {
@@ -230,7 +230,7 @@ public final class APNsClient: Sendable {
                 }
             }
             current.apnsID = .random()
-            last = await attemptOnce(current, clock: clock)
+            last = await attemptOnce(current, clock: clock, start: clock.now)
             attempts.append(last.record)
             if last.record.httpStatus == 200, let response = last.response {
                 return DeliveryResult(status: .delivered, response: response, attempts: attempts,

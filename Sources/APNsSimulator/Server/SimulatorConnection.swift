@@ -417,8 +417,22 @@ final class SimulatorConnection: @unchecked Sendable {
             }
             return 0
         }
-        stream.request.addHeader(name: String(decoding: nameBytes, as: UTF8.self), value: valueString)
+        stream.request.addHeader(name: Self.headerName(nameBytes), value: valueString)
         return 0
+    }
+
+    /// The names APNs requests carry, as literals: a request's nine or so header names then cost no
+    /// allocation, and comparing them with the validator's literals is cheap.
+    private static let knownHeaderNames: [String] = [
+        "authorization", "apns-id", "apns-push-type", "apns-topic", "apns-priority", "apns-expiration",
+        "apns-collapse-id", "content-length", "content-type", "user-agent", "accept-encoding",
+    ]
+
+    private static func headerName(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        for name in knownHeaderNames where name.utf8.count == bytes.count && name.utf8.elementsEqual(bytes) {
+            return name
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private func onData(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {

@@ -7,7 +7,7 @@ struct IncomingRequest: Sendable {
     var method: String?
     var path: String?
     /// Regular (non-pseudo) headers in arrival order, names lowercase as HTTP/2 requires.
-    var headers: [APNsHeaderField] = []
+    var headers: [APNsHeaderField] = IncomingRequest.emptyHeaders()
     /// True when an `authorization` header arrived (records leave it out).
     var hasAuthorization = false
     /// The first regular header name that arrived more than once.
@@ -20,6 +20,13 @@ struct IncomingRequest: Sendable {
     /// The most body bytes a stream keeps: enough to tell the largest allowed payload (5120, voip)
     /// from one byte more, so an oversized body cannot grow memory.
     static let bodyCapacity = 5121
+
+    /// Room for an APNs request's headers (about nine), so adding them does not grow the array three times.
+    static func emptyHeaders() -> [APNsHeaderField] {
+        var headers: [APNsHeaderField] = []
+        headers.reserveCapacity(12)
+        return headers
+    }
 
     init(method: String? = nil, path: String? = nil, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.method = method

@@ -2,6 +2,9 @@
 // module's ProviderTokenVerifier), the token's age, how often a connection changes its token, and
 // that a connection keeps the key of its first token.
 import APNs
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What one connection has shown so far.
 struct ProviderTokenConnectionState: Sendable {
@@ -74,7 +77,8 @@ struct ProviderTokenAuthenticator: Sendable {
         return current.withUTF8 { currentBytes in
             text.withUTF8 { textBytes in
                 textBytes.count - prefix == currentBytes.count
-                    && UnsafeBufferPointer(rebasing: textBytes[prefix...]).elementsEqual(currentBytes)
+                    && (currentBytes.isEmpty
+                        || memcmp(textBytes.baseAddress! + prefix, currentBytes.baseAddress!, currentBytes.count) == 0)
             }
         }
     }
