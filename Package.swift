@@ -25,6 +25,11 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // The executable's malloc. The worker allocates on its event loops and frees on librdkafka's and the
+        // producer's threads, and every record's task takes a 1 KiB allocator slab; glibc's malloc spent
+        // ~10% of a loop thread there. jemalloc's per-thread caches and size classes cut the worker's CPU per
+        // notification by about 8% in `bench pipeline`.
+        .systemLibrary(name: "CJemalloc", pkgConfig: "jemalloc", providers: [.apt(["libjemalloc-dev"])]),
 
         .target(
             name: "APNs", dependencies: ["CNghttp2", "COpenSSL"], swiftSettings: strict,
@@ -39,7 +44,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "ChildProcesses", swiftSettings: strict),
-        .executableTarget(name: "apns-worker", dependencies: ["Worker", "ChildProcesses"], swiftSettings: strict),
+        .executableTarget(
+            name: "apns-worker", dependencies: ["Worker", "ChildProcesses", "CJemalloc"], swiftSettings: strict),
 
         .testTarget(name: "APNsTests", dependencies: ["APNs", "ChildProcesses"], swiftSettings: strict),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs"], swiftSettings: strict),

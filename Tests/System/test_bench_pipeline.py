@@ -20,6 +20,8 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     out = run.stdout
+    # The executable links jemalloc so that it, not glibc, serves every malloc (the bench measures with it).
+    assert re.search(r"bench pipeline: memory allocator jemalloc \d+\.\d+", out), out
     finished, notifications, seconds, events_rate, notification_rate = number(
         r"phase 1 \(backlog\): (\d+) events, (\d+) notifications in ([\d.]+) s: (\d+) events/s, (\d+) notifications/s",
         out)

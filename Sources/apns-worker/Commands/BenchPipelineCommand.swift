@@ -25,6 +25,7 @@ struct BenchPipelineCommand: Command {
         options.events = try arguments.integer("-n", default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
         options.latencySeconds = Double(try arguments.integer("--latency-seconds", default: 5, range: 1...600) ?? 5)
         options.maxInFlight = try arguments.integer("--max-in-flight", default: 1000, range: 1...1_000_000) ?? 1000
+        FileHandle.standardOutput.write(Data("bench pipeline: memory allocator \(MemoryAllocator.description)\n".utf8))
         return await PipelineBenchmark.run(options) { line in
             FileHandle.standardOutput.write(Data((line + "\n").utf8))
         }

@@ -122,7 +122,7 @@ struct BenchSendCommand: Command {
         print("  layer \(layer), senders on the \(executorChoice) executor, \(connections) connection(s) × "
             + "\(streams) streams, \(loopThreads) loop thread(s), payload "
             + "\(workload.payloadByteCount) bytes; load average \(String(format: "%.2f", load.oneMinute)) "
-            + "on \(load.cpus) CPUs before the run")
+            + "on \(load.cpus) CPUs before the run; \(MemoryAllocator.description)")
 
         // Warm up: open the connections, let the server and both sides reach steady state.
         let warmUp = try arguments.integer("--warm-up", default: min(count, max(2_000, connections * streams * 4)),
