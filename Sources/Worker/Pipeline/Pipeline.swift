@@ -72,7 +72,8 @@ public func monotonicSeconds() -> Double {
 /// Runs records from an `EventSource` through the rules and the transport into a `ResultSink`.
 ///
 /// - Important: `received`, `assigned` and `revoking` are called on the source's thread; records
-///   are processed concurrently on Swift's cooperative pool; no call here blocks that pool.
+///   are processed concurrently on record lanes (long-lived tasks on `processingExecutor`, or on Swift's
+///   cooperative pool); no call here blocks a thread.
 public final class Pipeline: SourceHandler {
     struct State {
         var tracker = OffsetTracker()
@@ -95,11 +96,23 @@ public final class Pipeline: SourceHandler {
     /// Where each record's task runs; nil for the global concurrent executor.
     let processingExecutor: (@Sendable () -> any TaskExecutor)?
     let state: Mutex<State>
+    /// The tasks records are processed on: a lane per record in flight, kept between records.
+    let lanes: RecordLanes<TakenRecord>
 
-    /// - Parameter processingExecutor: gives the executor each record's task prefers (called once per
-    ///   record): the worker passes its event loops, so that a record's sends and their responses stay on
-    ///   one thread. Only non-blocking work runs in a record's task. Nil runs records on the global
-    ///   concurrent executor.
+    /// A record the pipeline took, with the assignment generation it was taken in.
+    struct TakenRecord: Sendable {
+        var record: SourceRecord
+        var generation: UInt64
+    }
+
+    /// Lanes kept at most: one per record in flight (the cap bounds how many are busy at once), but no
+    /// more than this, since each holds about 1.5 KiB while idle. Records beyond it get tasks of their own.
+    static let maximumLanes = 4096
+
+    /// - Parameter processingExecutor: gives the executor each record lane prefers (called once per
+    ///   lane): the worker passes its event loops, so that a record's sends and their responses stay on
+    ///   one thread. Only non-blocking work runs on a lane. Nil runs records on the global concurrent
+    ///   executor.
     public init(
         configuration: PipelineConfiguration, source: any EventSource, sink: any ResultSink,
         planner: any NotificationPlanner, transport: any PushTransport, observer: (any PipelineObserver)? = nil,
@@ -114,6 +127,9 @@ public final class Pipeline: SourceHandler {
         self.observer = observer
         let cap = max(1, configuration.maxRecordsInFlight)
         state = Mutex(State(flow: FlowControl(capacity: cap, lowWaterMark: configuration.resumeBelow ?? cap / 2)))
+        lanes = RecordLanes(maximumLanes: min(cap, Self.maximumLanes), executor: processingExecutor)
+        // Weak: the lanes belong to the pipeline, and their idle tasks must not keep it alive.
+        lanes.start { [weak self] taken in await self?.process(taken.record, generation: taken.generation) }
     }
 
     /// Starts consuming.
@@ -157,9 +173,7 @@ public final class Pipeline: SourceHandler {
         }
         guard let generation else { return }
         observer?.recordReceived(record)
-        Task(executorPreference: processingExecutor?()) {
-            await self.process(record, generation: generation)
-        }
+        lanes.submit(TakenRecord(record: record, generation: generation))
     }
 
     public func assigned(_ partitions: [TopicPartition]) {
@@ -390,6 +404,8 @@ public final class Pipeline: SourceHandler {
         let left = recordsInFlight
         _ = await sink.flush(timeout: max(1, deadline - monotonicSeconds()))
         try? await source.close()
+        // Idle lanes end now; a lane still busy with an abandoned record ends when that record does.
+        lanes.stop()
         return left
     }
 }
