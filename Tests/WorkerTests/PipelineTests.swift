@@ -200,6 +200,33 @@ import Testing
         #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 1)
     }
 
+    /// Each push of an event waits until all of them have started: sending them one after another would
+    /// never finish. The outcomes still come in the event's device order.
+    @Test(arguments: [2, 3, 4])
+    func anEventsSendsRunConcurrentlyAndItsOutcomesKeepDeviceOrder(devices: Int) async throws {
+        let tokens = Array(Self.tokens.prefix(devices).reversed())
+        let source = InMemoryEventSource(records: [makeRecord(partition: 0, offset: 0, devices: tokens, id: "evt-c")])
+        let sink = InMemoryResultSink()
+        let started = Atomic<Int>(0)
+        let transport = ClosureTransport { push in
+            started.add(1, ordering: .relaxed)
+            let deadline = Date().addingTimeInterval(5)
+            while started.load(ordering: .relaxed) < devices && Date() < deadline {
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+            return started.load(ordering: .relaxed) >= devices
+                ? apnsAnswer(push, status: 200) : apnsAnswer(push, status: 500, reason: "InternalServerError")
+        }
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: transport)
+        try pipeline.start()
+        await waitUntil { pipeline.counters.recordsFinished == 1 }
+        let outcomes = sink.json(on: "push.outcomes")
+        #expect(outcomes.map { $0["device_token"]?.stringValue } == tokens)
+        #expect(outcomes.allSatisfy { $0["status"] == "delivered" })
+    }
+
     @Test func deadTokensProduceInvalidTokenEventsKeyedByToken() async throws {
         let records = [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0], Self.tokens[3]], id: "evt-9")]
         let source = InMemoryEventSource(records: records)

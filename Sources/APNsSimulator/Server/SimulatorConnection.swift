@@ -410,9 +410,9 @@ final class SimulatorConnection: @unchecked Sendable {
         let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
         let valueString = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
         if nameLength > 0 && name[0] == UInt8(ascii: ":") {
-            if nameBytes.elementsEqual(":method".utf8) {
+            if Self.bytes(nameBytes, equal: ":method") {
                 stream.request.method = valueString
-            } else if nameBytes.elementsEqual(":path".utf8) {
+            } else if Self.bytes(nameBytes, equal: ":path") {
                 stream.request.path = valueString
             }
             return 0
@@ -421,16 +421,27 @@ final class SimulatorConnection: @unchecked Sendable {
         return 0
     }
 
-    /// The names APNs requests carry, as literals: a request's nine or so header names then cost no
-    /// allocation, and comparing them with the validator's literals is cheap.
-    private static let knownHeaderNames: [String] = [
+    /// The names APNs requests carry, kept as strings made once: a request's nine or so header names then
+    /// cost no allocation. Matched by length and memcmp (a `String.UTF8View` walk per candidate cost more
+    /// than the allocation it saved).
+    private static let knownHeaderNames: [(bytes: [UInt8], name: String)] = [
         "authorization", "apns-id", "apns-push-type", "apns-topic", "apns-priority", "apns-expiration",
         "apns-collapse-id", "content-length", "content-type", "user-agent", "accept-encoding",
-    ]
+    ].map { (Array($0.utf8), $0) }
+
+    /// Byte-for-byte equality with a literal, by memcmp (a generic `elementsEqual` over `String.UTF8View`
+    /// walks index by index through protocol witnesses).
+    private static func bytes(_ bytes: UnsafeBufferPointer<UInt8>, equal literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount
+            && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
+    }
 
     private static func headerName(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        for name in knownHeaderNames where name.utf8.count == bytes.count && name.utf8.elementsEqual(bytes) {
-            return name
+        guard let start = bytes.baseAddress else { return "" }
+        for known in knownHeaderNames where known.bytes.count == bytes.count {
+            if known.bytes.withUnsafeBufferPointer({ memcmp($0.baseAddress!, start, bytes.count) }) == 0 {
+                return known.name
+            }
         }
         return String(decoding: bytes, as: UTF8.self)
     }

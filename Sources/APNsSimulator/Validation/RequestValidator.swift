@@ -211,17 +211,19 @@ struct RequestValidator: Sendable {
     /// the path itself wrong.
     private static func classify(_ token: Substring.UTF8View) -> TokenCharacters {
         // Contiguous bytes when the path has them (it always does): a UTF8View walk checks every index.
-        token.withContiguousStorageIfAvailable { classify(bytes: $0) } ?? classify(bytes: token)
+        token.withContiguousStorageIfAvailable { classify(bytes: $0) }
+            ?? Array(token).withUnsafeBufferPointer { classify(bytes: $0) }
     }
 
-    private static func classify(bytes token: some Collection<UInt8>) -> TokenCharacters {
+    private static func classify(bytes token: UnsafeBufferPointer<UInt8>) -> TokenCharacters {
         var result = TokenCharacters.hex
         for byte in token {
-            switch byte {
-            case 0x30...0x39, 0x41...0x46, 0x61...0x66: continue
-            case UInt8(ascii: "/"), UInt8(ascii: "?"): return .pathSyntax
-            default: result = .other
-            }
+            // Comparisons, not range patterns: those compiled to generic `ClosedRange.contains` calls per byte.
+            let isDigit = byte &- UInt8(ascii: "0") < 10
+            let isHexLetter = (byte | 0x20) &- UInt8(ascii: "a") < 6
+            if isDigit || isHexLetter { continue }
+            if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") { return .pathSyntax }
+            result = .other
         }
         return result
     }

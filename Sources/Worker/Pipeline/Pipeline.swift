@@ -254,10 +254,18 @@ public final class Pipeline: SourceHandler {
         if sends.count == 1, case .send(let push, _) = plans[sends[0]] {
             // One device (the common event): no task group, no child task.
             reports[sends[0]] = await transport.deliver(push)
+        } else if sends.count == 2, case .send(let first, _) = plans[sends[0]],
+            case .send(let second, _) = plans[sends[1]]
+        {
+            // Two devices, the next most common event: an `async let` child lives in this task's own
+            // allocator, where a task group's child is malloc'ed with a slab of its own.
+            async let secondReport = transport.deliver(second)
+            reports[sends[0]] = await transport.deliver(first)
+            reports[sends[1]] = await secondReport
         } else if !sends.isEmpty {
             await withTaskGroup(of: (Int, DeliveryResult).self) { group in
                 // The first send runs in this task while child tasks carry the others: one task fewer per
-                // event (two devices, the next most common event, need one child instead of two).
+                // event.
                 for index in sends.dropFirst() {
                     guard case .send(let push, _) = plans[index] else { continue }
                     group.addTask { (index, await self.transport.deliver(push)) }
