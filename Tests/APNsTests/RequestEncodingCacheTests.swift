@@ -17,7 +17,10 @@ import Testing
         #expect(http.headers.map { APNsHeaderField($0.name, $0.value) } == wire.headers)
         // Values that change with every request are kept out of the HPACK table; the rest may be indexed.
         #expect(!http.isPathIndexable)
-        #expect(http.headers.filter { !$0.isIndexable }.map(\.name) == ["apns-id"])
+        #expect(http.headers.filter { !$0.isIndexable }.map(\.name) == ["apns-expiration", "apns-collapse-id", "apns-id"])
+        #expect(http.headers.filter(\.isIndexable).map(\.name) == [
+            "authorization", "apns-push-type", "apns-topic", "apns-priority",
+        ])
     }
 
     @Test func aCopyWithAnotherPushTypeIsCheckedForThatPushType() {
