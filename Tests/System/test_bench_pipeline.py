@@ -42,6 +42,11 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     # The simulator's threads name themselves; its share cannot be zero when it answered every push.
     assert worker > 0 and simulator > 0
     assert worker + simulator + brokers <= per_notification * 1.05 + 1
+    loops, kafka_clients, other = number(
+        r"the worker's part by thread: event loops ([\d.]+), Kafka clients ([\d.]+), other (-?[\d.]+)", out)
+    # Records are processed on the event loops; librdkafka's threads consume and produce.
+    assert loops > 0 and kafka_clients > 0
+    assert abs(loops + kafka_clients + other - worker) <= 0.3
     p50, p99 = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert 0 < p50 <= p99 < 30_000
     (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 1000\)", out)

@@ -72,6 +72,9 @@ public enum PipelineBenchmark {
             print(String(format: "  by part, µs per notification: worker %.1f, APNs simulator %.1f, mock Kafka brokers %.1f",
                          perNotification(parts.worker), perNotification(parts.simulator),
                          perNotification(parts.mockKafka)))
+            print(String(format: "  the worker's part by thread: event loops %.1f, Kafka clients %.1f, other %.1f",
+                         perNotification(parts.eventLoops), perNotification(parts.kafkaClients),
+                         perNotification(parts.worker - parts.eventLoops - parts.kafkaClients)))
 
             // Phase 2: a live stream at half the measured rate; occurred_at is the moment of producing.
             latencies.reset()
@@ -180,6 +183,10 @@ struct ThreadCPU {
     var worker = 0.0
     var simulator = 0.0
     var mockKafka = 0.0
+    // The worker's part by thread: its event loops (records, rules, HTTP/2), librdkafka's threads and the
+    // consumer's and producer's poll threads, and the rest (Swift's pool: the consumer hand-off).
+    var eventLoops = 0.0
+    var kafkaClients = 0.0
 
     static func byPart() -> ThreadCPU {
         var parts = ThreadCPU()
@@ -200,6 +207,11 @@ struct ThreadCPU {
                 parts.mockKafka += seconds
             } else {
                 parts.worker += seconds
+                if name.hasPrefix("apns-h2-loop") {
+                    parts.eventLoops += seconds
+                } else if name.hasPrefix("rdk:") || name.hasPrefix("kafka-") {
+                    parts.kafkaClients += seconds
+                }
             }
         }
         return parts
@@ -207,6 +219,7 @@ struct ThreadCPU {
 
     func subtracting(_ earlier: ThreadCPU) -> ThreadCPU {
         ThreadCPU(worker: worker - earlier.worker, simulator: simulator - earlier.simulator,
-                  mockKafka: mockKafka - earlier.mockKafka)
+                  mockKafka: mockKafka - earlier.mockKafka, eventLoops: eventLoops - earlier.eventLoops,
+                  kafkaClients: kafkaClients - earlier.kafkaClients)
     }
 }
