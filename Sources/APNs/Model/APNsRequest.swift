@@ -1,5 +1,8 @@
 // One notification to one device, and its rendering into exactly what goes on the wire.
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A notification for one device: the typed headers and the JSON payload.
 ///
@@ -223,7 +226,14 @@ public struct APNsRequest: Sendable, Hashable {
     /// Topic syntax: a bundle id's characters (A-Z, a-z, 0-9, '-', '.'), with the push type's suffix.
     /// Works on UTF-8 bytes: it runs for every request.
     static func checkTopic(_ topic: String, pushType: PushType, problems: inout [APNsRequestProblem]) {
-        let bytes = topic.utf8
+        // Contiguous bytes (a native string's own; a bridged one is copied): a `String.UTF8View` walk goes
+        // through protocol witnesses per byte.
+        var contiguous = topic
+        contiguous.withUTF8 { checkTopic(topic, bytes: $0, pushType: pushType, problems: &problems) }
+    }
+
+    private static func checkTopic(_ topic: String, bytes: UnsafeBufferPointer<UInt8>, pushType: PushType,
+                                   problems: inout [APNsRequestProblem]) {
         if bytes.isEmpty {
             problems.append(APNsRequestProblem(
                 .topicEmpty, field: "apns-topic",
@@ -294,12 +304,25 @@ public struct APNsRequest: Sendable, Hashable {
 
     /// Byte-wise: `text` is longer than `suffix` and ends with it.
     static func hasASCIISuffix(_ text: String, _ suffix: String) -> Bool {
-        text.utf8.count > suffix.utf8.count && text.utf8.suffix(suffix.utf8.count).elementsEqual(suffix.utf8)
+        var text = text, suffix = suffix
+        return text.withUTF8 { text in
+            suffix.withUTF8 { suffix in
+                text.count > suffix.count
+                    && (suffix.isEmpty || memcmp(text.baseAddress! + (text.count - suffix.count), suffix.baseAddress!,
+                                                 suffix.count) == 0)
+            }
+        }
     }
 
     /// Byte-wise: `text` is longer than `prefix` and starts with it.
     static func hasASCIIPrefix(_ text: String, _ prefix: String) -> Bool {
-        text.utf8.count > prefix.utf8.count && text.utf8.prefix(prefix.utf8.count).elementsEqual(prefix.utf8)
+        var text = text, prefix = prefix
+        return text.withUTF8 { text in
+            prefix.withUTF8 { prefix in
+                text.count > prefix.count
+                    && (prefix.isEmpty || memcmp(text.baseAddress!, prefix.baseAddress!, prefix.count) == 0)
+            }
+        }
     }
 
     /// The problem for a topic with a character a bundle id cannot have; names the first one.
