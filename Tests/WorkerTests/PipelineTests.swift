@@ -7,6 +7,17 @@ import Testing
 @Suite struct PipelineTests {
     static let tokens = (0..<4).map { String(format: "%064x", $0 + 1) }
 
+    /// A started pipeline with the default configuration, planning a push per device.
+    func startPipeline(_ source: InMemoryEventSource, _ sink: InMemoryResultSink, _ transport: ClosureTransport) throws
+        -> Pipeline
+    {
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: transport)
+        try pipeline.start()
+        return pipeline
+    }
+
     func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async {
         let deadline = Date().addingTimeInterval(timeout)
         while !condition() && Date() < deadline { try? await Task.sleep(for: .milliseconds(5)) }
@@ -190,10 +201,7 @@ import Testing
                 ? apnsAnswer(push, status: 410, reason: "Unregistered", timestampMilliseconds: 1_795_953_600_000)
                 : apnsAnswer(push, status: 200)
         }
-        let pipeline = Pipeline(
-            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: transport)
-        try pipeline.start()
+        let pipeline = try startPipeline(source, sink, transport)
         await waitUntil { pipeline.counters.recordsFinished + pipeline.counters.publishFailures == 3 }
         #expect(pipeline.counters.publishFailures == 1)
         #expect(pipeline.fatalError != nil)
@@ -218,10 +226,7 @@ import Testing
             return started.load(ordering: .relaxed) >= devices
                 ? apnsAnswer(push, status: 200) : apnsAnswer(push, status: 500, reason: "InternalServerError")
         }
-        let pipeline = Pipeline(
-            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: transport)
-        try pipeline.start()
+        let pipeline = try startPipeline(source, sink, transport)
         await waitUntil { pipeline.counters.recordsFinished == 1 }
         let outcomes = sink.json(on: "push.outcomes")
         #expect(outcomes.map { $0["device_token"]?.stringValue } == tokens)
@@ -237,10 +242,7 @@ import Testing
                 ? apnsAnswer(push, status: 410, reason: "Unregistered", timestampMilliseconds: 1_795_953_600_000)
                 : apnsAnswer(push, status: 200)
         }
-        let pipeline = Pipeline(
-            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: transport)
-        try pipeline.start()
+        let pipeline = try startPipeline(source, sink, transport)
         await waitUntil { pipeline.counters.recordsFinished == 1 }
         let invalid = sink.records(on: "push.invalid-tokens")
         try #require(invalid.count == 1)
@@ -262,10 +264,7 @@ import Testing
             while !gate.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(2)) }
             return apnsAnswer(push, status: 200)
         }
-        let pipeline = Pipeline(
-            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: transport)
-        try pipeline.start()
+        let pipeline = try startPipeline(source, sink, transport)
         await waitUntil { pipeline.counters.recordsTaken == 1 }
         let partition = TopicPartition(topic: "push.requests", partition: 0)
         let started = Date()

@@ -46,27 +46,27 @@ public struct JSONObjectWriter: ~Copyable {
 
     /// A UNIX time as an RFC 3339 string with milliseconds (`RFC3339.format`), or null.
     public mutating func timestamp(_ key: StaticString, _ seconds: Double?) {
-        self.key(key)
-        guard let seconds else {
-            bytes.append(contentsOf: "null".utf8)
-            return
-        }
-        bytes.append(UInt8(ascii: "\""))
-        RFC3339.append(seconds, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+        quoted(key, seconds) { RFC3339.append($1, to: &$0) }
     }
 
     /// An apns-id in its canonical lowercase text (`APNsID.string`), written straight from its 16 bytes, or null.
     public mutating func apnsID(_ key: StaticString, _ id: APNsID?) {
+        quoted(key, id) { bytes, id in
+            let start = bytes.count
+            bytes.append(contentsOf: repeatElement(0, count: APNsID.textLength))
+            bytes.withUnsafeMutableBufferPointer { id.write(into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+        }
+    }
+
+    /// `"key":"<text>"` with the text written by `write` (it needs no escaping), or `"key":null`.
+    private mutating func quoted<Value>(_ key: StaticString, _ value: Value?, _ write: (inout [UInt8], Value) -> Void) {
         self.key(key)
-        guard let id else {
+        guard let value else {
             bytes.append(contentsOf: "null".utf8)
             return
         }
         bytes.append(UInt8(ascii: "\""))
-        let start = bytes.count
-        bytes.append(contentsOf: repeatElement(0, count: APNsID.textLength))
-        bytes.withUnsafeMutableBufferPointer { id.write(into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+        write(&bytes, value)
         bytes.append(UInt8(ascii: "\""))
     }
 
