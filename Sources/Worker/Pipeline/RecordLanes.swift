@@ -92,10 +92,11 @@ final class RecordLanes<Item: Sendable>: Sendable {
     var idleCount: Int { state.withLock { $0.idle.count } }
 
     private func runLane(first: Item, handler: @escaping Handler) async {
-        var next: Item? = first
-        while let item = next {
-            await handler(item)
-            next = await nextItem()
+        var pending: Item? = first
+        while true {
+            // The item's scope ends before the wait: an idle lane holds no record.
+            if let item = pending.take() { await handler(item) } else { break }
+            pending = await nextItem()
         }
         state.withLock { $0.lanesRunning -= 1 }
     }
