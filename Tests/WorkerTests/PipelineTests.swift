@@ -233,6 +233,19 @@ import Testing
         #expect(outcomes.allSatisfy { $0["status"] == "delivered" })
     }
 
+    @Test func aPipelineDroppedWithoutDrainEndsItsIdleLanes() async throws {
+        var lanes: RecordLanes<Pipeline.TakenRecord>?
+        do {
+            let source = InMemoryEventSource(records: [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]])])
+            let pipeline = try startPipeline(source, InMemoryResultSink(), ClosureTransport { apnsAnswer($0, status: 200) })
+            await waitUntil { pipeline.counters.recordsFinished == 1 }
+            lanes = pipeline.lanes
+            #expect(lanes?.counts.lanesRunning == 1)
+        }
+        await waitUntil(5) { lanes?.counts.lanesRunning == 0 }
+        #expect(lanes?.counts.lanesRunning == 0)
+    }
+
     @Test func deadTokensProduceInvalidTokenEventsKeyedByToken() async throws {
         let records = [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0], Self.tokens[3]], id: "evt-9")]
         let source = InMemoryEventSource(records: records)

@@ -132,6 +132,11 @@ public final class Pipeline: SourceHandler {
         lanes.start { [weak self] taken in await self?.process(taken.record, generation: taken.generation) }
     }
 
+    deinit {
+        // A pipeline dropped without `drain` (tests, a failed start) must not leave idle lane tasks behind.
+        lanes.stop()
+    }
+
     /// Starts consuming.
     public func start() throws {
         try source.start(handler: self)
