@@ -99,6 +99,8 @@ final class InMemoryEventSource: EventSource {
 
 final class InMemoryResultSink: ResultSink {
     let published = Mutex<[OutboundRecord]>([])
+    /// Every record in the order `publish` was called (acknowledgements come back in any order).
+    let submitted = Mutex<[OutboundRecord]>([])
     let pending = Atomic<Int>(0)
     let failTopic: String?
     let delay: Double
@@ -109,6 +111,7 @@ final class InMemoryResultSink: ResultSink {
     }
 
     func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        submitted.withLock { $0.append(record) }
         pending.add(1, ordering: .relaxed)
         let fail = record.topic == failTopic
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in

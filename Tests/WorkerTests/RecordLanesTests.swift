@@ -112,7 +112,9 @@ func laneEventually(_ condition: () -> Bool, within seconds: Double = 5) async -
         let lanes = RecordLanes<Int>(maximumLanes: 8, executor: { loops.taskExecutor() })
         lanes.start { _ in
             threads.withLock { _ = $0.insert(Thread.current.name ?? "unnamed") }
-            try? await Task.sleep(for: .milliseconds(20))  // resumes on the lane's executor too
+            // Resumes on the lane's executor too. (Not `Task.sleep`: the runtime resumes a sleeping task on
+            // the global pool first, whatever its executor preference.)
+            await Task.yield()
             threads.withLock { _ = $0.insert(Thread.current.name ?? "unnamed") }
         }
         for item in 0..<8 { lanes.submit(item) }
