@@ -93,7 +93,7 @@ public final class Pipeline: SourceHandler {
     let planner: any NotificationPlanner
     let transport: any PushTransport
     let observer: (any PipelineObserver)?
-    /// Where each record's task runs; nil for the global concurrent executor.
+    /// Where record lanes run; nil for the global concurrent executor.
     let processingExecutor: (@Sendable () -> any TaskExecutor)?
     let state: Mutex<State>
     /// The tasks records are processed on: a lane per record in flight, kept between records.
