@@ -168,11 +168,9 @@ public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
         var invalid = false
         func hex(_ start: Int, _ end: Int, into value: inout UInt64) {
             for index in start..<end {
-                let byte = text[index]
-                let digit = byte &- UInt8(ascii: "0")
-                let letter = (byte | 0x20) &- UInt8(ascii: "a")  // either case
-                invalid = invalid || (digit >= 10 && letter >= 6)
-                value = value << 4 | UInt64(digit < 10 ? digit : letter &+ 10)
+                let nibble = ASCIIBytes.hexValue(text[index])
+                invalid = invalid || nibble > 15
+                value = value << 4 | UInt64(nibble & 0x0F)
             }
         }
         var high: UInt64 = 0, low: UInt64 = 0

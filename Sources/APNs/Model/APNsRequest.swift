@@ -1,8 +1,5 @@
 // One notification to one device, and its rendering into exactly what goes on the wire.
 import Synchronization
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// A notification for one device: the typed headers and the JSON payload.
 ///
@@ -308,8 +305,7 @@ public struct APNsRequest: Sendable, Hashable {
         return text.withUTF8 { text in
             suffix.withUTF8 { suffix in
                 text.count > suffix.count
-                    && (suffix.isEmpty || memcmp(text.baseAddress! + (text.count - suffix.count), suffix.baseAddress!,
-                                                 suffix.count) == 0)
+                    && ASCIIBytes.equal(UnsafeBufferPointer(rebasing: text.suffix(suffix.count)), suffix)
             }
         }
     }
@@ -320,7 +316,7 @@ public struct APNsRequest: Sendable, Hashable {
         return text.withUTF8 { text in
             prefix.withUTF8 { prefix in
                 text.count > prefix.count
-                    && (prefix.isEmpty || memcmp(text.baseAddress!, prefix.baseAddress!, prefix.count) == 0)
+                    && ASCIIBytes.equal(UnsafeBufferPointer(rebasing: text.prefix(prefix.count)), prefix)
             }
         }
     }

@@ -1,6 +1,7 @@
 // One accepted connection on its own thread: a non-blocking TLS socket, an nghttp2 server session,
 // and a timer heap for delayed answers, driven by poll(2). The thread also wakes on a pipe when the
 // simulator stops or its faults change (a new SETTINGS_MAX_CONCURRENT_STREAMS goes out at once).
+import APNs
 import CNghttp2
 import COpenSSL
 import Synchronization
@@ -410,9 +411,9 @@ final class SimulatorConnection: @unchecked Sendable {
         let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
         let valueString = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
         if nameLength > 0 && name[0] == UInt8(ascii: ":") {
-            if Self.bytes(nameBytes, equal: ":method") {
+            if ASCIIBytes.equal(nameBytes, ":method") {
                 stream.request.method = valueString
-            } else if Self.bytes(nameBytes, equal: ":path") {
+            } else if ASCIIBytes.equal(nameBytes, ":path") {
                 stream.request.path = valueString
             }
             return 0
@@ -422,26 +423,16 @@ final class SimulatorConnection: @unchecked Sendable {
     }
 
     /// The names APNs requests carry, kept as strings made once: a request's nine or so header names then
-    /// cost no allocation. Matched by length and memcmp (a `String.UTF8View` walk per candidate cost more
+    /// cost no allocation. Matched by `ASCIIBytes.equal` (a `String.UTF8View` walk per candidate cost more
     /// than the allocation it saved).
     private static let knownHeaderNames: [(bytes: [UInt8], name: String)] = [
         "authorization", "apns-id", "apns-push-type", "apns-topic", "apns-priority", "apns-expiration",
         "apns-collapse-id", "content-length", "content-type", "user-agent", "accept-encoding",
     ].map { (Array($0.utf8), $0) }
 
-    /// Byte-for-byte equality with a literal, by memcmp (a generic `elementsEqual` over `String.UTF8View`
-    /// walks index by index through protocol witnesses).
-    private static func bytes(_ bytes: UnsafeBufferPointer<UInt8>, equal literal: StaticString) -> Bool {
-        bytes.count == literal.utf8CodeUnitCount
-            && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
-    }
-
     private static func headerName(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        guard let start = bytes.baseAddress else { return "" }
-        for known in knownHeaderNames where known.bytes.count == bytes.count {
-            if known.bytes.withUnsafeBufferPointer({ memcmp($0.baseAddress!, start, bytes.count) }) == 0 {
-                return known.name
-            }
+        for known in knownHeaderNames where known.bytes.withUnsafeBufferPointer({ ASCIIBytes.equal($0, bytes) }) {
+            return known.name
         }
         return String(decoding: bytes, as: UTF8.self)
     }

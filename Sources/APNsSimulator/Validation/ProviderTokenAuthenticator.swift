@@ -2,9 +2,6 @@
 // module's ProviderTokenVerifier), the token's age, how often a connection changes its token, and
 // that a connection keeps the key of its first token.
 import APNs
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// What one connection has shown so far.
 struct ProviderTokenConnectionState: Sendable {
@@ -76,9 +73,8 @@ struct ProviderTokenAuthenticator: Sendable {
         var current = current, text = text
         return current.withUTF8 { currentBytes in
             text.withUTF8 { textBytes in
-                textBytes.count - prefix == currentBytes.count
-                    && (currentBytes.isEmpty
-                        || memcmp(textBytes.baseAddress! + prefix, currentBytes.baseAddress!, currentBytes.count) == 0)
+                textBytes.count >= prefix
+                    && ASCIIBytes.equal(UnsafeBufferPointer(rebasing: textBytes.dropFirst(prefix)), currentBytes)
             }
         }
     }

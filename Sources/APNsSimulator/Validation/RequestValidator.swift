@@ -218,10 +218,7 @@ struct RequestValidator: Sendable {
     private static func classify(bytes token: UnsafeBufferPointer<UInt8>) -> TokenCharacters {
         var result = TokenCharacters.hex
         for byte in token {
-            // Comparisons, not range patterns: those compiled to generic `ClosedRange.contains` calls per byte.
-            let isDigit = byte &- UInt8(ascii: "0") < 10
-            let isHexLetter = (byte | 0x20) &- UInt8(ascii: "a") < 6
-            if isDigit || isHexLetter { continue }
+            if ASCIIBytes.hexValue(byte) <= 15 { continue }
             if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") { return .pathSyntax }
             result = .other
         }
