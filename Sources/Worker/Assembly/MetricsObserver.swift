@@ -29,8 +29,7 @@ struct MetricsObserver: PipelineObserver {
         outcomes = SeriesCache(metrics.outcomes) { [$0.rawValue] }
         eventToOutcome = SeriesCache(metrics.eventToOutcome) { [$0.rawValue] }
         requests = SeriesCache(metrics.apnsRequests) {
-            [WorkerMetrics.pushTypeLabel($0.pushType.rawValue), WorkerMetrics.statusLabel($0.httpStatus),
-             WorkerMetrics.reasonLabel($0.reason)]
+            WorkerMetrics.requestLabels(pushType: $0.pushType.rawValue, httpStatus: $0.httpStatus, reason: $0.reason)
         }
         responseDuration = SeriesCache(metrics.apnsResponseDuration) { [$0.rawValue] }
     }

@@ -119,8 +119,12 @@ public final class WorkerMetrics: Sendable {
 
     /// Counts one APNs request attempt with its labels folded into their bounded sets.
     public func countRequest(pushType: String, httpStatus: Int?, reason: String?) {
-        apnsRequests.labels(Self.pushTypeLabel(pushType), Self.statusLabel(httpStatus), Self.reasonLabel(reason))
-            .increment()
+        apnsRequests.labels(Self.requestLabels(pushType: pushType, httpStatus: httpStatus, reason: reason)).increment()
+    }
+
+    /// The label values of `apns_requests_total` for one attempt, each folded into its bounded set.
+    public static func requestLabels(pushType: String, httpStatus: Int?, reason: String?) -> [String] {
+        [pushTypeLabel(pushType), statusLabel(httpStatus), reasonLabel(reason)]
     }
 }
 

@@ -93,10 +93,9 @@ public final class Pipeline: SourceHandler {
     let planner: any NotificationPlanner
     let transport: any PushTransport
     let observer: (any PipelineObserver)?
-    /// Where record lanes run; nil for the global concurrent executor.
-    let processingExecutor: (@Sendable () -> any TaskExecutor)?
     let state: Mutex<State>
-    /// The tasks records are processed on: a lane per record in flight, kept between records.
+    /// The tasks records are processed on (on `processingExecutor`): a lane per record in flight, kept
+    /// between records.
     let lanes: RecordLanes<TakenRecord>
 
     /// A record the pipeline took, with the assignment generation it was taken in.
@@ -118,7 +117,6 @@ public final class Pipeline: SourceHandler {
         planner: any NotificationPlanner, transport: any PushTransport, observer: (any PipelineObserver)? = nil,
         processingExecutor: (@Sendable () -> any TaskExecutor)? = nil
     ) {
-        self.processingExecutor = processingExecutor
         self.configuration = configuration
         self.source = source
         self.sink = sink
