@@ -187,3 +187,14 @@ func makeRecord(partition: Int32, offset: Int64, devices: [String], id: String? 
     return SourceRecord(
         topic: "push.requests", partition: partition, offset: offset, key: Array("k".utf8), value: Array(value.utf8))
 }
+
+/// Polls `condition` until it holds or `timeout` seconds pass; returns whether it held.
+@discardableResult
+func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return condition()
+}

@@ -18,11 +18,6 @@ import Testing
         return pipeline
     }
 
-    func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() && Date() < deadline { try? await Task.sleep(for: .milliseconds(5)) }
-    }
-
     @Test func everyDeviceGetsExactlyOneOutcomeAndEveryOffsetIsStored() async throws {
         var records: [SourceRecord] = []
         for partition in Int32(0)..<4 {
