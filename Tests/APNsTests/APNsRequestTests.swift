@@ -66,6 +66,50 @@ import APNs
 }
 
 @Suite struct RequestValidationTests {
+    @Test func validateRememberingAnswersAsValidateDoesAndCopiesKeepTheAnswer() throws {
+        let cases: [APNsRequest] = [
+            Sample.request(), Sample.request(topic: "com.example app"), Sample.request(topic: ""),
+            Sample.request(topic: "com.example.app.voip"), Sample.request(expiration: .at(-5)),
+            Sample.request(pushType: .voip, priority: .considerPower, payload: ["call": 1]),
+            Sample.request(pushType: .background, priority: .immediately, payload: ["aps": [:]]),
+            Sample.request(payload: ["aps": ["alert": .string(String(repeating: "x", count: 5000)), "badge": "3"]]),
+        ]
+        for original in cases {
+            var request = original
+            let expected = Sample.summary(original.validate())
+            #expect(Sample.summary(request.validateRemembering()) == expected, "\(original.topic)")
+            // A copy for another device and a retry's fresh id: the same answer, from memory or not.
+            var copy = request
+            copy.deviceToken = try DeviceToken(String(repeating: "cd", count: 32))
+            copy.apnsID = .random()
+            #expect(Sample.summary(copy.validate()) == expected, "\(original.topic)")
+            #expect(Sample.summary(copy.validateRemembering()) == expected, "\(original.topic)")
+        }
+    }
+
+    @Test func changingAHeaderForgetsThatTheHeadersWereValid() {
+        var valid = Sample.request()
+        #expect(valid.validateRemembering().isEmpty)
+        var topic = valid
+        topic.topic = "com.example app"
+        #expect(Sample.summary(topic.validate()) == ["topicInvalid@apns-topic"])
+        var pushType = valid
+        pushType.pushType = .voip
+        #expect(Sample.summary(pushType.validate()).contains("topicSuffixMismatch@apns-topic"))
+        var background = Sample.request(pushType: .background, priority: .considerPower,
+                                        payload: ["aps": ["content-available": 1]])
+        #expect(background.validateRemembering().isEmpty)
+        background.priority = .immediately
+        #expect(Sample.summary(background.validate()) == ["priorityNotAllowed@apns-priority"])
+        var expiration = valid
+        expiration.expiration = .at(-5)
+        #expect(Sample.summary(expiration.validate()) == ["expirationInvalid@apns-expiration"])
+        // The payload is checked every time whatever the headers: a new payload gets its own answer.
+        var payload = valid
+        payload.payload = ["aps": ["alert": "x", "custom": 1]]
+        #expect(Sample.summary(payload.validate()) == ["payloadUnknownAPSKey@payload.aps.custom"])
+    }
+
     @Test(arguments: PushType.allCases)
     func aWellFormedRequestOfEveryPushTypeHasNoProblems(type: PushType) {
         #expect(Sample.request(pushType: type, payload: validPayload(for: type)).validate().isEmpty)

@@ -284,9 +284,7 @@ final class EventLoop: @unchecked Sendable {
 
     private func run() {
         ownerThread.store(UInt(pthread_self()), ordering: .relaxed)
-        // The OS thread name, for top -H and per-thread CPU: Foundation gives it to the OS thread only when
-        // set from that thread, not before `start()`.
-        Thread.current.name = "apns-h2-loop-\(index % 100)"
+        CurrentThread.setName("apns-h2-loop-\(index % 100)")
         blockSIGPIPEOnThisThread()
         let capacity = 128
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)

@@ -12,13 +12,18 @@ public struct APNsRequest: Sendable, Hashable {
     /// Which APNs service: the token only works in the one it came from.
     public var environment: APNsEnvironment
     /// The full `apns-topic`, suffix included (see `PushType.topic(forBundle:)`).
-    public var topic: String
+    public var topic: String { didSet { headersKnownValid = false } }
     /// The `apns-push-type` header.
-    public var pushType: PushType
+    public var pushType: PushType { didSet { headersKnownValid = false } }
     /// The `apns-priority` header, always sent.
-    public var priority: APNsPriority
+    public var priority: APNsPriority { didSet { headersKnownValid = false } }
     /// The `apns-expiration` header; `.none` leaves it out.
-    public var expiration: APNsExpiration
+    public var expiration: APNsExpiration { didSet { headersKnownValid = false } }
+    /// The header checks of `validate()` (topic, priority for the push type, expiration) passed for
+    /// the current values: set by `validateRemembering()`, cleared when any of those fields changes.
+    /// The device token, environment, collapse id and apns-id are not part of them, so the copies a
+    /// rule makes per device and per retry skip those checks.
+    private var headersKnownValid = false
     /// The `apns-collapse-id` header; nil leaves it out.
     public var collapseID: CollapseID?
     /// The id of this attempt. A retry must use a fresh one (`APNsID.random()`).
@@ -94,6 +99,27 @@ public struct APNsRequest: Sendable, Hashable {
     /// the request is good to send.
     public func validate() -> [APNsRequestProblem] {
         var problems: [APNsRequestProblem] = []
+        if !headersKnownValid { checkHeaders(&problems) }
+        let payloadProblems = encodedPayload.problems(for: pushType)
+        if !payloadProblems.isEmpty { problems += payloadProblems }
+        return problems
+    }
+
+    /// `validate()`, remembering in this value (and the copies made from it) that the headers passed,
+    /// so that the sender's own `validate()` of a copy only looks up the payload's remembered answer.
+    /// The payload's answer is remembered with the payload, for every request that shares it.
+    public mutating func validateRemembering() -> [APNsRequestProblem] {
+        var problems: [APNsRequestProblem] = []
+        if !headersKnownValid {
+            checkHeaders(&problems)
+            headersKnownValid = problems.isEmpty
+        }
+        let payloadProblems = encodedPayload.problems(for: pushType)
+        if !payloadProblems.isEmpty { problems += payloadProblems }
+        return problems
+    }
+
+    private func checkHeaders(_ problems: inout [APNsRequestProblem]) {
         APNsRequest.checkTopic(topic, pushType: pushType, problems: &problems)
         if !pushType.allowedPriorities.contains(priority) {
             let allowed = pushType.allowedPriorities.map(\.headerValue).joined(separator: " or ")
@@ -104,9 +130,6 @@ public struct APNsRequest: Sendable, Hashable {
         if let seconds = expiration.unixSeconds, let problem = APNsExpiration.problem(seconds) {
             problems.append(problem)
         }
-        let payloadProblems = encodedPayload.problems(for: pushType)
-        if !payloadProblems.isEmpty { problems += payloadProblems }
-        return problems
     }
 
     /// The request as it goes on the wire. Does not validate; see `validatedWire(providerToken:)`.

@@ -1,5 +1,6 @@
 // A POSIX thread that can be joined: the simulator's accept loop and connection loops block in poll(2),
 // so they run on their own threads, never on Swift's cooperative pool, and stop() waits for them to end.
+import APNs
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -22,8 +23,7 @@ final class JoinableThread: @unchecked Sendable {
     /// create a thread.
     init(name: String, _ body: @escaping @Sendable () -> Void) throws(SimulatorError) {
         let context = Unmanaged.passRetained(Body {
-            // The OS thread name (15 bytes at most), for top -H and per-thread CPU figures.
-            Thread.current.name = String(decoding: name.utf8.prefix(15), as: UTF8.self)
+            CurrentThread.setName(name)
             body()
         }).toOpaque()
         var thread = pthread_t()

@@ -1,13 +1,22 @@
 // Runs blocking librdkafka calls on threads of their own, never on Swift's cooperative pool.
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 enum DedicatedThread {
     /// Starts a long-lived thread (a client's poll loop).
     static func start(name: String, _ body: @escaping @Sendable () -> Void) {
         let thread = Thread {
-            // The OS thread name (15 bytes at most), for top -H and per-thread CPU: Foundation gives it
-            // to the OS thread only when set from that thread, not before `start()`.
-            Thread.current.name = String(decoding: name.utf8.prefix(15), as: UTF8.self)
+            // The OS thread name (Linux keeps 15 bytes), for top -H and per-thread CPU. Not
+            // `Thread.current.name`: Foundation drops it when the new thread runs before `start()` has
+            // stored its handle (see APNs' CurrentThread, which this module does not depend on).
+            let descriptor = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+            if descriptor >= 0 {
+                let bytes = Array(name.utf8.prefix(15))
+                _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+                close(descriptor)
+            }
             body()
         }
         thread.start()

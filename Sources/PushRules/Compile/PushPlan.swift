@@ -23,8 +23,6 @@ final class PushPlan: Sendable {
     let readsDevice: Bool
     /// True when some template reads the locale, so the event's locale chain must be resolved.
     let readsLocale: Bool
-    /// The request model's validation, remembering this rule's header checks.
-    let validation = RequestValidation()
 
     init(pushType: PushType, app: Template?, topic: Template?, priority: APNsPriority, ttl: Int64?,
          collapseID: Template?, payload: ValueTemplate, acceptedOverrides: Set<OverrideField>, apsKeys: Set<String>,

@@ -209,15 +209,15 @@ public final class RuleSet: Sendable {
             priority: parts.priority, expiration: parts.expiration, collapseID: parts.collapseID,
             apnsID: APNsID(high: 0, low: 0), payload: parts.payload)
         var notes = parts.notes
-        // What validate() checks does not depend on the device, so once serves every device. It also
-        // measures the payload, so the common case serialises it only here.
-        var problems = plan.validation.problems(request)
+        // What validate() checks does not depend on the device, so once serves every device; the copies
+        // made per device remember the answer, so the sender's own check of each is a lookup.
+        var problems = request.validateRemembering()
         if problems.contains(where: { $0.code == .payloadTooLarge }) {
             switch plan.fit(parts.payload) {
             case .success(let fitted):
                 request.payload = fitted.payload
                 notes += fitted.notes
-                problems = plan.validation.problems(request)
+                problems = request.validateRemembering()
             case .failure(let failure):
                 return .failure(failure)
             }

@@ -81,7 +81,7 @@ public final class LogWriter: Sendable {
         hasWriterThread = startsWriterThread
         if startsWriterThread {
             let thread = Thread { [self] in
-                Thread.current.name = "apns-worker.log"
+                CurrentThread.setName("apns-worker.log")
                 runWriterLoop()
             }
             thread.start()
