@@ -248,4 +248,105 @@ struct ClientSendTests {
         await client.shutdown()
         await server.stop()
     }
+
+    // MARK: beginSend / finishSend: the first attempt with a completion handler, then the policy
+
+    /// `beginSend`'s completion, awaited; also how many times it was called.
+    static func firstAttempt(_ client: APNsClient, _ request: APNsRequest) async
+        -> (progress: APNsClient.SendInProgress, calls: Int)
+    {
+        let calls = Atomic<Int>(0)
+        let progress = await withCheckedContinuation { continuation in
+            client.beginSend(request) { progress in
+                // Resumed on the first call only; a second would be a bug the count below reports.
+                if calls.wrappingAdd(1, ordering: .relaxed).oldValue == 0 { continuation.resume(returning: progress) }
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+        return (progress, calls.load(ordering: .relaxed))
+    }
+
+    @Test func aBegunSendThatIsAcceptedFinishesWithoutAnotherAttempt() async throws {
+        let seen = Mutex<[String]>([])
+        var options = HTTP2TestServer.Options()
+        options.reply = { request in
+            seen.withLock { $0.append(ClientSendTests.header(request, "apns-id") ?? "") }
+            return .respond(status: 200, headers: [("apns-unique-id", "a9d4f6a0-0000-4000-8000-000000000001")])
+        }
+        let server = try HTTP2TestServer(options: options)
+        let client = try makeClient(server)
+        let notification = try request()
+        let (progress, calls) = await Self.firstAttempt(client, notification)
+        #expect(calls == 1)
+        #expect(progress.isDelivered)
+        let result = await client.finishSend(progress, policy: Self.fastRetries)
+        #expect(result.status == .delivered)
+        #expect(result.attempts.map(\.httpStatus) == [200])
+        #expect(result.attempts.first?.apnsID == notification.apnsID)
+        #expect(result.response?.apnsUniqueID == "a9d4f6a0-0000-4000-8000-000000000001")
+        #expect(seen.withLock { $0 } == [notification.apnsID.string])
+        await client.shutdown()
+        await server.stop()
+    }
+
+    @Test func aBegunSendThatIsRefusedRetriesInFinishSendWithFreshAPNsIDs() async throws {
+        let seen = Mutex<[String]>([])
+        var options = HTTP2TestServer.Options()
+        options.reply = { request in
+            let count = seen.withLock { ids in
+                ids.append(ClientSendTests.header(request, "apns-id") ?? "")
+                return ids.count
+            }
+            return count <= 2 ? ClientSendTests.apnsError(503, "ServiceUnavailable") : .respond(status: 200)
+        }
+        let server = try HTTP2TestServer(options: options)
+        let client = try makeClient(server)
+        let (progress, calls) = await Self.firstAttempt(client, try request())
+        #expect(calls == 1)
+        #expect(!progress.isDelivered)
+        #expect(seen.withLock { $0.count } == 1, "beginSend sends the first attempt only")
+        let result = await client.finishSend(progress, policy: Self.fastRetries)
+        #expect(result.status == .delivered)
+        #expect(result.attempts.map(\.httpStatus) == [503, 503, 200])
+        let ids = seen.withLock { $0 }
+        #expect(Set(ids).count == 3, "every attempt carries its own apns-id")
+        #expect(result.attempts.map(\.apnsID.string) == ids)
+        await client.shutdown()
+        await server.stop()
+    }
+
+    @Test func aBegunSendOfAnInvalidRequestCompletesAtOnceUnsent() async throws {
+        let server = try HTTP2TestServer()
+        let client = try makeClient(server)
+        let oversized: JSONValue = ["aps": ["alert": .string(String(repeating: "x", count: 5000))]]
+        let completedBeforeReturn = Atomic<Bool>(false)
+        let progress = Mutex<APNsClient.SendInProgress?>(nil)
+        client.beginSend(try request(payload: oversized)) { attempt in
+            progress.withLock { $0 = attempt }
+            completedBeforeReturn.store(true, ordering: .relaxed)
+        }
+        let completedAtOnce = completedBeforeReturn.load(ordering: .relaxed)
+        #expect(completedAtOnce)
+        let begun = try #require(progress.withLock { $0 })
+        let result = await client.finishSend(begun, policy: Self.fastRetries)
+        #expect(result.status == .rejected)
+        #expect(result.attempts.count == 1 && result.attempts[0].reason == "invalidRequest")
+        #expect(server.snapshot.connections == 0)
+        await client.shutdown()
+        await server.stop()
+    }
+
+    @Test func aBegunSendToAStalledServerEndsWithItsTimeout() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { _ in .stall }
+        let server = try HTTP2TestServer(options: options)
+        let client = try makeClient(server) { $0.requestTimeout = .milliseconds(200) }
+        let (progress, calls) = await Self.firstAttempt(client, try request())
+        #expect(calls == 1)
+        let result = await client.finishSend(progress, policy: .never)
+        #expect(result.status == .failed)
+        #expect(result.attempts.map(\.reason) == ["requestTimeout"])
+        await client.shutdown()
+        await server.stop()
+    }
 }

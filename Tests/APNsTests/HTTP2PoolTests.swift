@@ -371,6 +371,42 @@ struct HTTP2PoolTests {
         await server.stop()
     }
 
+    @Test func startCallsItsHandlerOnceWithTheResponseOrAtOnceOnAShutDownPool() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { request in .respond(status: request.path.hasPrefix("/missing") ? 404 : 200, body: Array("ok".utf8)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let calls = Mutex<[String: [Int]]>([:])
+        let paths = (0..<20).map { "/\($0 % 5 == 0 ? "missing" : "found")/\($0)" }
+        let allAnswered = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let remaining = Atomic<Int>(paths.count)
+            for path in paths {
+                pool.start(HTTP2Request(path: path)) { result in
+                    calls.withLock { $0[path, default: []].append((try? result.get().status) ?? -1) }
+                    if remaining.wrappingSubtract(1, ordering: .relaxed).newValue == 0 {
+                        continuation.resume(returning: true)
+                    }
+                }
+            }
+        }
+        #expect(allAnswered)
+        try await Task.sleep(for: .milliseconds(50))
+        let answers = calls.withLock { $0 }
+        #expect(answers.count == paths.count)
+        for path in paths {
+            #expect(answers[path] == [path.hasPrefix("/missing") ? 404 : 200], "\(path)")
+        }
+        await pool.shutdown()
+        // A pool that takes no more requests answers before `start` returns.
+        let refused = Mutex<(any Error)?>(nil)
+        pool.start(HTTP2Request(path: "/late")) { result in
+            if case .failure(let error) = result { refused.withLock { $0 = error } }
+        }
+        let error = try #require(refused.withLock { $0 } as? HTTP2ClientError)
+        #expect(error.code == .poolShutDown)
+        await server.stop()
+    }
+
     @Test func serverThatNeverStartsTLSHitsTheConnectTimeout() async throws {
         // A listening socket that is never accepted: TCP completes, TLS never starts.
         let port = freeLoopbackPort()

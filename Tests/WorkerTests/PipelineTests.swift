@@ -205,7 +205,8 @@ import Testing
 
     /// Each push of an event waits until all of them have started: sending them one after another would
     /// never finish. The outcomes still come in the event's device order.
-    /// (Up to `Pipeline.asyncLetSends` pushes go through `async let`s, more through a task group.)
+    /// (This transport takes `PushTransport`'s default `deliverAll`: up to `asyncLetSends` pushes go through
+    /// `async let`s, more through a task group.)
     @Test(arguments: [2, 3, 8, 9, 12])
     func anEventsSendsRunConcurrentlyAndItsOutcomesKeepDeviceOrder(devices: Int) async throws {
         let tokens = (0..<devices).map { String(format: "%064x", 1000 - $0) }

@@ -143,15 +143,68 @@ public final class APNsClient: Sendable {
         let clock = ContinuousClock()
         let firstStart = clock.now
         let first = await attemptOnce(request, clock: clock, start: firstStart)
-        if first.record.httpStatus == 200, let response = first.response {
+        return await finishSend(SendInProgress(request: request, first: first, firstStart: firstStart), policy: policy)
+    }
+
+    /// A send whose first attempt has ended (`beginSend`); `finishSend` takes it from there.
+    public struct SendInProgress: Sendable {
+        let request: APNsRequest
+        let first: RecordedAttempt
+        let firstStart: ContinuousClock.Instant
+
+        /// True when APNs accepted the first attempt: `finishSend` then returns at once.
+        public var isDelivered: Bool { first.record.httpStatus == 200 && first.response != nil }
+    }
+
+    /// Sends the first attempt of `request` now and calls `completion` once it has ended, on the
+    /// connection's loop thread (or before returning, when it fails at once). `finishSend` then makes
+    /// the result, retrying as the policy says.
+    ///
+    /// `send(_:policy:)` in two halves, for callers that send many notifications and wait once for all
+    /// their first attempts (a worker's event with several devices): no task, continuation or
+    /// cancellation handler per notification. The first attempt is not cancellable; it ends with its
+    /// response or the request timeout.
+    public func beginSend(_ request: APNsRequest, completion: @escaping @Sendable (SendInProgress) -> Void) {
+        let clock = ContinuousClock()
+        let firstStart = clock.now
+        var attempt = Self.newAttempt(request)
+        let http: HTTP2Request
+        let token: ProviderToken?
+        do {
+            (http, token) = try prepare(request)
+        } catch {
+            Self.record(error, in: &attempt)
+            attempt.record.latency = firstStart.duration(to: clock.now)
+            completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
+            return
+        }
+        pool(for: request.environment).start(http) { [self, attempt] result in
+            var attempt = attempt
+            switch result {
+            case .success(let response): record(response, token: token, in: &attempt)
+            case .failure(let error): Self.record(error, in: &attempt)
+            }
+            attempt.record.latency = firstStart.duration(to: clock.now)
+            completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
+        }
+    }
+
+    /// The result of a send begun with `beginSend`: at once when its first attempt settled it (accepted,
+    /// or refused in a way the policy does not retry), else after the policy's retries, each with a fresh
+    /// apns-id.
+    nonisolated(nonsending)
+    public func finishSend(_ progress: SendInProgress, policy: RetryPolicy) async -> DeliveryResult {
+        let first = progress.first
+        if progress.isDelivered, let response = first.response {
             return DeliveryResult(status: .delivered, response: response, attempts: [first.record],
                 summary: "accepted by APNs")
         }
-        return await retry(request, policy: policy, after: first, firstStart: firstStart, clock: clock)
+        return await retry(progress.request, policy: policy, after: first, firstStart: progress.firstStart,
+            clock: ContinuousClock())
     }
 
     /// One attempt, recorded.
-    struct RecordedAttempt {
+    struct RecordedAttempt: Sendable {
         var record: DeliveryAttempt
         var outcome: AttemptOutcome
         var response: APNsResponse?
@@ -159,44 +212,62 @@ public final class APNsClient: Sendable {
         var token: ProviderToken?
     }
 
+    private static func newAttempt(_ request: APNsRequest) -> RecordedAttempt {
+        RecordedAttempt(record: DeliveryAttempt(apnsID: request.apnsID, httpStatus: nil, reason: nil,
+            errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
+    }
+
     nonisolated(nonsending)
     private func attemptOnce(_ request: APNsRequest, clock: ContinuousClock,
                              start attemptStart: ContinuousClock.Instant) async -> RecordedAttempt {
-        var attempt = RecordedAttempt(record: DeliveryAttempt(apnsID: request.apnsID, httpStatus: nil, reason: nil,
-            errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
+        var attempt = Self.newAttempt(request)
         do {
             let (http, token) = try prepare(request)
             let httpResponse = try await pool(for: request.environment).send(http)
-            let (response, retryAfter) = interpret(httpResponse)
-            // Kept only for a rejection: the retry loop invalidates exactly the token APNs refused.
-            if response.status != 200 { attempt.token = token }
-            attempt.response = response
-            attempt.connectionID = httpResponse.connectionID
-            attempt.outcome = .response(response, retryAfter: retryAfter)
-            attempt.record.httpStatus = response.status
-            attempt.record.reason = response.reason?.rawValue
-        } catch let error as HTTP2ClientError {
+            record(httpResponse, token: token, in: &attempt)
+        } catch {
+            Self.record(error, in: &attempt)
+        }
+        attempt.record.latency = attemptStart.duration(to: clock.now)
+        return attempt
+    }
+
+    /// An attempt that got an HTTP response, whatever its status.
+    private func record(_ httpResponse: HTTP2Response, token: ProviderToken?, in attempt: inout RecordedAttempt) {
+        let (response, retryAfter) = interpret(httpResponse)
+        // Kept only for a rejection: the retry loop invalidates exactly the token APNs refused.
+        if response.status != 200 { attempt.token = token }
+        attempt.response = response
+        attempt.connectionID = httpResponse.connectionID
+        attempt.outcome = .response(response, retryAfter: retryAfter)
+        attempt.record.httpStatus = response.status
+        attempt.record.reason = response.reason?.rawValue
+    }
+
+    /// An attempt that got no response: the request was invalid, no token could be made, the transport
+    /// failed or the task was cancelled.
+    private static func record(_ error: any Error, in attempt: inout RecordedAttempt) {
+        switch error {
+        case let error as HTTP2ClientError:
             attempt.outcome = .transportFailure(error)
             attempt.record.reason = error.code.description
             attempt.record.errorMessage = error.message
-        } catch let error as APNsInvalidRequest {
+        case let error as APNsInvalidRequest:
             attempt.outcome = .invalidRequest(error.description)
             attempt.record.reason = "invalidRequest"
             attempt.record.errorMessage = error.description
-        } catch let error as CredentialError {
+        case let error as CredentialError:
             attempt.outcome = .credentialFailure(error.description)
             attempt.record.reason = "credential"
             attempt.record.errorMessage = error.description
-        } catch is CancellationError {
+        case is CancellationError:
             attempt.outcome = .cancelled
             attempt.record.reason = "cancelled"
-        } catch {
+        default:
             attempt.outcome = .credentialFailure("\(error)")
             attempt.record.reason = "error"
             attempt.record.errorMessage = "\(error)"
         }
-        attempt.record.latency = attemptStart.duration(to: clock.now)
-        return attempt
     }
 
     /// The retry loop, entered after a first attempt that was not accepted.

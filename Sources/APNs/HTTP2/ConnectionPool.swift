@@ -256,6 +256,25 @@ public final class ConnectionPool: Sendable {
         }
     }
 
+    /// Sends `request` and calls `onResponse` exactly once with the complete response or the error: on
+    /// the connection's loop thread, or before `start` returns when the request fails at once (the pool
+    /// is shut down, its queue is full).
+    ///
+    /// For callers that fan out many requests and wait once for all of them: no continuation, task or
+    /// cancellation handler per request. Not cancellable: the request ends with its response, its
+    /// timeout (`timeout`, else the configuration's `requestTimeout`, queueing included) or the pool's
+    /// shutdown. Empty `scheme` and `authority` are filled in as `send` does.
+    public func start(_ request: consuming HTTP2Request, timeout: Duration? = nil,
+                      onResponse: @escaping @Sendable (Result<HTTP2Response, any Error>) -> Void) {
+        if !request.hasSchemeAndAuthority {
+            if request.scheme.isEmpty { request.scheme = "https" }
+            if request.authority.isEmpty { request.authority = authority }
+        }
+        let timeoutNanoseconds = timeout?.nanosecondsClamped ?? requestTimeoutNanoseconds
+        enqueue(HTTP2StreamTicket(request: consume request, deadline: MonotonicClock.now() &+ timeoutNanoseconds,
+            timeoutNanoseconds: timeoutNanoseconds, onFinish: onResponse))
+    }
+
     /// Stops sending new streams on the connection with this id (from `HTTP2Response.connectionID`);
     /// its open streams finish, and later requests go to other or new connections. Use it when the
     /// server says the connection is no good (APNs: IdleTimeout, Shutdown, UnrelatedKeyIdInToken).

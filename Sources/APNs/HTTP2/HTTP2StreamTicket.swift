@@ -2,7 +2,8 @@
 // state the loop builds the response in.
 import Synchronization
 
-/// A request in flight, from `ConnectionPool.send` until its caller is resumed.
+/// A request in flight, from `ConnectionPool.send` until its caller is resumed (or from
+/// `ConnectionPool.start` until its completion handler is called).
 ///
 /// - Important: `finish` may be called from any thread and resumes the caller exactly once (which is
 ///   what makes the unchecked continuation safe: the state machine below is the check). The
@@ -17,6 +18,9 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     }
 
     let request: HTTP2Request
+    /// Called once with the result instead of resuming a continuation (`ConnectionPool.start`). Set at
+    /// creation, so finishing needs no lock: the flag below makes it exactly once.
+    private let onFinish: (@Sendable (Result<HTTP2Response, any Error>) -> Void)?
     /// MonotonicClock nanoseconds after which the request times out.
     let deadline: UInt64
     /// The request timeout, for the error message.
@@ -41,10 +45,12 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     /// still closing; the close callback then only releases the slot.
     @exclusivity(unchecked) var resolved = false
 
-    init(request: HTTP2Request, deadline: UInt64, timeoutNanoseconds: UInt64) {
+    init(request: HTTP2Request, deadline: UInt64, timeoutNanoseconds: UInt64,
+         onFinish: (@Sendable (Result<HTTP2Response, any Error>) -> Void)? = nil) {
         self.request = request
         self.deadline = deadline
         self.timeoutNanoseconds = timeoutNanoseconds
+        self.onFinish = onFinish
     }
 
     /// True once the caller has been (or is about to be) resumed.
@@ -53,6 +59,7 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     /// Stores the caller's continuation; returns false when the ticket was finished before (the
     /// continuation has then been resumed already).
     func install(_ continuation: UnsafeContinuation<HTTP2Response, any Error>) -> Bool {
+        precondition(onFinish == nil, "a stream ticket with a completion handler takes no continuation")
         let early = completion.withLock { state -> Result<HTTP2Response, any Error>? in
             switch state {
             case .idle:
@@ -72,6 +79,11 @@ final class HTTP2StreamTicket: @unchecked Sendable {
 
     /// Resumes the caller with `result` unless it was resumed already. Safe from any thread.
     func finish(_ result: Result<HTTP2Response, any Error>) {
+        if let onFinish {
+            guard !finishedFlag.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            onFinish(result)
+            return
+        }
         let continuation = completion.withLock { state -> UnsafeContinuation<HTTP2Response, any Error>? in
             switch state {
             case .idle:

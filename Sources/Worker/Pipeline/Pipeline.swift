@@ -255,7 +255,7 @@ public final class Pipeline: SourceHandler {
         var pushes: [PlannedPush] = []
         pushes.reserveCapacity(plans.count)
         for plan in plans { if case .send(let push, _) = plan { pushes.append(push) } }
-        let sent = await deliverConcurrently(pushes[...])
+        let sent = await transport.deliverAll(pushes[...])
         var reports = [DeliveryResult?](repeating: nil, count: plans.count)
         var next = 0
         for index in plans.indices { if case .send = plans[index] { reports[index] = sent[next]; next += 1 } }
@@ -289,30 +289,6 @@ public final class Pipeline: SourceHandler {
     /// Up to this many pushes of one event are sent through a chain of `async let` children, which live in
     /// their parent task's allocator; more go through a task group, whose children are malloc'ed each with
     /// an allocator slab of its own (2% of a loop when every multi-device event used one).
-    static let asyncLetSends = 8
-
-    /// Sends `pushes` at once and returns their results in order; the first is sent from this task.
-    func deliverConcurrently(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult] {
-        guard let first = pushes.first else { return [] }
-        if pushes.count == 1 { return [await transport.deliver(first)] }
-        if pushes.count <= Self.asyncLetSends {
-            async let rest = deliverConcurrently(pushes.dropFirst())
-            let firstResult = await transport.deliver(first)
-            return [firstResult] + (await rest)
-        }
-        return await withTaskGroup(of: (Int, DeliveryResult).self) { group in
-            for index in pushes.indices.dropFirst() {
-                let push = pushes[index]
-                group.addTask { (index, await self.transport.deliver(push)) }
-            }
-            var results = [DeliveryResult?](repeating: nil, count: pushes.count)
-            results[0] = await transport.deliver(first)
-            for await (index, result) in group { results[index - pushes.startIndex] = result }
-            return results.map { $0! }
-        }
-    }
-
-    /// The invalid-token event for a send that Apple answered with a dead-token reason.
     func invalidTokenRecord(
         _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryResult?, event: PushEvent
     ) -> InvalidTokenRecord? {

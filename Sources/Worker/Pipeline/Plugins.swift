@@ -115,6 +115,41 @@ public enum OutcomeStatus: String, Sendable {
 public protocol PushTransport: Sendable {
     /// Sends with retries; the result has every attempt, each with its own fresh apns-id.
     func deliver(_ push: PlannedPush) async -> DeliveryResult
+
+    /// Sends all of an event's pushes at once (none waits for another) and returns their results in
+    /// order. The default runs `deliver` for each concurrently.
+    func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult]
+}
+
+extension PushTransport {
+    public func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult] {
+        await deliverConcurrently(pushes)
+    }
+
+    /// Up to this many pushes go through a chain of `async let`s, whose child tasks live in the parent's
+    /// allocator; more go through a task group.
+    static var asyncLetSends: Int { 8 }
+
+    /// `deliver` for every push at once: child tasks, since each send suspends until its response.
+    public func deliverConcurrently(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult] {
+        guard let first = pushes.first else { return [] }
+        if pushes.count == 1 { return [await deliver(first)] }
+        if pushes.count <= Self.asyncLetSends {
+            async let rest = deliverConcurrently(pushes.dropFirst())
+            let firstResult = await deliver(first)
+            return [firstResult] + (await rest)
+        }
+        return await withTaskGroup(of: (Int, DeliveryResult).self) { group in
+            for index in pushes.indices.dropFirst() {
+                let push = pushes[index]
+                group.addTask { (index, await self.deliver(push)) }
+            }
+            var results = [DeliveryResult?](repeating: nil, count: pushes.count)
+            results[0] = await deliver(first)
+            for await (index, result) in group { results[index - pushes.startIndex] = result }
+            return results.map { $0! }
+        }
+    }
 }
 
 /// A request the rules produced for one device, ready to send.

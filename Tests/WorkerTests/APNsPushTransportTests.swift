@@ -1,0 +1,76 @@
+// The transport's batched send: every push of an event goes out at once and the event waits once;
+// results come back in push order, refusals and retries as `deliver` gives them.
+import APNs
+import APNsSimulator
+import Foundation
+import Synchronization
+import Testing
+@testable import Worker
+
+@Suite("APNs push transport")
+struct APNsPushTransportTests {
+    static let app = "com.example.app"
+
+    static func token(_ index: Int) -> String { String(format: "%064x", 0xabc000 + index) }
+
+    static func push(_ index: Int, app: String = app) throws -> PlannedPush {
+        PlannedPush(
+            request: APNsRequest(deviceToken: try DeviceToken(token(index)), environment: .sandbox,
+                                 topic: app, payload: ["aps": ["alert": "hi"]]),
+            app: app, ruleID: "r\(index)")
+    }
+
+    @Test func deliverAllSendsEveryFirstAttemptAtOnceAndReturnsResultsInOrder() async throws {
+        var configuration = SimulatorConfiguration()
+        configuration.faults.latency = LatencyDistribution(fixedMilliseconds: 300)
+        // The second request the simulator sees gets a 503: one push retries, with a fresh apns-id.
+        configuration.faults.script = [ScriptedFault(.request(2), .fail(.serviceUnavailable()))]
+        configuration.devices.unregistered = [Self.token(3): 1_764_417_600_000]
+        let simulator = try APNsSimulator(configuration)
+        _ = try simulator.start()
+        defer { simulator.stop() }
+        let loops = EventLoopGroup(threadCount: 1)
+        var clientConfiguration = APNsClient.Configuration(
+            credential: .token(try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "KEY1234567",
+                                                                                        teamID: "TEAM123456"))))
+        clientConfiguration.endpointOverride = simulator.baseURL
+        clientConfiguration.trustRoots = .caFile(simulator.caFilePath)
+        clientConfiguration.connectionsPerEnvironment = 1
+        let client = try APNsClient(configuration: clientConfiguration, group: loops)
+        let observed = Mutex<[String]>([])
+        let transport = APNsPushTransport(
+            clients: [Self.app: [.sandbox: client]],
+            policy: RetryPolicy(maximumAttempts: 3, backoff: ExponentialBackoff(initial: .milliseconds(10),
+                                                                                maximum: .milliseconds(10))),
+            observe: { push, _ in observed.withLock { $0.append(push.ruleID) } })
+        let pushes = try (0..<6).map { try Self.push($0) } + [try Self.push(6, app: "com.example.unknown")]
+
+        let started = ContinuousClock.now
+        let results = await transport.deliverAll(pushes[...])
+        let elapsed = ContinuousClock.now - started
+
+        #expect(results.count == pushes.count)
+        // One after another, six first attempts at 300 ms each would take 1.8 s; at once, one round
+        // trip plus the retry's.
+        #expect(elapsed < .milliseconds(1200), "took \(elapsed)")
+        for (index, result) in results.enumerated().prefix(6) {
+            #expect(result.attempts.first?.apnsID == pushes[index].request.apnsID, "push \(index)")
+        }
+        #expect(results[3].status == .rejected)
+        #expect(results[3].response?.reason == .unregistered)
+        let retried = results.enumerated().filter { $0.element.attempts.count == 2 }
+        #expect(retried.count == 1)
+        if let (_, result) = retried.first {
+            #expect(result.status == .delivered)
+            #expect(result.attempts.map(\.httpStatus) == [503, 200])
+            #expect(result.attempts[0].apnsID != result.attempts[1].apnsID)
+        }
+        #expect(results.filter { $0.status == .delivered }.count == 5)
+        #expect(results[6].status == .failed && results[6].summary.contains("no credential"))
+        #expect(observed.withLock { $0 } == pushes.map(\.ruleID), "every push observed once, in order")
+        let accepted = simulator.accepted.map(\.apnsID)
+        #expect(Set(accepted).count == 5, "five notifications accepted, each once")
+        await client.shutdown()
+        await loops.shutdown()
+    }
+}
