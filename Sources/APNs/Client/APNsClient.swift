@@ -194,13 +194,23 @@ public final class APNsClient: Sendable {
     /// apns-id.
     nonisolated(nonsending)
     public func finishSend(_ progress: SendInProgress, policy: RetryPolicy) async -> DeliveryResult {
+        if let settled = settledResult(progress, policy: policy) { return settled }
+        return await retry(progress.request, policy: policy, after: progress.first, firstStart: progress.firstStart,
+            clock: ContinuousClock())
+    }
+
+    /// The result when the first attempt settled the send: accepted, or refused in a way `policy` does not
+    /// retry (an unregistered token, a bad topic...). Nil when the policy retries: `finishSend` then does.
+    public func settledResult(_ progress: SendInProgress, policy: RetryPolicy) -> DeliveryResult? {
         let first = progress.first
         if progress.isDelivered, let response = first.response {
             return DeliveryResult(status: .delivered, response: response, attempts: [first.record],
                 summary: "accepted by APNs")
         }
-        return await retry(progress.request, policy: policy, after: first, firstStart: progress.firstStart,
-            clock: ContinuousClock())
+        let decision = policy.decide(after: first.outcome, attempts: 1,
+            elapsed: progress.firstStart.duration(to: .now), timeToExpiration: timeToExpiration(of: progress.request))
+        guard case .finish(let status, let because) = decision else { return nil }
+        return DeliveryResult(status: status, response: first.response, attempts: [first.record], summary: because)
     }
 
     /// One attempt, recorded.

@@ -33,7 +33,16 @@ public final class APNsPushTransport: PushTransport {
     /// First attempts are not cancellable; each ends with its response or the request timeout.
     public func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult] {
         if pushes.isEmpty { return [] }
-        let firstAttempts: [APNsClient.SendInProgress?] = await withUnsafeContinuation { continuation in
+        // The work between the awaits is in synchronous helpers, so that this function's async frame
+        // stays small: a record's frames that outgrow its task's first allocator slab cost a malloc.
+        let firstAttempts = await sendFirstAttempts(pushes)
+        var results = settledResults(pushes, firstAttempts)
+        if results.contains(where: { $0 == nil }) { await retry(pushes, firstAttempts, into: &results) }
+        return observed(pushes, results)
+    }
+
+    private func sendFirstAttempts(_ pushes: ArraySlice<PlannedPush>) async -> [APNsClient.SendInProgress?] {
+        await withUnsafeContinuation { continuation in
             let collector = FirstAttemptCollector(count: pushes.count, continuation)
             for (slot, push) in pushes.enumerated() {
                 if let client = client(for: push) {
@@ -43,38 +52,48 @@ public final class APNsPushTransport: PushTransport {
                 }
             }
         }
+    }
+
+    /// Each push's result where its first attempt settled it; nil where the policy retries.
+    private func settledResults(_ pushes: ArraySlice<PlannedPush>, _ firstAttempts: [APNsClient.SendInProgress?])
+        -> [DeliveryResult?]
+    {
         var results: [DeliveryResult?] = []
         results.reserveCapacity(pushes.count)
-        var retrying: [Int] = []
         for (slot, push) in pushes.enumerated() {
-            guard let progress = firstAttempts[slot], let client = client(for: push) else {
-                results.append(Self.noCredential(push))
-                continue
-            }
-            if progress.isDelivered {
-                results.append(await client.finishSend(progress, policy: policy))
+            if let progress = firstAttempts[slot], let client = client(for: push) {
+                results.append(client.settledResult(progress, policy: policy))
             } else {
-                // Retries wait (back-off, Retry-After): those of one event wait side by side.
-                results.append(nil)
-                retrying.append(slot)
+                results.append(Self.noCredential(push))
             }
         }
-        if retrying.count == 1, let progress = firstAttempts[retrying[0]],
-            let client = client(for: pushes[pushes.startIndex + retrying[0]])
-        {
-            results[retrying[0]] = await client.finishSend(progress, policy: policy)
-        } else if !retrying.isEmpty {
-            let policy = self.policy
-            await withTaskGroup(of: (Int, DeliveryResult).self) { group in
-                for slot in retrying {
-                    guard let progress = firstAttempts[slot],
-                        let client = client(for: pushes[pushes.startIndex + slot])
-                    else { continue }
-                    group.addTask { (slot, await client.finishSend(progress, policy: policy)) }
-                }
-                for await (slot, result) in group { results[slot] = result }
+        return results
+    }
+
+    /// The retries, which wait (back-off, Retry-After): those of one event wait side by side.
+    private func retry(_ pushes: ArraySlice<PlannedPush>, _ firstAttempts: [APNsClient.SendInProgress?],
+                       into results: inout [DeliveryResult?]) async {
+        let policy = self.policy
+        var retries: [(slot: Int, client: APNsClient, progress: APNsClient.SendInProgress)] = []
+        for (slot, push) in pushes.enumerated() where results[slot] == nil {
+            if let progress = firstAttempts[slot], let client = client(for: push) {
+                retries.append((slot, client, progress))
             }
         }
+        if retries.count == 1 {
+            results[retries[0].slot] = await retries[0].client.finishSend(retries[0].progress, policy: policy)
+            return
+        }
+        let finished = await withTaskGroup(of: (Int, DeliveryResult).self) { group in
+            for retry in retries {
+                group.addTask { (retry.slot, await retry.client.finishSend(retry.progress, policy: policy)) }
+            }
+            return await group.reduce(into: [(Int, DeliveryResult)]()) { $0.append($1) }
+        }
+        for (slot, result) in finished { results[slot] = result }
+    }
+
+    private func observed(_ pushes: ArraySlice<PlannedPush>, _ results: [DeliveryResult?]) -> [DeliveryResult] {
         var delivered: [DeliveryResult] = []
         delivered.reserveCapacity(pushes.count)
         for (slot, push) in pushes.enumerated() {

@@ -215,55 +215,84 @@ public final class Pipeline: SourceHandler {
     // MARK: Processing
 
     func process(_ record: SourceRecord, generation: UInt64) async {
-        var outputs: [OutboundRecord] = []
-        var outcomes: [OutcomeRecord] = []
-        var eventTime: Double?
-        let recordSource = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
-        do throws(PipelineInputError) {
-            let event = try PipelineInputError.decode(record.value)
-            eventTime = event.occurredAt ?? record.timestamp
-            let plans = try PipelineInputError.plan(event, with: planner)
-            let results = await deliver(plans, event: event, source: recordSource)
-            outcomes = results.map(\.0)
-            for outcome in outcomes {
-                outputs.append(
-                    OutboundRecord(
-                        topic: configuration.outcomesTopic, key: Array(event.id.utf8), value: outcome.jsonBytes))
-            }
-            for (plan, (outcome, report)) in zip(plans, results) {
-                guard let invalid = invalidTokenRecord(plan, outcome, report: report, event: event) else { continue }
-                outputs.append(
-                    OutboundRecord(
-                        topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
-                        value: invalid.json.compactBytes))
-            }
-        } catch {
-            outputs.append(
-                DeadLetterHeader.record(
-                    for: record, errorClass: error.errorClass, message: error.message,
-                    topic: configuration.deadLetterTopic))
-            observer?.deadLettered(record, errorClass: error.errorClass, message: error.message)
+        // Decoding, planning and building the results are synchronous helpers: only what lives across
+        // the one await is in this async frame, which then fits the lane task's first allocator slab
+        // (frames beyond it cost a malloc and a free per record).
+        switch prepare(record) {
+        case .deadLetter(let output):
+            publish([output], of: record, generation: generation, outcomes: [], eventTime: nil)
+        case .ready(let prepared):
+            let sent = await transport.deliverAll(prepared.pushes[...])
+            let (outputs, outcomes) = results(of: prepared, sent: sent, source: record)
+            publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: prepared.eventTime)
         }
-        publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: eventTime)
     }
 
-    /// Sends what the plan says to send, concurrently, and returns one outcome per planned
-    /// delivery, in plan order, with the transport's report where something was sent.
-    func deliver(_ plans: [PlannedDelivery], event: PushEvent, source: RecordSource) async
+    /// A decoded and planned event, before its pushes are sent.
+    struct PreparedEvent {
+        var event: PushEvent
+        var plans: [PlannedDelivery]
+        /// The pushes among the plans, in order.
+        var pushes: [PlannedPush]
+        var eventTime: Double?
+    }
+
+    enum Preparation {
+        case ready(PreparedEvent)
+        /// The record as a dead letter: undecodable, invalid, or its event cannot be planned.
+        case deadLetter(OutboundRecord)
+    }
+
+    func prepare(_ record: SourceRecord) -> Preparation {
+        do throws(PipelineInputError) {
+            let event = try PipelineInputError.decode(record.value)
+            let plans = try PipelineInputError.plan(event, with: planner)
+            var pushes: [PlannedPush] = []
+            pushes.reserveCapacity(plans.count)
+            for plan in plans { if case .send(let push, _) = plan { pushes.append(push) } }
+            return .ready(PreparedEvent(event: event, plans: plans, pushes: pushes,
+                eventTime: event.occurredAt ?? record.timestamp))
+        } catch {
+            observer?.deadLettered(record, errorClass: error.errorClass, message: error.message)
+            return .deadLetter(DeadLetterHeader.record(
+                for: record, errorClass: error.errorClass, message: error.message,
+                topic: configuration.deadLetterTopic))
+        }
+    }
+
+    /// The records to publish for a sent event: one outcome per device, then its invalid-token events.
+    func results(of prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord)
+        -> (outputs: [OutboundRecord], outcomes: [OutcomeRecord])
+    {
+        let source = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
+        let results = outcomes(prepared.plans, sent: sent, event: prepared.event, source: source)
+        var outputs: [OutboundRecord] = []
+        outputs.reserveCapacity(results.count)
+        let key = Array(prepared.event.id.utf8)
+        for (outcome, _) in results {
+            outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
+        }
+        for (plan, (outcome, report)) in zip(prepared.plans, results) {
+            guard let invalid = invalidTokenRecord(plan, outcome, report: report, event: prepared.event) else { continue }
+            outputs.append(
+                OutboundRecord(
+                    topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
+                    value: invalid.json.compactBytes))
+        }
+        return (outputs, results.map(\.0))
+    }
+
+    /// The outcome of every plan, from the results of its sent pushes (in order) or its skip or reject.
+    func outcomes(_ plans: [PlannedDelivery], sent: [DeliveryResult], event: PushEvent, source: RecordSource)
         -> [(OutcomeRecord, DeliveryResult?)]
     {
-        var pushes: [PlannedPush] = []
-        pushes.reserveCapacity(plans.count)
-        for plan in plans { if case .send(let push, _) = plan { pushes.append(push) } }
-        let sent = await transport.deliverAll(pushes[...])
-        var reports = [DeliveryResult?](repeating: nil, count: plans.count)
         var next = 0
-        for index in plans.indices { if case .send = plans[index] { reports[index] = sent[next]; next += 1 } }
         let now = wallClockSeconds()
-        return plans.enumerated().map { index, plan in
+        return plans.map { plan in
             switch plan {
             case .send(let push, let device):
-                let result = reports[index]!
+                let result = sent[next]
+                next += 1
                 let last = result.attempts.last
                 return (OutcomeRecord(
                     eventID: event.id, deviceToken: push.request.deviceToken.hex, environment: device.environment,
@@ -286,9 +315,6 @@ public final class Pipeline: SourceHandler {
         }
     }
 
-    /// Up to this many pushes of one event are sent through a chain of `async let` children, which live in
-    /// their parent task's allocator; more go through a task group, whose children are malloc'ed each with
-    /// an allocator slab of its own (2% of a loop when every multi-device event used one).
     func invalidTokenRecord(
         _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryResult?, event: PushEvent
     ) -> InvalidTokenRecord? {
