@@ -41,6 +41,28 @@ struct ClientSendTests {
             body: Array(#"{"reason":"\#(reason)"}"#.utf8))
     }
 
+    /// The apns-id of every request a test server saw, in order.
+    final class SeenAPNsIDs: Sendable {
+        private let ids = Mutex<[String]>([])
+        var all: [String] { ids.withLock { $0 } }
+        /// Records the request's apns-id; returns how many requests were seen, this one included.
+        func record(_ request: HTTP2TestServer.Request) -> Int {
+            ids.withLock { ids in
+                ids.append(ClientSendTests.header(request, "apns-id") ?? "")
+                return ids.count
+            }
+        }
+    }
+
+    /// A server answering 503 ServiceUnavailable to the first `failures` requests and 200 after.
+    static func server(failingFirst failures: Int, recording seen: SeenAPNsIDs) throws -> HTTP2TestServer {
+        var options = HTTP2TestServer.Options()
+        options.reply = { request in
+            seen.record(request) <= failures ? ClientSendTests.apnsError(503, "ServiceUnavailable") : .respond(status: 200)
+        }
+        return try HTTP2TestServer(options: options)
+    }
+
     static let fastRetries = RetryPolicy(maximumAttempts: 4, maximumTotalTime: .seconds(10),
         backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(20)))
 
@@ -96,23 +118,15 @@ struct ClientSendTests {
     }
 
     @Test func serviceUnavailableIsRetriedWithAFreshAPNsIDEachTime() async throws {
-        let seen = Mutex<[String]>([])
-        var options = HTTP2TestServer.Options()
-        options.reply = { request in
-            let count = seen.withLock { ids in
-                ids.append(ClientSendTests.header(request, "apns-id") ?? "")
-                return ids.count
-            }
-            return count <= 2 ? ClientSendTests.apnsError(503, "ServiceUnavailable") : .respond(status: 200)
-        }
-        let server = try HTTP2TestServer(options: options)
+        let seen = SeenAPNsIDs()
+        let server = try Self.server(failingFirst: 2, recording: seen)
         let client = try makeClient(server)
         let notification = try request()
         let result = await client.send(notification, policy: Self.fastRetries)
         #expect(result.status == .delivered)
         #expect(result.attempts.map(\.httpStatus) == [503, 503, 200])
         #expect(result.attempts.map(\.reason) == ["ServiceUnavailable", "ServiceUnavailable", nil])
-        let ids = seen.withLock { $0 }
+        let ids = seen.all
         #expect(Set(ids).count == 3, "every attempt carries its own apns-id")
         #expect(ids.first == notification.apnsID.string, "the first attempt uses the request's id")
         #expect(result.attempts.map(\.apnsID.string) == ids)
@@ -290,25 +304,17 @@ struct ClientSendTests {
     }
 
     @Test func aBegunSendThatIsRefusedRetriesInFinishSendWithFreshAPNsIDs() async throws {
-        let seen = Mutex<[String]>([])
-        var options = HTTP2TestServer.Options()
-        options.reply = { request in
-            let count = seen.withLock { ids in
-                ids.append(ClientSendTests.header(request, "apns-id") ?? "")
-                return ids.count
-            }
-            return count <= 2 ? ClientSendTests.apnsError(503, "ServiceUnavailable") : .respond(status: 200)
-        }
-        let server = try HTTP2TestServer(options: options)
+        let seen = SeenAPNsIDs()
+        let server = try Self.server(failingFirst: 2, recording: seen)
         let client = try makeClient(server)
         let (progress, calls) = await Self.firstAttempt(client, try request())
         #expect(calls == 1)
         #expect(!progress.isDelivered)
-        #expect(seen.withLock { $0.count } == 1, "beginSend sends the first attempt only")
+        #expect(seen.all.count == 1, "beginSend sends the first attempt only")
         let result = await client.finishSend(progress, policy: Self.fastRetries)
         #expect(result.status == .delivered)
         #expect(result.attempts.map(\.httpStatus) == [503, 503, 200])
-        let ids = seen.withLock { $0 }
+        let ids = seen.all
         #expect(Set(ids).count == 3, "every attempt carries its own apns-id")
         #expect(result.attempts.map(\.apnsID.string) == ids)
         await client.shutdown()
