@@ -78,13 +78,14 @@ public struct WorkerConfiguration: Sendable {
         /// Seconds a revoke waits for in-flight records of the revoked partitions. Default: `10`.
         public var revokeTimeout = 10.0
         /// Threads that process records and run the APNs connections (event loops). Default: the CPUs
-        /// the process may use, at most 8.
+        /// the process may use (those it may run on, capped by its cgroup's CPU quota, the pod's CPU
+        /// limit), at most 8.
         public var threads: Int?
 
         /// `threads`, or its default.
         public var effectiveThreads: Int { threads ?? Self.defaultThreads }
 
-        static var defaultThreads: Int { min(8, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
+        static var defaultThreads: Int { min(8, CPUAllowance.current()) }
     }
 
     public var kafka: Kafka
