@@ -20,6 +20,50 @@ struct APNsPushTransportTests {
             app: app, ruleID: "r\(index)")
     }
 
+    /// A client of the simulator on loops of its own.
+    static func client(_ simulator: APNsSimulator, loops: EventLoopGroup) throws -> APNsClient {
+        var configuration = APNsClient.Configuration(
+            credential: .token(try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "KEY1234567",
+                                                                                        teamID: "TEAM123456"))))
+        configuration.endpointOverride = simulator.baseURL
+        configuration.trustRoots = .caFile(simulator.caFilePath)
+        configuration.connectionsPerEnvironment = 1
+        return try APNsClient(configuration: configuration, group: loops)
+    }
+
+    static let quickRetries = RetryPolicy(maximumAttempts: 4, backoff: ExponentialBackoff(initial: .milliseconds(10),
+                                                                                         maximum: .milliseconds(20)))
+
+    /// First attempts lost with their connection (a GOAWAY that leaves streams unprocessed, a dropped
+    /// connection) come back through the batch as transport failures and are retried on a new connection.
+    @Test(arguments: [FaultAction.goAway(processThisStream: false), .dropConnection])
+    func firstAttemptsLostWithTheirConnectionAreRetriedOnANewOne(fault: FaultAction) async throws {
+        var configuration = SimulatorConfiguration()
+        configuration.faults.latency = LatencyDistribution(fixedMilliseconds: 50)
+        configuration.faults.script = [ScriptedFault(.request(3), fault)]
+        let simulator = try APNsSimulator(configuration)
+        _ = try simulator.start()
+        defer { simulator.stop() }
+        let loops = EventLoopGroup(threadCount: 1)
+        let client = try Self.client(simulator, loops: loops)
+        let transport = APNsPushTransport(clients: [Self.app: [.sandbox: client]], policy: Self.quickRetries)
+        let pushes = try (0..<5).map { try Self.push($0) }
+
+        let results = await transport.deliverAll(pushes[...])
+
+        #expect(results.map(\.status) == Array(repeating: .delivered, count: 5), "\(results.map(\.summary))")
+        let retried = results.filter { $0.attempts.count > 1 }
+        #expect(!retried.isEmpty, "the fault on request 3 must cost at least that push a second attempt")
+        for result in retried {
+            #expect(result.attempts.first?.httpStatus == nil, "lost with the connection, not answered")
+            #expect(Set(result.attempts.map(\.apnsID)).count == result.attempts.count, "a fresh apns-id per attempt")
+        }
+        #expect(simulator.stats.connectionsAccepted >= 2, "the retries went out on a new connection")
+        #expect(Set(simulator.accepted.map(\.deviceToken)) == Set(pushes.map(\.request.deviceToken.hex)))
+        await client.shutdown()
+        await loops.shutdown()
+    }
+
     @Test func deliverAllSendsEveryFirstAttemptAtOnceAndReturnsResultsInOrder() async throws {
         var configuration = SimulatorConfiguration()
         configuration.faults.latency = LatencyDistribution(fixedMilliseconds: 300)
@@ -30,13 +74,7 @@ struct APNsPushTransportTests {
         _ = try simulator.start()
         defer { simulator.stop() }
         let loops = EventLoopGroup(threadCount: 1)
-        var clientConfiguration = APNsClient.Configuration(
-            credential: .token(try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "KEY1234567",
-                                                                                        teamID: "TEAM123456"))))
-        clientConfiguration.endpointOverride = simulator.baseURL
-        clientConfiguration.trustRoots = .caFile(simulator.caFilePath)
-        clientConfiguration.connectionsPerEnvironment = 1
-        let client = try APNsClient(configuration: clientConfiguration, group: loops)
+        let client = try Self.client(simulator, loops: loops)
         let observed = Mutex<[String]>([])
         let transport = APNsPushTransport(
             clients: [Self.app: [.sandbox: client]],
