@@ -37,16 +37,19 @@ public final class APNsPushTransport: PushTransport {
         // stays small: a record's frames that outgrow its task's first allocator slab cost a malloc.
         let firstAttempts = await sendFirstAttempts(pushes)
         var results = settledResults(pushes, firstAttempts)
-        if results.contains(where: { $0 == nil }) { await retry(pushes, firstAttempts, into: &results) }
+        if results.contains(where: { $0 == nil }) { await retry(firstAttempts, into: &results) }
         return observed(pushes, results)
     }
 
-    private func sendFirstAttempts(_ pushes: ArraySlice<PlannedPush>) async -> [APNsClient.SendInProgress?] {
+    /// Each push's first attempt with the client that sent it; nil for a push without a credential.
+    private func sendFirstAttempts(_ pushes: ArraySlice<PlannedPush>) async -> [FirstAttempt?] {
         await withUnsafeContinuation { continuation in
             let collector = FirstAttemptCollector(count: pushes.count, continuation)
             for (slot, push) in pushes.enumerated() {
                 if let client = client(for: push) {
-                    client.beginSend(push.request) { collector.store($0, at: slot) }
+                    client.beginSend(push.request) { progress in
+                        collector.store(FirstAttempt(client: client, progress: progress), at: slot)
+                    }
                 } else {
                     collector.store(nil, at: slot)
                 }
@@ -55,14 +58,14 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// Each push's result where its first attempt settled it; nil where the policy retries.
-    private func settledResults(_ pushes: ArraySlice<PlannedPush>, _ firstAttempts: [APNsClient.SendInProgress?])
+    private func settledResults(_ pushes: ArraySlice<PlannedPush>, _ firstAttempts: [FirstAttempt?])
         -> [DeliveryResult?]
     {
         var results: [DeliveryResult?] = []
         results.reserveCapacity(pushes.count)
         for (slot, push) in pushes.enumerated() {
-            if let progress = firstAttempts[slot], let client = client(for: push) {
-                results.append(client.settledResult(progress, policy: policy))
+            if let first = firstAttempts[slot] {
+                results.append(first.client.settledResult(first.progress, policy: policy))
             } else {
                 results.append(Self.noCredential(push))
             }
@@ -71,22 +74,20 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// The retries, which wait (back-off, Retry-After): those of one event wait side by side.
-    private func retry(_ pushes: ArraySlice<PlannedPush>, _ firstAttempts: [APNsClient.SendInProgress?],
-                       into results: inout [DeliveryResult?]) async {
+    private func retry(_ firstAttempts: [FirstAttempt?], into results: inout [DeliveryResult?]) async {
         let policy = self.policy
-        var retries: [(slot: Int, client: APNsClient, progress: APNsClient.SendInProgress)] = []
-        for (slot, push) in pushes.enumerated() where results[slot] == nil {
-            if let progress = firstAttempts[slot], let client = client(for: push) {
-                retries.append((slot, client, progress))
-            }
+        var retries: [(slot: Int, first: FirstAttempt)] = []
+        for (slot, first) in firstAttempts.enumerated() where results[slot] == nil {
+            if let first { retries.append((slot, first)) }
         }
         if retries.count == 1 {
-            results[retries[0].slot] = await retries[0].client.finishSend(retries[0].progress, policy: policy)
+            let (slot, first) = retries[0]
+            results[slot] = await first.client.finishSend(first.progress, policy: policy)
             return
         }
         let finished = await withTaskGroup(of: (Int, DeliveryResult).self) { group in
-            for retry in retries {
-                group.addTask { (retry.slot, await retry.client.finishSend(retry.progress, policy: policy)) }
+            for (slot, first) in retries {
+                group.addTask { (slot, await first.client.finishSend(first.progress, policy: policy)) }
             }
             return await group.reduce(into: [(Int, DeliveryResult)]()) { $0.append($1) }
         }
@@ -124,22 +125,28 @@ public final class APNsPushTransport: PushTransport {
     }
 }
 
+/// A push's first attempt and the client that sent it (and retries it).
+private struct FirstAttempt: Sendable {
+    let client: APNsClient
+    let progress: APNsClient.SendInProgress
+}
+
 /// Gathers the first attempts of one event's pushes, which end on loop threads in any order, and
 /// resumes the waiting event with all of them once the last has ended.
 private final class FirstAttemptCollector: Sendable {
-    private let slots: Mutex<[APNsClient.SendInProgress?]>
+    private let slots: Mutex<[FirstAttempt?]>
     private let remaining: Atomic<Int>
-    private let continuation: UnsafeContinuation<[APNsClient.SendInProgress?], Never>
+    private let continuation: UnsafeContinuation<[FirstAttempt?], Never>
 
-    init(count: Int, _ continuation: UnsafeContinuation<[APNsClient.SendInProgress?], Never>) {
-        slots = Mutex([APNsClient.SendInProgress?](repeating: nil, count: count))
+    init(count: Int, _ continuation: UnsafeContinuation<[FirstAttempt?], Never>) {
+        slots = Mutex([FirstAttempt?](repeating: nil, count: count))
         remaining = Atomic(count)
         self.continuation = continuation
     }
 
     /// Each slot exactly once (nil for a push that could not be sent).
-    func store(_ progress: APNsClient.SendInProgress?, at slot: Int) {
-        slots.withLock { $0[slot] = progress }
+    func store(_ first: FirstAttempt?, at slot: Int) {
+        slots.withLock { $0[slot] = first }
         guard remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
         continuation.resume(returning: slots.withLock { $0 })
     }
