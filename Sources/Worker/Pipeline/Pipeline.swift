@@ -94,8 +94,8 @@ public final class Pipeline: SourceHandler {
     let transport: any PushTransport
     let observer: (any PipelineObserver)?
     let state: Mutex<State>
-    /// The tasks records are processed on (on `processingExecutor`): a lane per record in flight, kept
-    /// between records.
+    /// The tasks records are processed on (on the executors `init`'s `processingExecutor` gives, else the
+    /// global concurrent executor): a lane per record in flight, kept between records.
     let lanes: RecordLanes<TakenRecord>
 
     /// A record the pipeline took, with the assignment generation it was taken in.
