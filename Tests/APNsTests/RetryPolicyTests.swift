@@ -81,9 +81,23 @@ struct RetryPolicyTests {
         #expect(decide(response(403, "ExpiredProviderToken")) == .retry(after: .zero, action: .refreshProviderToken))
     }
 
-    @Test func unprocessedStreamsRetryAtOnceAndConnectFailuresBackOff() {
+    @Test func requestsThatNeverReachedAPNsAreResentUncountedAndConnectFailuresBackOff() {
         let unprocessed = HTTP2ClientError(.unprocessed, "GOAWAY", endpoint: "h:1")
-        #expect(decide(.transportFailure(unprocessed)) == .retry(after: .zero, action: .none))
+        let saturated = HTTP2ClientError(.poolSaturated, "every stream is busy", endpoint: "h:1")
+        for error in [unprocessed, saturated] {
+            #expect(decide(.transportFailure(error)) == .resend)
+            // Not an attempt: the budget does not end it, however many attempts were counted before.
+            #expect(decide(.transportFailure(error), attempts: 5) == .resend)
+            guard case .finish(.expired, _) = decide(.transportFailure(error), expiresIn: .milliseconds(-1)) else {
+                Issue.record("\(error.code) past the expiration is expired, not resent")
+                continue
+            }
+        }
+        let policy = RetryPolicy()
+        #expect(policy.resendDelay(afterResends: 1) == .zero, "the first resend goes at once")
+        for resends in 2...30 {
+            #expect(policy.resendDelay(afterResends: resends) <= .seconds(1), "resends are spaced, at most 1 s apart")
+        }
         let refused = HTTP2ClientError(.connectFailed, "refused", endpoint: "h:1", retryAfter: .seconds(2))
         #expect(decide(.transportFailure(refused)) == .retry(after: .seconds(2), action: .none),
             "the pool's back-off is a lower bound")
@@ -100,9 +114,17 @@ struct RetryPolicyTests {
         #expect(because.contains("may have processed"))
     }
 
+    @Test func failuresOfThePathToAPNsBackOff() {
+        // A certificate that does not verify or a peer without h2 can be a proxy or a DNS fault that passes;
+        // the pool's breaker holds the pushes meanwhile.
+        for code in [HTTP2ClientError.Code.certificateVerificationFailed, .http2NotNegotiated] {
+            let error = HTTP2ClientError(code, "broken", endpoint: "h:1")
+            #expect(decide(.transportFailure(error)) == .retry(after: .milliseconds(200), action: .none))
+        }
+    }
+
     @Test func configurationFailuresAreNotRetried() {
-        for code in [HTTP2ClientError.Code.certificateVerificationFailed, .http2NotNegotiated, .poolShutDown,
-                     .invalidConfiguration, .responseTooLarge] {
+        for code in [HTTP2ClientError.Code.poolShutDown, .invalidConfiguration, .responseTooLarge] {
             let error = HTTP2ClientError(code, "broken", endpoint: "h:1")
             guard case .finish(.failed, _) = decide(.transportFailure(error)) else {
                 Issue.record("\(code) should fail at once")
@@ -134,7 +156,7 @@ struct RetryPolicyTests {
     }
 
     @Test func expirationBoundsRetries() {
-        guard case .finish(.failed, _) = decide(response(503, "ServiceUnavailable"), expiresIn: .milliseconds(100))
+        guard case .finish(.expired, _) = decide(response(503, "ServiceUnavailable"), expiresIn: .milliseconds(100))
         else {
             Issue.record("a retry at or after the expiration must not be scheduled")
             return
@@ -142,14 +164,14 @@ struct RetryPolicyTests {
         #expect(decide(response(503, "ServiceUnavailable"), expiresIn: .seconds(10))
             == .retry(after: .milliseconds(200), action: .none))
         // Expiration 0: only immediate retries.
-        guard case .finish(.failed, _) = decide(response(503, "ServiceUnavailable"), expiresIn: .zero) else {
+        guard case .finish(.expired, _) = decide(response(503, "ServiceUnavailable"), expiresIn: .zero) else {
             Issue.record("expiration 0 allows no delayed retry")
             return
         }
         #expect(decide(response(400, "IdleTimeout"), expiresIn: .zero)
             == .retry(after: .zero, action: .useNewConnection))
         // Already expired: nothing more.
-        guard case .finish(.failed, let because) = decide(response(400, "IdleTimeout"), expiresIn: .seconds(-1)) else {
+        guard case .finish(.expired, let because) = decide(response(400, "IdleTimeout"), expiresIn: .seconds(-1)) else {
             Issue.record("an expired notification is not retried")
             return
         }

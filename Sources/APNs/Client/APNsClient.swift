@@ -39,6 +39,10 @@ public final class APNsClient: Sendable {
         public var pingInterval: Duration = .seconds(60)
         /// Delay between failed connection attempts. Default: 100 ms doubling to 30 s, full jitter.
         public var reconnectBackoff = ExponentialBackoff(initial: .milliseconds(100), maximum: .seconds(30))
+        /// When each environment's pool counts as down, and how it is probed.
+        public var breaker = CircuitBreaker.Configuration()
+        /// Told when an environment's breaker opens, half-opens or closes (for logs, metrics, readiness).
+        public var onBreakerTransition: (@Sendable (APNsEnvironment, CircuitBreaker.Transition) -> Void)?
 
         public init(credential: APNsCredential) {
             self.credential = credential
@@ -73,6 +77,8 @@ public final class APNsClient: Sendable {
     private let group: EventLoopGroup
     private let sandboxPool: ConnectionPool
     private let productionPool: ConnectionPool
+    private let sandboxBreaker: CircuitBreaker
+    private let productionBreaker: CircuitBreaker
     private let signer: ProviderTokenSigner?
 
     /// Checks the configuration for both environments (endpoint, CA file, client identity); connects
@@ -84,6 +90,14 @@ public final class APNsClient: Sendable {
         sandboxPool = try ConnectionPool(configuration: configuration.poolConfiguration(for: .sandbox), group: group)
         productionPool = try ConnectionPool(configuration: configuration.poolConfiguration(for: .production),
             group: group)
+        let onTransition = configuration.onBreakerTransition
+        sandboxBreaker = CircuitBreaker(configuration: configuration.breaker) { onTransition?(.sandbox, $0) }
+        productionBreaker = CircuitBreaker(configuration: configuration.breaker) { onTransition?(.production, $0) }
+    }
+
+    /// The circuit breaker of the pool serving `environment`.
+    public func breaker(for environment: APNsEnvironment) -> CircuitBreaker {
+        environment == .sandbox ? sandboxBreaker : productionBreaker
     }
 
     /// The pool serving `environment` (for statistics).
@@ -142,18 +156,21 @@ public final class APNsClient: Sendable {
     public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
         let clock = ContinuousClock()
         let firstStart = clock.now
-        let first = await attemptOnce(request, clock: clock, start: firstStart)
+        // While the pool's breaker holds, the first attempt waits in the retry loop like any other.
+        let first = breaker(for: request.environment).isClosed
+            ? await attemptOnce(request, clock: clock, start: firstStart, probe: false) : nil
         return await finishSend(SendInProgress(request: request, first: first, firstStart: firstStart), policy: policy)
     }
 
     /// A send whose first attempt has ended (`beginSend`); `finishSend` takes it from there.
     public struct SendInProgress: Sendable {
         let request: APNsRequest
-        let first: RecordedAttempt
+        /// Nil when nothing was sent yet: the pool's breaker was holding its pushes.
+        let first: RecordedAttempt?
         let firstStart: ContinuousClock.Instant
 
         /// True when APNs accepted the first attempt: `finishSend` then returns at once.
-        public var isDelivered: Bool { first.record.httpStatus == 200 && first.response != nil }
+        public var isDelivered: Bool { first?.record.httpStatus == 200 && first?.response != nil }
     }
 
     /// Sends the first attempt of `request` now and calls `completion` once it has ended, on the
@@ -167,6 +184,11 @@ public final class APNsClient: Sendable {
     public func beginSend(_ request: APNsRequest, completion: @escaping @Sendable (SendInProgress) -> Void) {
         let clock = ContinuousClock()
         let firstStart = clock.now
+        let breaker = breaker(for: request.environment)
+        guard breaker.isClosed else {
+            completion(SendInProgress(request: request, first: nil, firstStart: firstStart))
+            return
+        }
         var attempt = Self.newAttempt(request)
         let http: HTTP2Request
         let token: ProviderToken?
@@ -185,6 +207,7 @@ public final class APNsClient: Sendable {
             case .failure(let error): Self.record(error, in: &attempt)
             }
             attempt.record.latency = firstStart.duration(to: clock.now)
+            breaker.record(CircuitBreaker.Verdict(attempt.outcome))
             completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
         }
     }
@@ -202,11 +225,12 @@ public final class APNsClient: Sendable {
     /// The result when the first attempt settled the send: accepted, or refused in a way `policy` does not
     /// retry (an unregistered token, a bad topic...). Nil when the policy retries: `finishSend` then does.
     public func settledResult(_ progress: SendInProgress, policy: RetryPolicy) -> DeliveryResult? {
-        let first = progress.first
+        guard let first = progress.first else { return nil }
         if progress.isDelivered, let response = first.response {
             return DeliveryResult(status: .delivered, response: response, attempts: [first.record],
                 summary: "accepted by APNs")
         }
+        if isHeldByBreaker(first, environment: progress.request.environment) { return nil }
         let decision = policy.decide(after: first.outcome, attempts: 1,
             elapsed: progress.firstStart.duration(to: .now), timeToExpiration: timeToExpiration(of: progress.request))
         guard case .finish(let status, let because) = decision else { return nil }
@@ -229,7 +253,7 @@ public final class APNsClient: Sendable {
 
     nonisolated(nonsending)
     private func attemptOnce(_ request: APNsRequest, clock: ContinuousClock,
-                             start attemptStart: ContinuousClock.Instant) async -> RecordedAttempt {
+                             start attemptStart: ContinuousClock.Instant, probe: Bool) async -> RecordedAttempt {
         var attempt = Self.newAttempt(request)
         do {
             let (http, token) = try prepare(request)
@@ -239,7 +263,15 @@ public final class APNsClient: Sendable {
             Self.record(error, in: &attempt)
         }
         attempt.record.latency = attemptStart.duration(to: clock.now)
+        breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome), probe: probe)
         return attempt
+    }
+
+    /// Whether an attempt failed with a fault of its pool while the pool's breaker is not closed: the
+    /// attempt is then the pool's failure, not the push's, and the push waits for the breaker.
+    private func isHeldByBreaker(_ attempt: RecordedAttempt, environment: APNsEnvironment) -> Bool {
+        guard case .fault = CircuitBreaker.Verdict(attempt.outcome) else { return false }
+        return !breaker(for: environment).isClosed
     }
 
     /// An attempt that got an HTTP response, whatever its status.
@@ -280,44 +312,105 @@ public final class APNsClient: Sendable {
         }
     }
 
-    /// The retry loop, entered after a first attempt that was not accepted.
-    private func retry(_ request: APNsRequest, policy: RetryPolicy, after first: RecordedAttempt,
+    /// The retry loop, entered after a first attempt that was not accepted or not sent.
+    ///
+    /// Counts against `maximumAttempts` and `maximumTotalTime` only what is the push's own doing: an
+    /// attempt that never reached APNs is resent without counting (spaced by `resendBackoff`), and one
+    /// that failed with a fault of its pool while the pool's breaker opened waits for the breaker without
+    /// counting. Waiting ends when the breaker lets the push through, or as `expired` when the push's
+    /// expiration or the hold limit comes first.
+    private func retry(_ request: APNsRequest, policy: RetryPolicy, after first: RecordedAttempt?,
                        firstStart: ContinuousClock.Instant, clock: ContinuousClock) async -> DeliveryResult {
-        var attempts = [first.record]
+        let breaker = breaker(for: request.environment)
+        var attempts: [DeliveryAttempt] = []
+        var counted = 0
+        var resendsInARow = 0
+        // Time that counts against the hold limit and not against `maximumTotalTime`.
+        var excused = Duration.zero
         var last = first
         var current = request
         while true {
-            let decision = policy.decide(after: last.outcome, attempts: attempts.count,
-                elapsed: firstStart.duration(to: clock.now), timeToExpiration: timeToExpiration(of: request))
-            switch decision {
-            case .finish(let status, let because):
-                return DeliveryResult(status: status, response: last.response, attempts: attempts, summary: because)
-            case .retry(let delay, let action):
-                switch action {
-                case .none: break
-                case .useNewConnection:
-                    pool(for: request.environment).retireConnection(id: last.connectionID,
-                        reason: "APNs answered \(last.response?.reason?.rawValue ?? "a connection error")")
-                case .refreshProviderToken:
-                    signer?.invalidate(last.token)
-                }
-                if delay > .zero {
-                    do {
-                        try await Task.sleep(for: delay)
-                    } catch {
-                        return DeliveryResult(status: .failed, response: last.response, attempts: attempts,
-                            summary: "cancelled while waiting to retry")
+            var delay = Duration.zero
+            if let attempt = last {
+                attempts.append(attempt.record)
+                if isHeldByBreaker(attempt, environment: request.environment) {
+                    excused += attempt.record.latency
+                } else {
+                    let decision = policy.decide(after: attempt.outcome, attempts: counted + 1,
+                        elapsed: firstStart.duration(to: clock.now) - excused,
+                        timeToExpiration: timeToExpiration(of: request))
+                    switch decision {
+                    case .finish(let status, let because):
+                        return DeliveryResult(status: status, response: attempt.response, attempts: attempts,
+                            summary: because)
+                    case .resend:
+                        resendsInARow += 1
+                        delay = policy.resendDelay(afterResends: resendsInARow)
+                        excused += attempt.record.latency + delay
+                    case .retry(let retryDelay, let action):
+                        counted += 1
+                        resendsInARow = 0
+                        delay = retryDelay
+                        switch action {
+                        case .none: break
+                        case .useNewConnection:
+                            pool(for: request.environment).retireConnection(id: attempt.connectionID,
+                                reason: "APNs answered \(attempt.response?.reason?.rawValue ?? "a connection error")")
+                        case .refreshProviderToken:
+                            signer?.invalidate(attempt.token)
+                        }
                     }
                 }
             }
-            current.apnsID = .random()
-            last = await attemptOnce(current, clock: clock, start: clock.now)
-            attempts.append(last.record)
-            if last.record.httpStatus == 200, let response = last.response {
+            if excused > policy.maximumHoldTime {
+                return expired(last, attempts, because: "waited \(Self.format(excused)) for APNs, past the "
+                    + "\(Self.format(policy.maximumHoldTime)) hold limit")
+            }
+            if delay > .zero {
+                do {
+                    try await Task.sleep(for: delay)
+                } catch {
+                    return DeliveryResult(status: .failed, response: last?.response, attempts: attempts,
+                        summary: "cancelled while waiting to retry")
+                }
+            }
+            var probe = false
+            if !breaker.isClosed {
+                let holdStart = clock.now
+                var wait = policy.maximumHoldTime - excused
+                if let left = timeToExpiration(of: request) { wait = min(wait, left) }
+                let admission = await breaker.admit(deadline: MonotonicClock.now() &+ max(wait, .zero).nanosecondsClamped)
+                excused += holdStart.duration(to: clock.now)
+                switch admission {
+                case .go(let isProbe):
+                    probe = isProbe
+                case .deadlinePassed:
+                    let expiredByItself = (timeToExpiration(of: request) ?? .seconds(1)) <= .zero
+                    return expired(last, attempts, because: expiredByItself
+                        ? "the notification expired while APNs could not be reached; it was not sent"
+                        : "waited \(Self.format(excused)) for APNs, past the \(Self.format(policy.maximumHoldTime)) "
+                            + "hold limit")
+                }
+            }
+            // Every attempt after the first carries a fresh apns-id; the first is the request's own.
+            if last != nil || !attempts.isEmpty { current.apnsID = .random() }
+            let attempt = await attemptOnce(current, clock: clock, start: clock.now, probe: probe)
+            if attempt.record.httpStatus == 200, let response = attempt.response {
+                attempts.append(attempt.record)
                 return DeliveryResult(status: .delivered, response: response, attempts: attempts,
                     summary: "accepted by APNs")
             }
+            last = attempt
         }
+    }
+
+    private func expired(_ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], because: String) -> DeliveryResult {
+        DeliveryResult(status: .expired, response: last?.response, attempts: attempts, summary: because)
+    }
+
+    private static func format(_ duration: Duration) -> String {
+        let seconds = duration.seconds
+        return seconds < 10 ? "\(Int((seconds * 1000).rounded())) ms" : "\(Int(seconds.rounded())) s"
     }
 
     /// Closes both environments' pools, letting open streams finish for up to `gracePeriod`.

@@ -12,9 +12,12 @@ public enum DeliveryStatus: String, Sendable, Hashable, CustomStringConvertible 
     case delivered
     /// APNs (or request validation) refused it for good: sending it again would not help.
     case rejected
-    /// It could not be delivered: retries ran out, time or expiration ran out, or the transport or
-    /// credential failed in a way retrying cannot fix.
+    /// It could not be delivered: retries ran out on failures of this push while its pool was healthy,
+    /// or the transport or credential failed in a way retrying cannot fix.
     case failed
+    /// Never delivered, and no longer worth sending: its `apns-expiration` passed (or would have before
+    /// the next try), or it waited longer than the hold limit while its pool could not reach APNs.
+    case expired
 
     public var description: String { rawValue }
 }

@@ -31,20 +31,26 @@ public enum RetryDecision: Sendable, Hashable {
     case finish(DeliveryStatus, because: String)
     /// Try again after `delay`, doing `action` first.
     case retry(after: Duration, action: RetryAction)
+    /// Send again without counting an attempt: the request never reached APNs (a stream the server did
+    /// not process, or the worker's own pool had no room for it). The sender spaces resends with
+    /// `resendBackoff`, so a storm of GOAWAYs never turns into a hot loop.
+    case resend
 }
 
 /// Which outcomes are retried and when.
 ///
 /// Retried, after exponential back-off with full jitter (and never sooner than `Retry-After`):
 /// 429, 500, 503 ServiceUnavailable, unknown 5xx, lost connections, timeouts and stream resets, failed
-/// connects and TLS handshakes. Retried at once: streams the server did not process (GOAWAY,
-/// REFUSED_STREAM), IdleTimeout / Shutdown / UnrelatedKeyIdInToken (on a new connection) and
-/// ExpiredProviderToken (with a new token). Never retried: invalid tokens, bad credentials, permanent
-/// request errors, certificate or ALPN failures. Every retry gets a fresh apns-id (the client does that).
+/// connects, TLS handshakes and certificate checks. Retried at once: IdleTimeout / Shutdown /
+/// UnrelatedKeyIdInToken (on a new connection) and ExpiredProviderToken (with a new token). Resent without
+/// counting an attempt: streams the server did not process (GOAWAY, REFUSED_STREAM, never written) and
+/// requests the pool had no room for. Never retried: invalid tokens, bad credentials, permanent request
+/// errors. Every retry gets a fresh apns-id (the client does that).
 ///
 /// Bounds: at most `maximumAttempts`, no retry that would start after `maximumTotalTime` from the first
-/// attempt, and none at or after the notification's `apns-expiration`. An expiration of 0 ("try once,
-/// do not store") allows only the immediate retries.
+/// attempt, and none at or after the notification's `apns-expiration` (the push is then `expired`). An
+/// expiration of 0 ("try once, do not store") allows only the immediate retries. Time a push spends
+/// waiting for its pool's circuit breaker counts against neither bound, only against `maximumHoldTime`.
 public struct RetryPolicy: Sendable, Hashable {
     /// Attempts in all, the first included. Default: 5.
     public var maximumAttempts: Int
@@ -55,14 +61,29 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Whether a request that may have reached APNs (timeout, lost connection, stream reset) is sent
     /// again, at the risk of a duplicate on the device. Default: true (at-least-once).
     public var retriesPossiblyProcessedRequests: Bool
+    /// The longest a push without an expiration waits while its pool's breaker is open (APNs or the path
+    /// to it is down), and while it is resent without being attempted; it is `expired` after that.
+    /// Default: 1 hour.
+    public var maximumHoldTime: Duration
+    /// Delay before resend n of a push that never reached APNs (1-based, counted since its last real
+    /// attempt): the first goes at once. Default: 10 ms doubling to 1 s, full jitter.
+    public var resendBackoff: ExponentialBackoff
 
     public init(maximumAttempts: Int = 5, maximumTotalTime: Duration = .seconds(60),
                 backoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(200), maximum: .seconds(30)),
-                retriesPossiblyProcessedRequests: Bool = true) {
+                retriesPossiblyProcessedRequests: Bool = true, maximumHoldTime: Duration = .seconds(3600),
+                resendBackoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(10), maximum: .seconds(1))) {
         self.maximumAttempts = max(1, maximumAttempts)
         self.maximumTotalTime = maximumTotalTime
         self.backoff = backoff
         self.retriesPossiblyProcessedRequests = retriesPossiblyProcessedRequests
+        self.maximumHoldTime = maximumHoldTime
+        self.resendBackoff = resendBackoff
+    }
+
+    /// The delay before the `resends`th resend in a row (1-based): none for the first.
+    public func resendDelay(afterResends resends: Int) -> Duration {
+        resends <= 1 ? .zero : resendBackoff.delay(afterFailures: resends - 1)
     }
 
     /// Sends each notification once.
@@ -100,9 +121,13 @@ public struct RetryPolicy: Sendable, Hashable {
         case .transportFailure(let error):
             what = "\(error.code): \(error.message)"
             switch error.code {
-            case .unprocessed:
-                kind = .immediate(.none)
-            case .connectFailed, .connectTimeout, .tlsHandshakeFailed, .protocolError, .poolSaturated:
+            case .unprocessed, .poolSaturated:
+                if let timeToExpiration, timeToExpiration < .zero {
+                    return .finish(.expired, because: "expired before it could be sent; last: \(what)")
+                }
+                return .resend
+            case .connectFailed, .connectTimeout, .tlsHandshakeFailed, .protocolError,
+                .certificateVerificationFailed, .http2NotNegotiated:
                 kind = .backoff(minimum: error.retryAfter)
             case .connectionClosed, .requestTimeout, .streamReset:
                 guard retriesPossiblyProcessedRequests else {
@@ -138,10 +163,10 @@ public struct RetryPolicy: Sendable, Hashable {
                 + "\(format(maximumTotalTime)) limit; last: \(what)")
         }
         if let timeToExpiration, timeToExpiration < .zero {
-            return .finish(.failed, because: "gave up: the notification has expired; last: \(what)")
+            return .finish(.expired, because: "the notification has expired; last: \(what)")
         }
         if let timeToExpiration, delay > .zero, delay >= timeToExpiration {
-            return .finish(.failed, because: "gave up: the notification expires before a retry in "
+            return .finish(.expired, because: "the notification expires before a retry in "
                 + "\(format(delay)); last: \(what)")
         }
         return .retry(after: delay, action: action)

@@ -473,7 +473,8 @@ public final class ConnectionPool: Sendable {
             let expired = state.waiters.removeAll { $0.isFinished || $0.deadline <= now }
             for ticket in expired where !ticket.isFinished {
                 ticket.isWaiting = false
-                actions.failures.append((ticket, error(.requestTimeout,
+                // Never sent: the worker's own pool was full, so the caller may send it again uncounted.
+                actions.failures.append((ticket, error(.poolSaturated,
                     "no free stream within \(formatNanoseconds(ticket.timeoutNanoseconds)) "
                         + "(\(state.entries.filter(\.isReady).count) ready connections, all streams busy or "
                         + "still connecting); the request was not sent")))

@@ -100,13 +100,14 @@ public protocol ResultSink: Sendable {
 
 /// How an (event, device) pair ended: the delivery statuses, plus `skipped` when nothing was sent.
 public enum OutcomeStatus: String, Sendable {
-    case delivered, rejected, failed, skipped
+    case delivered, rejected, failed, expired, skipped
 
     public init(_ status: DeliveryStatus) {
         switch status {
         case .delivered: self = .delivered
         case .rejected: self = .rejected
         case .failed: self = .failed
+        case .expired: self = .expired
         }
     }
 }

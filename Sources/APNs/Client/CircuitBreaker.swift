@@ -1,0 +1,352 @@
+// Tells a fault of APNs, or of the path to it, from a fault of one push. When most recent attempts on a
+// pool fail in ways that say nothing about the push itself (no connection, TLS failures, timeouts, 5xx,
+// 429), the pool's breaker opens: its pushes wait, spending no attempts, until a probe finds APNs
+// answering again. Kafka holds the rest of the work meanwhile, so waiting is cheap and nothing is burnt.
+import Synchronization
+
+/// The circuit breaker of one pool (environment × credential).
+///
+/// Closed: every push goes out, and each attempt's verdict is recorded. The breaker opens after
+/// `consecutiveFaults` pool faults in a row, or `faultsInWindow` among the last `window` verdicts since
+/// the first fault. Open: pushes wait in `admit`; after `openDuration` (growing with each failed probe)
+/// it is half-open and lets one waiting push through as a probe. Any answer that is not a pool fault, from
+/// the probe or from a push sent earlier, closes it and releases every waiting push.
+///
+/// - Important: thread-safe. `isClosed` and recording a healthy verdict while no fault is in the window
+///   are single atomic loads, so a healthy pool pays nothing more per attempt.
+public final class CircuitBreaker: Sendable {
+    public enum State: String, Sendable, Hashable, CustomStringConvertible {
+        case closed
+        case open
+        case halfOpen = "half_open"
+
+        public var description: String { rawValue }
+    }
+
+    public struct Configuration: Sendable, Hashable {
+        /// Pool faults in a row that open the breaker. Default: 5.
+        public var consecutiveFaults = 5
+        /// Verdicts looked at once a fault was seen. Default: 20.
+        public var window = 20
+        /// Faults among the window's verdicts that open the breaker: half of them, "most requests". Default: 10.
+        public var faultsInWindow = 10
+        /// How long the breaker stays open before a probe: its ceiling doubles with each failed probe.
+        /// Default: 1 s doubling to 30 s, with jitter.
+        public var openDuration = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(30))
+
+        public init() {}
+    }
+
+    /// What an attempt says about the pool.
+    public enum Verdict: Sendable, Hashable {
+        /// APNs answered, in a way that is about the push (200, 400, 410...).
+        case healthy
+        /// The pool or APNs is in trouble: why, for people.
+        case fault(String)
+        /// Says nothing about the pool (not sent, the request was invalid, cancelled).
+        case neutral
+    }
+
+    /// A change of state, for logs, metrics and readiness.
+    public struct Transition: Sendable {
+        public var from: State
+        public var to: State
+        /// The fault that opened it, or what closed it.
+        public var cause: String
+        /// Pushes waiting at the time.
+        public var waiting: Int
+        /// When open: how long until the next probe.
+        public var probeIn: Duration?
+    }
+
+    /// The answer of `admit`.
+    public enum Admission: Sendable, Hashable {
+        /// Send now; `probe` when this push is the half-open breaker's probe (record its verdict with it).
+        case go(probe: Bool)
+        /// The deadline passed while waiting: nothing was sent.
+        case deadlinePassed
+    }
+
+    /// A snapshot for metrics.
+    public struct Snapshot: Sendable, Hashable {
+        public var state: State
+        /// Pushes waiting for the breaker to let them through.
+        public var waiting: Int
+    }
+
+    private struct Waiter {
+        let id: UInt64
+        let deadline: UInt64
+        let continuation: UnsafeContinuation<Admission, Never>
+    }
+
+    private struct Window {
+        var verdicts: [Bool] = []
+        var next = 0
+        var faults = 0
+
+        mutating func add(fault: Bool, size: Int) {
+            if verdicts.count < size {
+                verdicts.append(fault)
+            } else {
+                if verdicts[next] { faults -= 1 }
+                verdicts[next] = fault
+                next = (next + 1) % size
+            }
+            if fault { faults += 1 }
+        }
+    }
+
+    private struct Machine {
+        var state = State.closed
+        var window = Window()
+        var consecutiveFaults = 0
+        var failedProbes = 0
+        var reopenAt: UInt64 = 0
+        var probeInFlight = false
+        var lastFault = ""
+        var waiters: [Waiter] = []
+        var nextWaiterID: UInt64 = 0
+        var ticking = false
+    }
+
+    /// What to do once the lock is released.
+    private struct Effects {
+        var resume: [(UnsafeContinuation<Admission, Never>, Admission)] = []
+        var transitions: [Transition] = []
+        var startTicking = false
+    }
+
+    public let configuration: Configuration
+    private let machine = Mutex(Machine())
+    /// Mirrors `machine.state != .closed`, read without the lock on every send.
+    private let holding = Atomic<Bool>(false)
+    /// Whether the window holds a fault: healthy verdicts are recorded only then.
+    private let windowHasFault = Atomic<Bool>(false)
+    private let onTransition: @Sendable (Transition) -> Void
+    /// How often waiting pushes are checked against their deadlines and an open breaker against its probe time.
+    private static let tickNanoseconds: UInt64 = 100_000_000
+
+    public init(configuration: Configuration = Configuration(),
+                onTransition: @escaping @Sendable (Transition) -> Void = { _ in }) {
+        self.configuration = configuration
+        self.onTransition = onTransition
+    }
+
+    /// True while pushes may go out without waiting.
+    public var isClosed: Bool { !holding.load(ordering: .relaxed) }
+
+    public var snapshot: Snapshot {
+        machine.withLock { Snapshot(state: $0.state, waiting: $0.waiters.count) }
+    }
+
+    /// Records what an attempt said about the pool. `probe`: the attempt was let through by `.go(probe: true)`.
+    public func record(_ verdict: Verdict, probe: Bool = false) {
+        if case .healthy = verdict, !probe, !windowHasFault.load(ordering: .relaxed),
+            !holding.load(ordering: .relaxed)
+        {
+            return
+        }
+        let now = MonotonicClock.now()
+        let effects = machine.withLock { machine -> Effects in
+            var effects = Effects()
+            switch verdict {
+            case .healthy:
+                switch machine.state {
+                case .closed:
+                    machine.consecutiveFaults = 0
+                    machine.window.add(fault: false, size: configuration.window)
+                    if machine.window.faults == 0 { clearWindow(&machine) }
+                case .open, .halfOpen:
+                    close(&machine, cause: "APNs answered again", effects: &effects)
+                }
+            case .fault(let cause):
+                machine.lastFault = cause
+                switch machine.state {
+                case .closed:
+                    machine.consecutiveFaults += 1
+                    machine.window.add(fault: true, size: configuration.window)
+                    windowHasFault.store(true, ordering: .relaxed)
+                    if machine.consecutiveFaults >= configuration.consecutiveFaults
+                        || machine.window.faults >= configuration.faultsInWindow
+                    {
+                        open(&machine, now: now, cause: cause, effects: &effects)
+                    }
+                case .halfOpen where probe:
+                    machine.probeInFlight = false
+                    machine.failedProbes += 1
+                    open(&machine, now: now, cause: cause, effects: &effects)
+                case .open, .halfOpen:
+                    break  // an attempt sent before the breaker opened: it knows no more than the breaker does
+                }
+            case .neutral:
+                if probe, machine.state == .halfOpen {
+                    machine.probeInFlight = false
+                    admitProbe(&machine, now: now, effects: &effects)
+                }
+            }
+            return effects
+        }
+        perform(effects)
+    }
+
+    /// Returns at once while the breaker is closed; otherwise waits until the push may go (a probe, or
+    /// the breaker closed) or `deadline` (MonotonicClock nanoseconds) passes.
+    public func admit(deadline: UInt64) async -> Admission {
+        if isClosed { return .go(probe: false) }
+        return await withUnsafeContinuation { continuation in
+            let now = MonotonicClock.now()
+            let effects = machine.withLock { machine -> Effects in
+                var effects = Effects()
+                switch machine.state {
+                case .closed:
+                    effects.resume.append((continuation, .go(probe: false)))
+                case .halfOpen where !machine.probeInFlight && machine.waiters.isEmpty:
+                    machine.probeInFlight = true
+                    effects.resume.append((continuation, .go(probe: true)))
+                case .open, .halfOpen:
+                    if deadline <= now {
+                        effects.resume.append((continuation, .deadlinePassed))
+                    } else {
+                        machine.nextWaiterID += 1
+                        machine.waiters.append(Waiter(id: machine.nextWaiterID, deadline: deadline,
+                            continuation: continuation))
+                        ensureTicking(&machine, effects: &effects)
+                    }
+                }
+                return effects
+            }
+            perform(effects)
+        }
+    }
+
+    // MARK: State changes (under the lock)
+
+    private func open(_ machine: inout Machine, now: UInt64, cause: String, effects: inout Effects) {
+        let from = machine.state
+        let wait = configuration.openDuration.delay(afterFailures: machine.failedProbes + 1)
+        let floor = Duration.milliseconds(Int64(configuration.openDuration.initial.seconds * 500))
+        let probeIn = max(wait, floor)
+        machine.state = .open
+        machine.reopenAt = now &+ probeIn.nanosecondsClamped
+        machine.probeInFlight = false
+        machine.consecutiveFaults = 0
+        clearWindow(&machine)
+        holding.store(true, ordering: .relaxed)
+        // Reopening after a failed probe is no news to an operator beyond the first opening.
+        if from == .closed {
+            effects.transitions.append(Transition(from: from, to: .open, cause: cause,
+                waiting: machine.waiters.count, probeIn: probeIn))
+        }
+        ensureTicking(&machine, effects: &effects)
+    }
+
+    private func close(_ machine: inout Machine, cause: String, effects: inout Effects) {
+        let from = machine.state
+        machine.state = .closed
+        machine.failedProbes = 0
+        machine.probeInFlight = false
+        machine.consecutiveFaults = 0
+        clearWindow(&machine)
+        holding.store(false, ordering: .relaxed)
+        effects.transitions.append(Transition(from: from, to: .closed, cause: cause,
+            waiting: machine.waiters.count, probeIn: nil))
+        for waiter in machine.waiters { effects.resume.append((waiter.continuation, .go(probe: false))) }
+        machine.waiters.removeAll()
+    }
+
+    private func clearWindow(_ machine: inout Machine) {
+        machine.window = Window()
+        windowHasFault.store(false, ordering: .relaxed)
+    }
+
+    /// Lets the oldest waiting push through as the probe, when half-open and no probe is out.
+    private func admitProbe(_ machine: inout Machine, now: UInt64, effects: inout Effects) {
+        guard machine.state == .halfOpen, !machine.probeInFlight else { return }
+        while !machine.waiters.isEmpty {
+            let waiter = machine.waiters.removeFirst()
+            if waiter.deadline <= now {
+                effects.resume.append((waiter.continuation, .deadlinePassed))
+                continue
+            }
+            machine.probeInFlight = true
+            effects.resume.append((waiter.continuation, .go(probe: true)))
+            return
+        }
+    }
+
+    private func ensureTicking(_ machine: inout Machine, effects: inout Effects) {
+        if !machine.ticking {
+            machine.ticking = true
+            effects.startTicking = true
+        }
+    }
+
+    /// Half-opens a breaker whose open time is over, lets a probe out, and ends the waits whose deadline
+    /// passed. Returns whether the ticker is still needed.
+    private func tick() -> Bool {
+        let now = MonotonicClock.now()
+        var keepTicking = false
+        let effects = machine.withLock { machine -> Effects in
+            var effects = Effects()
+            if machine.state == .open, now >= machine.reopenAt {
+                machine.state = .halfOpen
+                if machine.failedProbes == 0 {
+                    effects.transitions.append(Transition(from: .open, to: .halfOpen,
+                        cause: "probing after \(machine.lastFault)", waiting: machine.waiters.count, probeIn: nil))
+                }
+            }
+            machine.waiters.removeAll { waiter in
+                guard waiter.deadline <= now else { return false }
+                effects.resume.append((waiter.continuation, .deadlinePassed))
+                return true
+            }
+            admitProbe(&machine, now: now, effects: &effects)
+            keepTicking = machine.state == .open || !machine.waiters.isEmpty
+            if !keepTicking { machine.ticking = false }
+            return effects
+        }
+        perform(effects)
+        return keepTicking
+    }
+
+    private func perform(_ effects: Effects) {
+        for transition in effects.transitions { onTransition(transition) }
+        for (continuation, admission) in effects.resume { continuation.resume(returning: admission) }
+        if effects.startTicking {
+            Task { [self] in
+                repeat {
+                    try? await Task.sleep(nanoseconds: Self.tickNanoseconds)
+                } while tick()
+            }
+        }
+    }
+}
+
+extension CircuitBreaker.Verdict {
+    /// What an attempt's outcome says about its pool.
+    public init(_ outcome: AttemptOutcome) {
+        switch outcome {
+        case .response(let response, _):
+            if response.isAccepted {
+                self = .healthy
+                return
+            }
+            switch response.reasonClass ?? .permanent {
+            case .retryWithBackoff:
+                self = .fault("APNs answered \(response.status) \(response.reason?.rawValue ?? "(no reason)")")
+            default:
+                self = .healthy
+            }
+        case .transportFailure(let error):
+            switch error.code {
+            case .unprocessed, .poolSaturated, .poolShutDown, .invalidConfiguration, .responseTooLarge:
+                self = .neutral
+            default:
+                self = .fault("\(error.code): \(error.message)")
+            }
+        case .credentialFailure, .invalidRequest, .cancelled:
+            self = .neutral
+        }
+    }
+}
