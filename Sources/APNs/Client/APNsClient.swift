@@ -363,8 +363,7 @@ public final class APNsClient: Sendable {
                 }
             }
             if excused > policy.maximumHoldTime {
-                return expired(last, attempts, because: "waited \(Self.format(excused)) for APNs, past the "
-                    + "\(Self.format(policy.maximumHoldTime)) hold limit")
+                return heldPastLimit(last, attempts, waited: excused, policy: policy)
             }
             if delay > .zero {
                 do {
@@ -385,11 +384,11 @@ public final class APNsClient: Sendable {
                 case .go(let isProbe):
                     probe = isProbe
                 case .deadlinePassed:
-                    let expiredByItself = (timeToExpiration(of: request) ?? .seconds(1)) <= .zero
-                    return expired(last, attempts, because: expiredByItself
-                        ? "the notification expired while APNs could not be reached; it was not sent"
-                        : "waited \(Self.format(excused)) for APNs, past the \(Self.format(policy.maximumHoldTime)) "
-                            + "hold limit")
+                    if let left = timeToExpiration(of: request), left <= .zero {
+                        return DeliveryResult(status: .expired, response: last?.response, attempts: attempts,
+                            summary: "the notification expired while APNs could not be reached; it was not sent again")
+                    }
+                    return heldPastLimit(last, attempts, waited: excused, policy: policy)
                 }
             }
             // Every attempt after the first carries a fresh apns-id; the first is the request's own.
@@ -404,8 +403,11 @@ public final class APNsClient: Sendable {
         }
     }
 
-    private func expired(_ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], because: String) -> DeliveryResult {
-        DeliveryResult(status: .expired, response: last?.response, attempts: attempts, summary: because)
+    private func heldPastLimit(_ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], waited: Duration,
+                               policy: RetryPolicy) -> DeliveryResult {
+        DeliveryResult(status: .expired, response: last?.response, attempts: attempts,
+            summary: "waited \(Self.format(waited)) for APNs, past the \(Self.format(policy.maximumHoldTime)) hold limit",
+            expiryReason: "holdLimitReached")
     }
 
     private static func format(_ duration: Duration) -> String {

@@ -60,12 +60,17 @@ public struct DeliveryResult: Sendable {
     public var attempts: [DeliveryAttempt]
     /// Why the notification ended as it did, for people (never contains secrets).
     public var summary: String
+    /// For `expired`: `expired` when its apns-expiration passed, `holdLimitReached` when it waited
+    /// longer than the hold limit for a pool that could not reach APNs. Nil for other statuses.
+    public var expiryReason: String?
 
-    public init(status: DeliveryStatus, response: APNsResponse?, attempts: [DeliveryAttempt], summary: String) {
+    public init(status: DeliveryStatus, response: APNsResponse?, attempts: [DeliveryAttempt], summary: String,
+                expiryReason: String? = nil) {
         self.status = status
         self.response = response
         self.attempts = attempts
         self.summary = summary
+        self.expiryReason = status == .expired ? expiryReason ?? "expired" : nil
     }
 
     /// The apns-id of the final attempt.

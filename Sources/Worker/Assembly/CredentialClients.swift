@@ -44,8 +44,11 @@ public enum CredentialClients {
     }
 
     /// One client per (credential, environment); apps map onto their credential's clients.
-    public static func clients(
-        for configuration: WorkerConfiguration, credentials: [String: LoadedCredential], group: EventLoopGroup
+    ///
+    /// - Parameter poolHealth: told of every pool's breaker changes.
+    static func clients(
+        for configuration: WorkerConfiguration, credentials: [String: LoadedCredential], group: EventLoopGroup,
+        poolHealth: APNsPoolHealth? = nil
     ) throws -> [String: [APNsEnvironment: APNsClient]] {
         var byCredential: [String: [APNsEnvironment: APNsClient]] = [:]
         func client(_ name: String, _ environment: APNsEnvironment) throws -> APNsClient {
@@ -64,6 +67,12 @@ public enum CredentialClients {
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
             clientConfiguration.requestTimeout = .milliseconds(Int(configuration.apns.requestTimeout * 1000))
+            if let poolHealth {
+                clientConfiguration.onBreakerTransition = { environment, transition in
+                    poolHealth.transition(
+                        pool: APNsPoolHealth.poolName(environment: environment, credential: name), transition)
+                }
+            }
             let made = try APNsClient(configuration: clientConfiguration, group: group)
             byCredential[name, default: [:]][environment] = made
             return made
@@ -82,6 +91,7 @@ public enum CredentialClients {
         RetryPolicy(
             maximumAttempts: retry.maxAttempts, maximumTotalTime: .milliseconds(Int(retry.maxTotalTime * 1000)),
             backoff: ExponentialBackoff(
-                initial: .milliseconds(Int(retry.baseBackoff * 1000)), maximum: .milliseconds(Int(retry.maxBackoff * 1000))))
+                initial: .milliseconds(Int(retry.baseBackoff * 1000)), maximum: .milliseconds(Int(retry.maxBackoff * 1000))),
+            maximumHoldTime: .milliseconds(Int(retry.maxHold * 1000)))
     }
 }

@@ -34,7 +34,9 @@ public final class WorkerRuntime: Sendable {
         readiness.setReady(Readiness.Condition.credentials)
         // The loops run the connections and, as task executors, the records that send on them.
         group = EventLoopGroup(threadCount: configuration.pipeline.effectiveThreads)
-        let clients = try CredentialClients.clients(for: configuration, credentials: credentials, group: group)
+        let poolHealth = APNsPoolHealth(logger: logger, readiness: readiness)
+        let clients = try CredentialClients.clients(
+            for: configuration, credentials: credentials, group: group, poolHealth: poolHealth)
         let metricsObserver = MetricsObserver(metrics: metrics, next: observer)
         transport = APNsPushTransport(
             clients: clients, policy: CredentialClients.retryPolicy(configuration.retry),
@@ -99,6 +101,22 @@ public final class WorkerRuntime: Sendable {
             processingExecutor: recordExecutor)
 
         registerScrapeTimeMetrics()
+        registerPoolHealthMetrics(clients)
+    }
+
+    /// The breaker gauges, read from every pool's breaker at each scrape.
+    private func registerPoolHealthMetrics(_ clients: [String: [APNsEnvironment: APNsClient]]) {
+        var breakers: [String: CircuitBreaker] = [:]
+        for (bundle, byEnvironment) in clients {
+            guard let app = configuration.apps[bundle] else { continue }
+            for (environment, client) in byEnvironment {
+                let pool = APNsPoolHealth.poolName(environment: environment, credential: app.credentialName(for: environment))
+                breakers[pool] = client.breaker(for: environment)
+            }
+        }
+        let pools = breakers.sorted { $0.key < $1.key }.map { (pool: $0.key, breaker: $0.value) }
+        let metrics = self.metrics
+        metrics.registry.onCollect { APNsPoolHealth.collect(pools, into: metrics) }
     }
 
     /// The librdkafka properties: the configured ones plus those read from files (secrets).

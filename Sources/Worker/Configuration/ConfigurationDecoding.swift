@@ -325,11 +325,12 @@ extension WorkerConfiguration {
         // retry
         var retry = Retry()
         if let object = decoder.object(root["retry"], "retry") {
-            decoder.checkKeys(object, at: "retry", known: ["max_attempts", "base_backoff", "max_backoff", "max_total_time"])
+            decoder.checkKeys(object, at: "retry", known: ["max_attempts", "base_backoff", "max_backoff", "max_total_time", "max_hold"])
             retry.maxAttempts = decoder.integer(object, "max_attempts", "retry", range: 1...20) ?? retry.maxAttempts
             retry.baseBackoff = decoder.duration(object, "base_backoff", "retry", range: 0.001...60) ?? retry.baseBackoff
             retry.maxBackoff = decoder.duration(object, "max_backoff", "retry", range: 0.001...3600) ?? retry.maxBackoff
             retry.maxTotalTime = decoder.duration(object, "max_total_time", "retry", range: 0.001...86_400) ?? retry.maxTotalTime
+            retry.maxHold = decoder.duration(object, "max_hold", "retry", range: 0.001...604_800) ?? retry.maxHold
             if retry.baseBackoff > retry.maxBackoff {
                 decoder.problem("retry.base_backoff", "must not exceed max_backoff")
             }

@@ -47,8 +47,12 @@ public struct WorkerConfiguration: Sendable {
         public var baseBackoff = 0.25
         /// Seconds. Default: `30`.
         public var maxBackoff = 30.0
-        /// Seconds from the first attempt after which no new attempt starts. Default: `300`.
+        /// Seconds from the first attempt after which no new attempt starts. Default: `300`. Time spent
+        /// waiting for an APNs pool that is down is not counted.
         public var maxTotalTime = 300.0
+        /// Seconds a push without an expiration waits while its APNs pool is down (its circuit breaker
+        /// open) before its outcome is `expired`. Default: `3600`.
+        public var maxHold = 3600.0
     }
 
     public struct APNs: Sendable {

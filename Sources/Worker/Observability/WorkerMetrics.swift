@@ -55,6 +55,13 @@ public final class WorkerMetrics: Sendable {
     /// when the record was consumed) to its outcome.
     public let eventToOutcome: HistogramFamily
 
+    // Faults that pass: pools that cannot reach APNs and the pushes waiting for them.
+    /// `apns_worker_apns_breaker_state{pool,state}`: 1 for the state each pool's circuit breaker is in
+    /// (`closed`, `half_open`, `open`), 0 for the others.
+    public let apnsBreakerState: GaugeFamily
+    /// `apns_worker_pushes_held`: pushes waiting for a pool whose breaker is open (not attempts, not failed).
+    public let pushesHeld: Gauge
+
     /// Response times of APNs: a few ms on a warm connection, up to the request timeout.
     public static let responseDurationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     /// End-to-end latency includes Kafka lag and retries with backoff: up to many minutes.
@@ -115,6 +122,13 @@ public final class WorkerMetrics: Sendable {
         eventToOutcome = try registry.histogram(
             p + "event_to_outcome_seconds", help: "Time from an event's occurrence to its outcome, by outcome status.",
             labelNames: ["status"], buckets: Self.eventToOutcomeBuckets)
+
+        apnsBreakerState = try registry.gauge(
+            p + "apns_breaker_state",
+            help: "Circuit breaker state of each APNs pool (environment/credential): 1 for its current state.",
+            labelNames: ["pool", "state"])
+        pushesHeld = try registry.gauge(
+            p + "pushes_held", help: "Pushes waiting for an APNs pool that is down; they spend no attempts.").labels()
     }
 
     /// Counts one APNs request attempt with its labels folded into their bounded sets.

@@ -298,7 +298,7 @@ public final class Pipeline: SourceHandler {
                     eventID: event.id, deviceToken: push.request.deviceToken.hex, environment: device.environment,
                     topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
                     status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
-                    reason: result.response?.reason?.rawValue ?? last?.reason,
+                    reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
                     apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
                     attempts: result.attempts, source: source, completedAt: now), result)
             case .skip(let device, let reason, let ruleID, let topic, let pushType):

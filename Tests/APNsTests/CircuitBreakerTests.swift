@@ -1,0 +1,160 @@
+// The breaker's state machine on its own: when it opens, how waiting pushes are held and let through,
+// what a probe decides, and which outcomes count as faults of the pool.
+import Synchronization
+import Testing
+@testable import APNs
+
+@Suite("APNs pool circuit breaker")
+struct CircuitBreakerTests {
+    /// Transitions as the breaker reported them.
+    final class Transitions: Sendable {
+        private let seen = Mutex<[CircuitBreaker.Transition]>([])
+        var all: [(CircuitBreaker.State, CircuitBreaker.State)] { seen.withLock { $0.map { ($0.from, $0.to) } } }
+        var causes: [String] { seen.withLock { $0.map(\.cause) } }
+        func record(_ transition: CircuitBreaker.Transition) { seen.withLock { $0.append(transition) } }
+    }
+
+    static func quickBreaker(_ transitions: Transitions) -> CircuitBreaker {
+        var configuration = CircuitBreaker.Configuration()
+        configuration.openDuration = ExponentialBackoff(initial: .milliseconds(40), maximum: .milliseconds(80))
+        return CircuitBreaker(configuration: configuration) { transitions.record($0) }
+    }
+
+    static let farAway = MonotonicClock.now() &+ 60_000_000_000
+
+    @Test func healthyAnswersAndIsolatedFaultsKeepItClosed() {
+        let transitions = Transitions()
+        let breaker = Self.quickBreaker(transitions)
+        for _ in 0..<1000 { breaker.record(.healthy) }
+        for _ in 0..<4 {
+            for _ in 0..<4 { breaker.record(.fault("503 ServiceUnavailable")) }
+            breaker.record(.healthy)
+            for _ in 0..<6 { breaker.record(.healthy) }
+        }
+        #expect(breaker.isClosed, "4 faults in a row, then answers: never 5 in a row nor 10 of 20")
+        #expect(transitions.all.isEmpty)
+        for _ in 0..<50 { breaker.record(.neutral) }
+        #expect(breaker.isClosed, "unsent requests say nothing about the pool")
+    }
+
+    @Test func fiveFaultsInARowOpenIt() {
+        let transitions = Transitions()
+        let breaker = Self.quickBreaker(transitions)
+        for _ in 0..<4 { breaker.record(.fault("connectFailed: refused")) }
+        #expect(breaker.isClosed)
+        breaker.record(.fault("connectFailed: refused"))
+        #expect(!breaker.isClosed)
+        #expect(transitions.all.map { "\($0.0)>\($0.1)" } == ["closed>open"])
+        #expect(transitions.causes == ["connectFailed: refused"])
+        #expect(breaker.snapshot.state == .open)
+    }
+
+    @Test func halfOfTheWindowFailingOpensIt() {
+        let breaker = Self.quickBreaker(Transitions())
+        // Alternating: never two faults in a row, but half of every 20 verdicts.
+        for index in 0..<19 { breaker.record(index % 2 == 1 ? .fault("503") : .healthy) }
+        #expect(breaker.isClosed, "9 faults, never two in a row")
+        breaker.record(.fault("503"))
+        #expect(!breaker.isClosed, "10 of the last 20")
+    }
+
+    @Test func heldPushesWaitForAProbeAndAllGoWhenItIsAnswered() async {
+        let transitions = Transitions()
+        let breaker = Self.quickBreaker(transitions)
+        for _ in 0..<5 { breaker.record(.fault("503 ServiceUnavailable")) }
+        let all = await withTaskGroup(of: CircuitBreaker.Admission.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    let admission = await breaker.admit(deadline: Self.farAway)
+                    if admission == .go(probe: true) { breaker.record(.healthy, probe: true) }
+                    return admission
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(all.filter { $0 == .go(probe: true) }.count == 1, "one probe, then the rest together: \(all)")
+        #expect(all.filter { $0 == .go(probe: false) }.count == 9)
+        #expect(breaker.isClosed)
+        #expect(transitions.all.map { "\($0.0)>\($0.1)" } == ["closed>open", "open>half_open", "half_open>closed"])
+    }
+
+    @Test func aFailedProbeOpensItAgainAndTheNextProbeCanCloseIt() async {
+        let transitions = Transitions()
+        let breaker = Self.quickBreaker(transitions)
+        for _ in 0..<5 { breaker.record(.fault("503 ServiceUnavailable")) }
+        var probes = 0
+        while !breaker.isClosed {
+            let admission = await breaker.admit(deadline: Self.farAway)
+            #expect(admission == .go(probe: true))
+            probes += 1
+            breaker.record(probes < 3 ? .fault("503 ServiceUnavailable") : .healthy, probe: true)
+        }
+        #expect(probes == 3)
+        // Failed probes are not news to an operator: one opening, one half-opening, one closing.
+        #expect(transitions.all.map { "\($0.0)>\($0.1)" } == ["closed>open", "open>half_open", "half_open>closed"])
+    }
+
+    @Test func aProbeThatSaysNothingLetsTheNextWaiterProbe() async {
+        let breaker = Self.quickBreaker(Transitions())
+        for _ in 0..<5 { breaker.record(.fault("503")) }
+        let first = await breaker.admit(deadline: Self.farAway)
+        #expect(first == .go(probe: true))
+        async let second = breaker.admit(deadline: Self.farAway)
+        while breaker.snapshot.waiting == 0 { await Task.yield() }
+        breaker.record(.neutral, probe: true)  // e.g. the probe's stream was refused, never processed
+        #expect(await second == .go(probe: true))
+        breaker.record(.healthy, probe: true)
+        #expect(breaker.isClosed)
+    }
+
+    @Test func aWaitEndsAtItsDeadline() async {
+        let breaker = Self.quickBreaker(Transitions())
+        for _ in 0..<5 { breaker.record(.fault("503")) }
+        _ = await breaker.admit(deadline: Self.farAway)  // the probe, never answered
+        let admission = await breaker.admit(deadline: MonotonicClock.now() &+ 50_000_000)
+        #expect(admission == .deadlinePassed)
+        #expect(breaker.snapshot.waiting == 0)
+        let past = await breaker.admit(deadline: MonotonicClock.now())
+        #expect(past == .deadlinePassed, "a deadline already passed does not wait at all")
+    }
+
+    @Test func anAnswerFromAnEarlierPushClosesIt() {
+        let breaker = Self.quickBreaker(Transitions())
+        for _ in 0..<5 { breaker.record(.fault("503")) }
+        breaker.record(.fault("503"))
+        #expect(!breaker.isClosed, "a late fault of a push sent before the opening changes nothing")
+        breaker.record(.healthy)
+        #expect(breaker.isClosed, "APNs answered: the pool works")
+    }
+
+    @Test func verdictsTellFaultsOfThePoolFromFaultsOfThePush() {
+        func verdict(_ outcome: AttemptOutcome) -> String {
+            switch CircuitBreaker.Verdict(outcome) {
+            case .healthy: return "healthy"
+            case .fault: return "fault"
+            case .neutral: return "neutral"
+            }
+        }
+        func response(_ status: Int, _ reason: String?) -> AttemptOutcome {
+            var response = APNsResponse(status: status)
+            response.reason = reason.map(APNsErrorReason.init)
+            return .response(response, retryAfter: nil)
+        }
+        #expect(verdict(response(200, nil)) == "healthy")
+        for (status, reason) in [(410, "Unregistered"), (400, "BadDeviceToken"), (413, "PayloadTooLarge"),
+                                 (400, "IdleTimeout")] {
+            #expect(verdict(response(status, reason)) == "healthy", "\(reason) is about the push")
+        }
+        for (status, reason) in [(503, "ServiceUnavailable"), (500, "InternalServerError"), (429, "TooManyRequests")] {
+            #expect(verdict(response(status, reason)) == "fault", "\(reason)")
+        }
+        for code in [HTTP2ClientError.Code.connectFailed, .connectTimeout, .tlsHandshakeFailed,
+                     .certificateVerificationFailed, .requestTimeout, .connectionClosed, .streamReset] {
+            #expect(verdict(.transportFailure(HTTP2ClientError(code, "x", endpoint: "h:1"))) == "fault", "\(code)")
+        }
+        for code in [HTTP2ClientError.Code.unprocessed, .poolSaturated, .poolShutDown] {
+            #expect(verdict(.transportFailure(HTTP2ClientError(code, "x", endpoint: "h:1"))) == "neutral", "\(code)")
+        }
+        #expect(verdict(.invalidRequest("too large")) == "neutral")
+    }
+}
