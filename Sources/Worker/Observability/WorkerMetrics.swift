@@ -54,6 +54,10 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_event_to_outcome_seconds{status}`: from the event's `occurred_at` (or, without one, from
     /// when the record was consumed) to its outcome.
     public let eventToOutcome: HistogramFamily
+    /// `apns_worker_kafka_brokers_up`: Kafka brokers the consumer has a connection up to (0: none answers).
+    public let kafkaBrokersUp: Gauge
+    /// `apns_worker_partitions_assigned`: partitions of the input topics assigned to this consumer.
+    public let partitionsAssigned: Gauge
 
     /// Response times of APNs: a few ms on a warm connection, up to the request timeout.
     public static let responseDurationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -115,6 +119,10 @@ public final class WorkerMetrics: Sendable {
         eventToOutcome = try registry.histogram(
             p + "event_to_outcome_seconds", help: "Time from an event's occurrence to its outcome, by outcome status.",
             labelNames: ["status"], buckets: Self.eventToOutcomeBuckets)
+        kafkaBrokersUp = try registry.gauge(
+            p + "kafka_brokers_up", help: "Kafka brokers the consumer has a connection up to.").labels()
+        partitionsAssigned = try registry.gauge(
+            p + "partitions_assigned", help: "Input topic partitions assigned to this consumer.").labels()
     }
 
     /// Counts one APNs request attempt with its labels folded into their bounded sets.
