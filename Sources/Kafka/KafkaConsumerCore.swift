@@ -554,8 +554,8 @@ final class ConsumerCore: Sendable {
     }
 
     /// Runs the owner's handler and waits for it on this (the poll) thread: until a little after the
-    /// event's deadline (the handler returns once it has passed), and never past a close deadline or
-    /// revocation limit, even one set while it waits.
+    /// event's deadline (the handler returns once it has passed), and never longer after a close
+    /// deadline or revocation limit, even one set while it waits.
     private func runRebalanceHandler(_ event: KafkaRebalanceEvent, deadline: ContinuousClock.Instant) {
         guard let handler = rebalanceHandler else { return }
         let done = DispatchSemaphore(value: 0)
@@ -567,7 +567,7 @@ final class ConsumerCore: Sendable {
         let waitUntil = deadline.advanced(by: Self.handlerReturnAllowance)
         while true {
             var until = waitUntil
-            if let limit = waitLimit { until = min(until, limit) }
+            if let limit = waitLimit { until = min(until, limit.advanced(by: Self.handlerReturnAllowance)) }
             let now = ContinuousClock.now
             if now >= until { break }
             let slice = min(until - now, Self.limitCheckInterval)
@@ -576,7 +576,8 @@ final class ConsumerCore: Sendable {
         if done.wait(timeout: .now()) == .success { return }
         eventHandler?(.error(KafkaError(
             code: .timeout,
-            message: "rebalance handler did not return within \(ContinuousClock.now - started); continuing without it"
+            message: "rebalance handler did not return within \(ContinuousClock.now - started) (its deadline, or a "
+                + "shutdown's, passed); continuing without it"
         )))
     }
 
