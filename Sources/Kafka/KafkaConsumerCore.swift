@@ -270,7 +270,8 @@ final class ConsumerCore: Sendable {
         let changed = state.withLock { state -> KafkaConsumerStatusChange? in
             let previous = state.status
             change(&state)
-            return previous == state.status ? nil : KafkaConsumerStatusChange(previous: previous, current: state.status)
+            guard previous != state.status else { return nil }
+            return KafkaConsumerStatusChange(previous: previous, current: state.status)
         }
         if let changed { statusHandler?(changed) }
     }
@@ -460,7 +461,8 @@ final class ConsumerCore: Sendable {
         noteMembership(true, cause: nil)
         // Runs after the assign so the owner may pause these partitions from its handler.
         if !partitions.isEmpty {
-            runRebalanceHandler(.assigned(partitions.sorted()), deadline: ContinuousClock.now.advanced(by: rebalanceDeadline))
+            let deadline = ContinuousClock.now.advanced(by: rebalanceDeadline)
+            runRebalanceHandler(.assigned(partitions.sorted()), deadline: deadline)
         }
     }
 
@@ -571,7 +573,8 @@ final class ConsumerCore: Sendable {
             let now = ContinuousClock.now
             if now >= until { break }
             let slice = min(until - now, Self.limitCheckInterval)
-            if done.wait(timeout: .now() + .milliseconds(Int(clamping: slice.wholeMilliseconds))) == .success { return }
+            let milliseconds = Int(clamping: slice.wholeMilliseconds)
+            if done.wait(timeout: .now() + .milliseconds(milliseconds)) == .success { return }
         }
         if done.wait(timeout: .now()) == .success { return }
         eventHandler?(.error(KafkaError(

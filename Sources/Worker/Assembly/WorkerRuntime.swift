@@ -269,8 +269,8 @@ public final class WorkerRuntime: Sendable {
             if status.brokersReachable {
                 readiness.setReady(Readiness.Condition.kafkaBrokers)
                 let first = change.previous.brokersKnown == 0
-                logger.log(first ? .info : .notice, first ? "kafka brokers reachable" : "kafka brokers reachable again",
-                           brokerFields, rateLimitKey: "kafka brokers")
+                let message = first ? "kafka brokers reachable" : "kafka brokers reachable again"
+                logger.log(first ? .info : .notice, message, brokerFields, rateLimitKey: "kafka brokers")
             } else {
                 let cause = status.brokersCause ?? "unknown"
                 readiness.setNotReady(Readiness.Condition.kafkaBrokers, reason: "no Kafka broker answers: \(cause)")

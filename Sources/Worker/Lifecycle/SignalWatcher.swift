@@ -55,7 +55,8 @@ public final class ShutdownSignal: Sendable {
 
     /// Triggers the shutdown once; later calls are ignored.
     public func trigger(reason: String) {
-        let (waiters, actions) = state.withLock { state -> ([CheckedContinuation<String, Never>], [@Sendable (String) -> Void]) in
+        typealias Parties = ([CheckedContinuation<String, Never>], [@Sendable (String) -> Void])
+        let (waiters, actions) = state.withLock { state -> Parties in
             guard !state.triggered else { return ([], []) }
             state.triggered = true
             state.reason = reason
