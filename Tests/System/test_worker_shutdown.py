@@ -122,6 +122,9 @@ def test_sigterm_mid_rebalance_then_broker_gone_exits_within_the_bound(make_stac
     assert_exit_explained(first, code)
     assert code in (0, 1)
     assert first.find("shutting down")
+    if code == 1:
+        problems = first.find("exiting with code 1: the shutdown was not clean")[0]["fields"]["problems"]
+        assert any("close was abandoned" in problem and "while " in problem for problem in problems), problems
 
 
 def test_records_held_by_retry_after_are_left_uncommitted_and_a_restart_loses_none(make_stack):
@@ -154,6 +157,9 @@ def test_records_held_by_retry_after_are_left_uncommitted_and_a_restart_loses_no
     assert len(before_restart) < len(pairs)
     assert "failed" not in statuses(stack.reader), "a held push was finished as failed"
     committed_at_stop = stack.committed()
+    ends = stack.offsets.ends()
+    # Partitions without a held record were finished and committed to their end before the group was left.
+    assert sum(committed_at_stop[p] == ends[p] for p in ends) >= len(ends) - left[0]["fields"]["partitions_left"]
 
     # The simulator's script is spent: the restarted worker finds APNs healthy.
     second = start_worker(stack, "second")
