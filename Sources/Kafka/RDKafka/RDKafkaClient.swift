@@ -55,7 +55,11 @@ final class RDKafkaClient: @unchecked Sendable {
     }
 
     deinit {
-        guard destroysHandle.load(ordering: .relaxed) else { return }
+        guard destroysHandle.load(ordering: .relaxed) else {
+            // librdkafka's threads go on calling back through the conf's opaque: it must stay valid.
+            _ = Unmanaged.passRetained(callbacks)
+            return
+        }
         // rd_kafka_destroy blocks while it joins librdkafka's threads (and closes a consumer that
         // was not closed), so it runs on a thread of its own; the callbacks stay alive until it is done.
         let handle = UncheckedHandle(pointer: handle)
