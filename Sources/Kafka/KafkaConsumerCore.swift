@@ -504,6 +504,8 @@ final class ConsumerCore: Sendable {
                 eventHandler?(.error(KafkaError(.rebalance, "unassign", response: response)))
             }
         }
+        // The final revoke comes from within rd_kafka_consumer_close, which then leaves the group.
+        if !isRunning { setClosingStage("in rd_kafka_consumer_close (leaving the group)") }
     }
 
     /// Commits the stored offsets synchronously, so what the handler stored is in Kafka before the

@@ -212,9 +212,7 @@ public final class WorkerRuntime: Sendable {
                     "drain_timeout_seconds": .double(drainTimeout),
                 ])
             })
-        // Results that records finish from now on come too late to be committed: the producer goes
-        // first, so that no abandoned record publishes an outcome (failed, when the connections close
-        // under it) for work the next owner does again.
+        // Publish failures from here on are those of abandoned records, whose producer is closing.
         report.publishFailure = report.publishFailure ?? pipeline.fatalError
         if let outcome = source.closeOutcome {
             if let problem = outcome.commitProblem {
@@ -228,6 +226,9 @@ public final class WorkerRuntime: Sendable {
                     : "leaving the consumer group failed: \(problem)")
             }
         }
+        // Results that records finish from now on come too late to be committed. The producer closes
+        // before the APNs connections, so that no abandoned record publishes an outcome (`failed`, as
+        // the connections close under its pushes) for work that the group's next owner does again.
         shutdownProgress.enter("closing the producer")
         let producer = self.producer
         let producerTime = max(0, ShutdownDeadline.seconds(until: deadline.exitBy) - 0.75)
