@@ -136,7 +136,8 @@ public enum WorkerProcess {
             }
         }
         let reason = await shutdown.wait()
-        let deadline = ShutdownDeadline(drainTimeout: configuration.drainTimeout)
+        let deadline = ShutdownDeadline(
+            drainTimeout: configuration.drainTimeout, startingAt: shutdown.triggeredAt ?? .now)
         let progress = runtime.shutdownProgress
         let watchdog = ShutdownWatchdog(deadline: deadline.exitBy, exitCode: 1) {
             logger.critical("exiting with code 1: the shutdown did not finish within the drain timeout and its "

@@ -42,6 +42,7 @@ public final class SignalWatcher: Sendable {
 public final class ShutdownSignal: Sendable {
     private struct State {
         var triggered = false
+        var triggeredAt: ContinuousClock.Instant?
         var reason: String?
         var waiters: [CheckedContinuation<String, Never>] = []
         var actions: [@Sendable (String) -> Void] = []
@@ -52,6 +53,8 @@ public final class ShutdownSignal: Sendable {
     public init() {}
 
     public var isTriggered: Bool { state.withLock { $0.triggered } }
+    /// When the shutdown was triggered: where its deadline starts.
+    public var triggeredAt: ContinuousClock.Instant? { state.withLock { $0.triggeredAt } }
 
     /// Triggers the shutdown once; later calls are ignored.
     public func trigger(reason: String) {
@@ -59,6 +62,7 @@ public final class ShutdownSignal: Sendable {
         let (waiters, actions) = state.withLock { state -> Parties in
             guard !state.triggered else { return ([], []) }
             state.triggered = true
+            state.triggeredAt = .now
             state.reason = reason
             defer {
                 state.waiters.removeAll()
