@@ -37,6 +37,13 @@ internal import CRdKafka
 /// COOPERATIVE (`cooperative-sticky`) protocols are handled. On revoke the handler should finish
 /// or abandon the in-flight records of those partitions and store their offsets; then the consumer
 /// commits synchronously and releases the partitions. See ``KafkaRevocation``.
+///
+/// Status: ``status`` says whether any broker answers and whether the consumer holds group
+/// membership; the `statusHandler` hears of every change.
+///
+/// Shutdown: ``close(deadline:)`` returns by its deadline whatever the cluster does; a close that
+/// cannot finish by then is abandoned on the poll thread (it goes on there, and the handle is never
+/// freed while it does). ``limitRevocations(until:)`` makes a revoke wait part of a shutdown's budget.
 public final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let core: ConsumerCore
@@ -47,22 +54,25 @@ public final class KafkaConsumer: Sendable {
     ///   - rebalanceHandler: told about assigned and revoked partitions; see ``KafkaRebalanceEvent``.
     ///     Runs as a task while the poll thread waits for it to return or for `rebalanceDeadline`.
     ///   - eventHandler: receives librdkafka's log lines, errors and statistics (see ``KafkaEvent``).
+    ///   - statusHandler: told about every change of ``status``, on the poll thread.
     /// - Throws: ``KafkaError/Code/invalidConfiguration`` naming every rejected property.
     public init(
         configuration: KafkaConsumerConfiguration,
         rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)? = nil,
-        eventHandler: KafkaEventHandler? = nil
+        eventHandler: KafkaEventHandler? = nil,
+        statusHandler: KafkaConsumerStatusHandler? = nil
     ) throws(KafkaError) {
         let properties = configuration.librdkafkaProperties()
         let strategy = properties.last { $0.0 == "partition.assignment.strategy" }?.1 ?? ""
         let core = ConsumerCore(
             capacity: configuration.bufferCapacity, stallTimeout: configuration.stallTimeout,
             rebalanceDeadline: configuration.rebalanceDeadline,
-            rebalanceHandler: rebalanceHandler, eventHandler: eventHandler,
+            rebalanceHandler: rebalanceHandler, eventHandler: eventHandler, statusHandler: statusHandler,
+            forwardsStatistics: configuration.statisticsInterval != nil,
             usesCooperativeSticky: strategy.contains("cooperative-sticky")
         )
         let callbacks = RDKafkaCallbacks(
-            eventHandler: eventHandler, redactor: SecretRedactor(properties: properties),
+            eventHandler: { [core] event in core.observe(event) }, redactor: SecretRedactor(properties: properties),
             onFatal: { [core] error in core.fail(error) },
             onRebalance: { [core] rk, code, list in core.rebalance(rk, code, list) }
         )
@@ -104,6 +114,10 @@ public final class KafkaConsumer: Sendable {
 
     /// How many received records wait in the hand-off (at most `bufferCapacity`, see ``KafkaConsumer``).
     public var bufferedMessageCount: Int { core.bufferedCount }
+
+    /// Whether brokers answer and the consumer holds group membership, as of the last check
+    /// (librdkafka's error events, its statistics every `connectionCheckInterval`, and rebalances).
+    public var status: KafkaConsumerStatus { core.status }
 
     /// The partitions currently assigned to this consumer, as librdkafka sees them. Waits only for
     /// librdkafka's main thread (microseconds), no network I/O.
@@ -159,10 +173,29 @@ public final class KafkaConsumer: Sendable {
     public func commit() async throws(KafkaError) {
         let client = client
         try await DedicatedThread.run(name: "kafka-commit") { () throws(KafkaError) in
-            let response = rd_kafka_commit(client.handle, nil, 0)
-            guard response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET else {
-                throw KafkaError(.commit, "committing stored offsets", response: response)
-            }
+            try Self.commitStored(client)
+        }
+    }
+
+    /// Commits the stored offsets like ``commit()``, but waits only until `deadline`.
+    /// - Throws: ``KafkaError/Code/timeout`` when the broker has not answered by then (the commit may
+    ///   still complete later), or the commit's error.
+    public func commit(deadline: ContinuousClock.Instant) async throws(KafkaError) {
+        let client = client
+        let started = ContinuousClock.now
+        let done: Void? = try await DedicatedThread.run(name: "kafka-commit", until: deadline) {
+            () throws(KafkaError) in try Self.commitStored(client)
+        }
+        guard done != nil else {
+            throw KafkaError(code: .timeout, message: "committing stored offsets got no answer within "
+                + "\(ContinuousClock.now - started) (\(core.status))")
+        }
+    }
+
+    private static func commitStored(_ client: RDKafkaClient) throws(KafkaError) {
+        let response = rd_kafka_commit(client.handle, nil, 0)
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET else {
+            throw KafkaError(.commit, "committing stored offsets", response: response)
         }
     }
 
@@ -218,17 +251,48 @@ public final class KafkaConsumer: Sendable {
 
     /// Leaves the group cleanly: the rebalance handler gets the final revoke, stored offsets are
     /// committed, the group is told this member left (so it rebalances at once), and ``messages``
-    /// ends. Waits for all of it; safe to call more than once.
-    /// - Throws: the error librdkafka reported while closing, if any.
-    public func close() async throws(KafkaError) {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let closed = core.state.withLock { state in
-                if state.lifecycle != .closed { state.closeWaiters.append(continuation) }
+    /// ends. Safe to call more than once.
+    ///
+    /// Without a deadline it waits for all of it, however long librdkafka takes (with the brokers gone,
+    /// that can be forever). With one, every wait of the closing poll thread (for the first assignment,
+    /// for the rebalance handler, for commit retries) ends by then, and this returns by then: a close
+    /// still unfinished is abandoned (it goes on, on the poll thread) and reported as an error.
+    /// - Throws: ``KafkaError/Code/timeout`` for an abandoned close, saying where it was and why;
+    ///   otherwise the error librdkafka reported while closing, if any.
+    public func close(deadline: ContinuousClock.Instant? = nil) async throws(KafkaError) {
+        let started = ContinuousClock.now
+        let closed = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let once = ResumeOnce(continuation)
+            let alreadyClosed = core.state.withLock { state in
+                if state.lifecycle != .closed { state.closeWaiters.append(once) }
                 return state.lifecycle == .closed
             }
-            if closed { continuation.resume() } else { core.requestClose() }
+            if alreadyClosed {
+                once.resume(returning: true)
+                return
+            }
+            core.requestClose(deadline: deadline)
+            if let deadline {
+                Task {
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    once.resume(returning: false)
+                }
+            }
         }
-        if let error = core.state.withLock({ $0.closeError }) { throw error }
+        let (stage, closeError) = core.state.withLock { ($0.closingStage, $0.closeError) }
+        guard closed else {
+            throw KafkaError(code: .timeout, message: "closing the consumer was abandoned after "
+                + "\(ContinuousClock.now - started), while \(stage) (\(core.status))")
+        }
+        if let closeError { throw closeError }
+    }
+
+    /// Bounds every revocation from now on, and one under way, by `deadline`: the rebalance handler is
+    /// given at most `deadline`, and the poll thread waits for it at most until then before it commits
+    /// what was stored and releases the partitions. For a bounded shutdown, whose drain deadline then
+    /// includes the revoke wait instead of coming on top of it. Non-blocking; any thread.
+    public func limitRevocations(until deadline: ContinuousClock.Instant) {
+        core.limitRevocations(until: deadline)
     }
 
     private func requestClose() {
@@ -268,11 +332,17 @@ public final class KafkaConsumer: Sendable {
         // A member still waiting for its first assignment is given up to firstAssignmentWait to get
         // it (see ConsumerCore.mustAwaitFirstAssignment); records fetched meanwhile are not handed
         // over, so their offsets are never stored and the group's next owner reads them.
-        let waitUntil = ContinuousClock.now.advanced(by: firstAssignmentWait)
+        var waitUntil = ContinuousClock.now.advanced(by: firstAssignmentWait)
+        if let closeBy = core.state.withLock({ $0.closeDeadline }) { waitUntil = min(waitUntil, closeBy) }
+        core.setClosingStage("waiting for the first assignment (the group join is under way)")
         while core.mustAwaitFirstAssignment && ContinuousClock.now < waitUntil {
             if let message = rd_kafka_consumer_poll(rk, pollTimeoutMilliseconds) { rd_kafka_message_destroy(message) }
         }
+        // Closed by its deadline before the first assignment came: destroying the handle would abort the
+        // process (see mustAwaitFirstAssignment), so it is left to the process's exit instead.
+        if core.mustAwaitFirstAssignment { client.keepsHandleAtDeinit() }
         // Serves the final revoke (the rebalance handler runs here), commits and leaves the group.
+        core.setClosingStage("in rd_kafka_consumer_close (final revoke, commit, leaving the group)")
         let response = rd_kafka_consumer_close(rk)
         let error = response == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(.closed, "closing", response: response)
         core.finishClosing(error: error)

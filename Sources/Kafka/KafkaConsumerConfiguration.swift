@@ -52,6 +52,11 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// How long the poll thread waits for room in a full hand-off before it pauses the assigned
     /// partitions so that it can go on polling (serving rebalances). Default: 1 second.
     public var stallTimeout: Duration = .seconds(1)
+    /// How often the consumer reads librdkafka's statistics to learn which broker connections are up
+    /// (see ``KafkaConsumerStatus``). librdkafka's `statistics.interval.ms` is the shorter of this and
+    /// ``statisticsInterval``; statistics events reach the event handler only when ``statisticsInterval``
+    /// is set. Default: 1 second.
+    public var connectionCheckInterval: Duration = .seconds(1)
     /// How long a rebalance handler may take for revoked (or assigned) partitions before the consumer
     /// commits what is stored and releases them anyway. Default: 10 seconds.
     public var rebalanceDeadline: Duration = .seconds(10)
@@ -73,9 +78,8 @@ public struct KafkaConsumerConfiguration: Sendable {
             ("session.timeout.ms", String(sessionTimeout.wholeMilliseconds)),
             ("heartbeat.interval.ms", String(heartbeatInterval.wholeMilliseconds)),
         ]
-        if let statisticsInterval {
-            own.append(("statistics.interval.ms", String(statisticsInterval.wholeMilliseconds)))
-        }
+        let statistics = min(statisticsInterval ?? connectionCheckInterval, connectionCheckInterval)
+        own.append(("statistics.interval.ms", String(max(1, statistics.wholeMilliseconds))))
         return client.librdkafkaProperties(with: own)
     }
 }

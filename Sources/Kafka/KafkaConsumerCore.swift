@@ -1,6 +1,7 @@
 // The state a consumer's poll thread shares with its async side, behind one lock: the bounded
 // hand-off of received records, pause bookkeeping (the owner's pauses and the hand-off's own), the
-// assignment, and the lifecycle. Also the rebalance callback, which runs on the poll thread.
+// assignment, the status (brokers, membership) and the lifecycle with its deadlines. Also the
+// rebalance callback, which runs on the poll thread.
 internal import CRdKafka
 import Dispatch
 import Synchronization
@@ -53,8 +54,18 @@ final class ConsumerCore: Sendable {
         var isThrottled = false
         /// Whether the poll thread waits on `roomAvailable`.
         var pollerIsWaiting = false
-        var closeWaiters: [CheckedContinuation<Void, Never>] = []
+        /// `close()` callers; each is resumed with true once closed, or with false by its deadline.
+        var closeWaiters: [ResumeOnce<Bool>] = []
         var closeError: KafkaError?
+        /// When a bounded `close(deadline:)` stops waiting: waits of the closing poll thread end by then.
+        var closeDeadline: ContinuousClock.Instant?
+        /// No revocation waits past this (set when a bounded shutdown starts; see `limitRevocations`).
+        var revocationLimit: ContinuousClock.Instant?
+        /// What the poll thread is doing while it closes, for the message of an abandoned close.
+        var closingStage = "stopping the poll loop"
+        var status = KafkaConsumerStatus.initial
+        /// librdkafka's last connection error: the cause shown once no broker answers.
+        var lastConnectionError: String?
         /// Whether `subscribe` succeeded, and whether the group ever handed this member an assignment
         /// (an empty one counts): see `mustAwaitFirstAssignment`.
         var subscribed = false
@@ -70,14 +81,20 @@ final class ConsumerCore: Sendable {
     let rebalanceDeadline: Duration
     let rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?
     let eventHandler: KafkaEventHandler?
+    let statusHandler: KafkaConsumerStatusHandler?
+    /// Whether the owner asked for statistics events (the consumer reads them either way).
+    let forwardsStatistics: Bool
     let usesCooperativeSticky: Bool
 
     init(
         capacity: Int, stallTimeout: Duration, rebalanceDeadline: Duration,
         rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?, eventHandler: KafkaEventHandler?,
+        statusHandler: KafkaConsumerStatusHandler? = nil, forwardsStatistics: Bool = true,
         usesCooperativeSticky: Bool = false
     ) {
         self.usesCooperativeSticky = usesCooperativeSticky
+        self.statusHandler = statusHandler
+        self.forwardsStatistics = forwardsStatistics
         self.capacity = max(1, capacity)
         self.resumeThreshold = max(0, self.capacity / 2)
         self.stallTimeout = stallTimeout
@@ -158,12 +175,108 @@ final class ConsumerCore: Sendable {
         roomAvailable.signal()
     }
 
-    func requestClose() {
+    /// Asks the poll thread to close; with a deadline, its waits while closing end by then (the
+    /// earliest deadline asked for wins).
+    func requestClose(deadline: ContinuousClock.Instant? = nil) {
         state.withLock { state in
             if state.lifecycle == .running { state.lifecycle = .closing }
+            if let deadline { state.closeDeadline = min(state.closeDeadline ?? deadline, deadline) }
             wakePoller(&state)
         }
     }
+
+    /// Bounds revocations from now on, and one under way, by `deadline`.
+    func limitRevocations(until deadline: ContinuousClock.Instant) {
+        state.withLock { state in state.revocationLimit = min(state.revocationLimit ?? deadline, deadline) }
+    }
+
+    /// The earliest of the close deadline and the revocation limit, if either is set.
+    private var waitLimit: ContinuousClock.Instant? {
+        state.withLock { state in
+            switch (state.closeDeadline, state.revocationLimit) {
+            case let (close?, revocation?): min(close, revocation)
+            case let (close, revocation): close ?? revocation
+            }
+        }
+    }
+
+    func setClosingStage(_ stage: String) {
+        state.withLock { $0.closingStage = stage }
+    }
+
+    // MARK: Status
+
+    /// Reads what librdkafka reports about its connections, then passes the event on.
+    func observe(_ event: KafkaEvent) {
+        switch event {
+        case .error(let error):
+            noteConnectionError(error)
+            eventHandler?(event)
+        case .statistics(let json):
+            if let counts = BrokerStatistics.counts(in: json) { noteBrokers(up: counts.up, known: counts.known) }
+            if forwardsStatistics { eventHandler?(event) }
+        default:
+            eventHandler?(event)
+        }
+    }
+
+    private static let connectionErrors: Set<Int32> = Set([
+        RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__RESOLVE, RD_KAFKA_RESP_ERR__SSL,
+        RD_KAFKA_RESP_ERR__AUTHENTICATION, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN,
+    ].map(\.rawValue))
+
+    private func noteConnectionError(_ error: KafkaError) {
+        guard let code = error.librdkafkaCode, Self.connectionErrors.contains(code) else { return }
+        updateStatus { state in
+            if code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue {
+                var cause = error.message
+                if let last = state.lastConnectionError { cause += " (last connection error: \(last))" }
+                state.status.brokersUp = 0
+                state.status.brokersReachable = false
+                state.status.brokersCause = cause
+            } else {
+                state.lastConnectionError = error.message
+            }
+        }
+    }
+
+    private func noteBrokers(up: Int, known: Int) {
+        updateStatus { state in
+            state.status.brokersUp = up
+            state.status.brokersKnown = known
+            if up > 0 {
+                state.status.brokersReachable = true
+                state.status.brokersCause = nil
+                state.lastConnectionError = nil
+            } else if known > 0, state.status.brokersReachable {
+                state.status.brokersReachable = false
+                state.status.brokersCause = state.lastConnectionError
+                    ?? "no connection to any of the \(known) known brokers is up"
+            }
+        }
+    }
+
+    private func noteMembership(_ isMember: Bool, cause: String?) {
+        updateStatus { state in
+            state.status.isGroupMember = isMember
+            state.status.membershipCause = isMember ? nil : cause
+            state.status.partitionsAssigned = state.assignment.count
+        }
+    }
+
+    /// Applies `change` under the lock and tells the status handler (outside it) if the status changed.
+    /// Every caller runs on the poll thread, so changes reach the handler in order.
+    private func updateStatus(_ change: (inout State) -> Void) {
+        let changed = state.withLock { state -> KafkaConsumerStatusChange? in
+            let previous = state.status
+            change(&state)
+            guard previous != state.status else { return nil }
+            return KafkaConsumerStatusChange(previous: previous, current: state.status)
+        }
+        if let changed { statusHandler?(changed) }
+    }
+
+    var status: KafkaConsumerStatus { state.withLock { $0.status } }
 
     func fail(_ error: KafkaError) {
         state.withLock { state in
@@ -175,14 +288,16 @@ final class ConsumerCore: Sendable {
 
     /// Marks the consumer closed and wakes every reader and `close()` caller.
     func finishClosing(error: KafkaError?) {
+        noteMembership(false, cause: "the consumer closed")
         state.withLock { state in
             state.lifecycle = .closed
             state.closeError = error
             state.buffer.removeAll { _ in true }
             state.assignment = []
+            state.status.partitionsAssigned = 0
             for waiter in state.waiters { waiter.continuation.resume(returning: nil) }
             state.waiters = []
-            for waiter in state.closeWaiters { waiter.resume() }
+            for waiter in state.closeWaiters { waiter.resume(returning: true) }
             state.closeWaiters = []
         }
     }
@@ -303,8 +418,10 @@ final class ConsumerCore: Sendable {
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             revoke(rk, partitions, list, cooperative: cooperative)
         default:
-            eventHandler?(.error(KafkaError(.rebalance, "rebalance failed; dropping the assignment", response: code)))
+            let error = KafkaError(.rebalance, "rebalance failed; dropping the assignment", response: code)
+            eventHandler?(.error(error))
             dropFromState(partitions.isEmpty ? state.withLock { Array($0.assignment) } : partitions)
+            noteMembership(false, cause: error.message)
             if cooperative {
                 if let error = rd_kafka_incremental_unassign(rk, list) { report(.rebalance, "unassign", error) }
             } else {
@@ -341,8 +458,12 @@ final class ConsumerCore: Sendable {
                 Self.setPaused(false, fresh, handle: rk)
             }
         }
+        noteMembership(true, cause: nil)
         // Runs after the assign so the owner may pause these partitions from its handler.
-        if !partitions.isEmpty { runRebalanceHandler(.assigned(partitions.sorted())) }
+        if !partitions.isEmpty {
+            let deadline = ContinuousClock.now.advanced(by: rebalanceDeadline)
+            runRebalanceHandler(.assigned(partitions.sorted()), deadline: deadline)
+        }
     }
 
     private func revoke(_ rk: OpaquePointer, _ partitions: [KafkaTopicPartition],
@@ -350,14 +471,27 @@ final class ConsumerCore: Sendable {
         let lost = rd_kafka_assignment_lost(rk) != 0
         // Stop handing out these partitions' records first; they stay unstored, so the next owner gets them.
         dropFromState(partitions)
-        let deadline = ContinuousClock.now.advanced(by: rebalanceDeadline)
+        if lost {
+            noteMembership(false, cause: "the assignment was lost: the group went on without this member "
+                + "(its session timed out, or the coordinator could not be reached); rejoining")
+        } else {
+            noteMembership(true, cause: nil)
+        }
+        var deadline = ContinuousClock.now.advanced(by: rebalanceDeadline)
+        // A bounded shutdown's drain deadline includes the revoke wait; it does not come on top of it.
+        if let limit = waitLimit { deadline = min(deadline, limit) }
         if !partitions.isEmpty {
+            setClosingStage("waiting for the rebalance handler to hand over revoked partitions")
             runRebalanceHandler(.revoked(KafkaRevocation(partitions: partitions.sorted(), deadline: deadline,
-                                                         isLost: lost)))
+                                                         isLost: lost)), deadline: deadline)
         }
         if !lost {
             // Retrying is useful only where the group does not wait for this member (see below).
-            let retryUntil = cooperative ? max(deadline, ContinuousClock.now.advanced(by: .seconds(1))) : nil
+            var retryUntil = cooperative ? max(deadline, ContinuousClock.now.advanced(by: .seconds(1))) : nil
+            if let retry = retryUntil, let closeBy = state.withLock({ $0.closeDeadline }) {
+                retryUntil = min(retry, closeBy)
+            }
+            setClosingStage("committing offsets before releasing revoked partitions")
             commitBeforeRelease(rk, partitions, retryUntil: retryUntil)
         }
         if cooperative {
@@ -370,6 +504,8 @@ final class ConsumerCore: Sendable {
                 eventHandler?(.error(KafkaError(.rebalance, "unassign", response: response)))
             }
         }
+        // The final revoke comes from within rd_kafka_consumer_close, which then leaves the group.
+        if !isRunning { setClosingStage("in rd_kafka_consumer_close (leaving the group)") }
     }
 
     /// Commits the stored offsets synchronously, so what the handler stored is in Kafka before the
@@ -421,22 +557,39 @@ final class ConsumerCore: Sendable {
         }
     }
 
-    /// Runs the owner's handler and waits for it on this (the poll) thread, at most until the deadline.
-    private func runRebalanceHandler(_ event: KafkaRebalanceEvent) {
+    /// Runs the owner's handler and waits for it on this (the poll) thread: until a little after the
+    /// event's deadline (the handler returns once it has passed), and never longer after a close
+    /// deadline or revocation limit, even one set while it waits.
+    private func runRebalanceHandler(_ event: KafkaRebalanceEvent, deadline: ContinuousClock.Instant) {
         guard let handler = rebalanceHandler else { return }
         let done = DispatchSemaphore(value: 0)
         Task {
             await handler(event)
             done.signal()
         }
-        let milliseconds = Int(clamping: rebalanceDeadline.wholeMilliseconds)
-        if done.wait(timeout: .now() + .milliseconds(milliseconds)) == .timedOut {
-            eventHandler?(.error(KafkaError(
-                code: .timeout,
-                message: "rebalance handler did not return within \(rebalanceDeadline); continuing without it"
-            )))
+        let started = ContinuousClock.now
+        let waitUntil = deadline.advanced(by: Self.handlerReturnAllowance)
+        while true {
+            var until = waitUntil
+            if let limit = waitLimit { until = min(until, limit.advanced(by: Self.handlerReturnAllowance)) }
+            let now = ContinuousClock.now
+            if now >= until { break }
+            let slice = min(until - now, Self.limitCheckInterval)
+            let milliseconds = Int(clamping: slice.wholeMilliseconds)
+            if done.wait(timeout: .now() + .milliseconds(milliseconds)) == .success { return }
         }
+        if done.wait(timeout: .now()) == .success { return }
+        eventHandler?(.error(KafkaError(
+            code: .timeout,
+            message: "rebalance handler did not return within \(ContinuousClock.now - started) (its deadline, or a "
+                + "shutdown's, passed); continuing without it"
+        )))
     }
+
+    /// How long after its deadline a rebalance handler may take to return (it then only forgets state).
+    private static let handlerReturnAllowance: Duration = .milliseconds(200)
+    /// How often a wait for the rebalance handler looks for a deadline set meanwhile.
+    private static let limitCheckInterval: Duration = .milliseconds(20)
 
     private func report(_ code: KafkaError.Code, _ context: String, _ error: OpaquePointer) {
         eventHandler?(.error(KafkaError(code, context, consuming: error)))

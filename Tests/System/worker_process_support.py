@@ -9,6 +9,8 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -116,6 +118,68 @@ class KafkaMock:
 
     def close(self):
         stop(self.process)
+
+
+class ControlledKafkaMock(KafkaMock):
+    """`apns-worker kafka-mock --control-stdin`: the same cluster (same ports, topics and offsets) can
+    have its brokers taken down and brought back."""
+
+    def __init__(self, partitions=4):
+        self.process = subprocess.Popen(
+            [BIN, "kafka-mock", "--brokers", "1", "--topics", f"{REQUESTS}:{partitions},{OTHER_TOPICS}",
+             "--control-stdin"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.output = LineCollector(self.process, self.process.stdout)
+        self.answers = 0
+        try:
+            self.bootstrap = self.output.wait_for_prefixes(["bootstrap.servers="], 20)["bootstrap.servers="]
+        except BaseException:
+            self.close()
+            raise
+
+    def command(self, line, seconds=10):
+        """Sends a control command and waits for its answer line; returns it."""
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        self.answers += 1
+        deadline = Deadline(seconds)
+        with self.output.changed:
+            while True:
+                answers = [entry for entry in self.output.lines if entry.startswith(("brokers ", "error: "))]
+                if len(answers) >= self.answers:
+                    answer = answers[self.answers - 1]
+                    assert answer.startswith("brokers "), answer
+                    return answer
+                if deadline.passed():
+                    raise TimeoutError(f"kafka-mock did not answer '{line}' in {seconds} s: {self.output.lines}")
+                self.output.changed.wait(deadline.left())
+
+    def down(self):
+        return self.command("down")
+
+    def up(self):
+        return self.command("up")
+
+    def kill(self):
+        self.process.kill()
+        return self.process.wait(timeout=10)
+
+
+def http_get(url, seconds=5):
+    """(status, body text) of a GET on loopback; an HTTP error status is returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=seconds) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def metric_value(metrics_text, name):
+    """The value of an unlabelled series in Prometheus text, or None."""
+    for line in metrics_text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
 
 
 class Simulator:
@@ -346,6 +410,13 @@ class Worker:
             time.sleep(0.05)
         return self.find(message)[0]
 
+    def metrics_url(self, seconds=20):
+        """The base URL of its /metrics, /healthz and /readyz, once it has logged it."""
+        return self.wait_for_log("serving /metrics, /healthz and /readyz", seconds)["fields"]["url"]
+
+    def find_prefix(self, prefix):
+        return [line for line in self.log() if line.get("message", "").startswith(prefix)]
+
     def tail(self, count=15):
         with open(self.log_path) as file:
             return "".join(file.readlines()[-count:])
@@ -371,11 +442,12 @@ class Stack:
     """One test's processes: the mock cluster, the simulator, an outcome reader, a worker.yaml, and the
     workers started from it. `close()` stops them all, the workers first."""
 
-    def __init__(self, directory, group, *, latency_ms, max_in_flight, drain_timeout, script=(), partitions=4):
+    def __init__(self, directory, group, *, latency_ms, max_in_flight, drain_timeout, script=(), partitions=4,
+                 cluster_class=None):
         self.directory = directory
         self.closers = []
         try:
-            self.cluster = KafkaMock(partitions)
+            self.cluster = (cluster_class or KafkaMock)(partitions)
             self.closers.append(self.cluster.close)
             key_file, public_key_file = make_token_key(directory)
             self.simulator = Simulator(directory, public_key_file, latency_ms, script)

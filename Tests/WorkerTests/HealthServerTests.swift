@@ -84,10 +84,11 @@ final class ManualClock: Sendable {
         var (status, body) = try await fixture.get("/readyz")
         #expect(status == 503)
         #expect(body["status"] == "not ready")
-        #expect(body["not_ready"] == ["config", "credentials", "kafka.group", "apns"])
+        #expect(body["not_ready"] == ["config", "credentials", "kafka.brokers", "kafka.group", "apns"])
 
         fixture.readiness.setReady(Readiness.Condition.config)
         fixture.readiness.setReady(Readiness.Condition.credentials)
+        fixture.readiness.setReady(Readiness.Condition.kafkaBrokers)
         fixture.readiness.setReady(Readiness.Condition.consumerGroup)
         (status, body) = try await fixture.get("/readyz")
         #expect(status == 503)

@@ -95,7 +95,7 @@ import Testing
         let metrics = try WorkerMetrics()
         let text = String(decoding: metrics.registry.exposition(), as: UTF8.self)
         let names = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
-        #expect(names.count == 17)
+        #expect(names.count == 19)
         #expect(names.allSatisfy { $0.hasPrefix(WorkerMetrics.prefix) })
         #expect(throws: MetricsRegistryError.self) { try WorkerMetrics(registry: metrics.registry) }
     }

@@ -1,5 +1,6 @@
 // Runs blocking librdkafka calls on threads of their own, never on Swift's cooperative pool.
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,5 +43,43 @@ enum DedicatedThread {
             }
         }
         return try result.get()
+    }
+
+    /// Like `run(name:_:)`, but waits only until `deadline`: returns nil if the call has not returned by
+    /// then, and the call goes on, on its thread, for as long as it takes (what it captures stays alive).
+    /// For blocking calls that may not return while the cluster is away (a commit, a close).
+    static func run<T: Sendable>(
+        name: String, until deadline: ContinuousClock.Instant,
+        _ body: @escaping @Sendable () throws(KafkaError) -> T
+    ) async throws(KafkaError) -> T? {
+        let result: Result<T, KafkaError>? = await withCheckedContinuation { continuation in
+            let once = ResumeOnce(continuation)
+            let timer = Task {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                once.resume(returning: nil)
+            }
+            start(name: name) {
+                do throws(KafkaError) {
+                    once.resume(returning: .success(try body()))
+                } catch {
+                    once.resume(returning: .failure(error))
+                }
+                timer.cancel()
+            }
+        }
+        return try result?.get()
+    }
+}
+
+/// A continuation that the first of several racing parties resumes; later resumes are ignored.
+final class ResumeOnce<Value: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<Value, Never>?>
+
+    init(_ continuation: CheckedContinuation<Value, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(returning value: Value) {
+        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }

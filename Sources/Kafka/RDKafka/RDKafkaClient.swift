@@ -1,6 +1,7 @@
 // The one owner of an rd_kafka_t: builds the rd_kafka_conf_t from a property list (turning each
 // rejected property into a KafkaError), installs the callbacks, and destroys the handle in deinit.
 internal import CRdKafka
+import Synchronization
 
 /// What the C callbacks of one client call into. The conf's opaque points at this object, which
 /// the client keeps alive until after `rd_kafka_destroy`.
@@ -40,13 +41,25 @@ final class RDKafkaClient: @unchecked Sendable {
 
     let handle: OpaquePointer
     let callbacks: RDKafkaCallbacks
+    private let destroysHandle = Atomic<Bool>(true)
 
     private init(handle: OpaquePointer, callbacks: RDKafkaCallbacks) {
         self.handle = handle
         self.callbacks = callbacks
     }
 
+    /// Leaves the handle to the process's exit instead of destroying it in deinit: for a handle whose
+    /// `rd_kafka_destroy` is known to abort the process (see `ConsumerCore.mustAwaitFirstAssignment`).
+    func keepsHandleAtDeinit() {
+        destroysHandle.store(false, ordering: .relaxed)
+    }
+
     deinit {
+        guard destroysHandle.load(ordering: .relaxed) else {
+            // librdkafka's threads go on calling back through the conf's opaque: it must stay valid.
+            _ = Unmanaged.passRetained(callbacks)
+            return
+        }
         // rd_kafka_destroy blocks while it joins librdkafka's threads (and closes a consumer that
         // was not closed), so it runs on a thread of its own; the callbacks stay alive until it is done.
         let handle = UncheckedHandle(pointer: handle)

@@ -1,5 +1,5 @@
 // The worker as a process: observability port, rules with reload, the runtime, and the signals that
-// drive it (SIGTERM/SIGINT drain and exit 0; SIGHUP reloads the rules).
+// drive it (SIGTERM/SIGINT drain within the shutdown deadline and exit; SIGHUP reloads the rules).
 import Foundation
 public import PushRules
 
@@ -8,7 +8,10 @@ import Glibc
 #endif
 
 public enum WorkerProcess {
-    /// Runs until SIGTERM/SIGINT (or `shutdown` is triggered); returns the process exit code.
+    /// Runs until SIGTERM/SIGINT (or `shutdown` is triggered); returns the process exit code: 0 after
+    /// an orderly shutdown, 1 with a log line saying why otherwise. The shutdown takes at most
+    /// `shutdown.drain_timeout` plus `ShutdownDeadline.margin` from the signal, also during start-up;
+    /// a watchdog ends the process (code 1, logged) if a step overruns.
     ///
     /// - Parameters:
     ///   - checkOnly: load and check everything (rules, credentials, Kafka settings), then return.
@@ -20,6 +23,12 @@ public enum WorkerProcess {
         observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil, shutdown: ShutdownSignal = ShutdownSignal(),
         preloadedCredentials: [String: LoadedCredential]? = nil, started: (@Sendable (WorkerRuntime, _ metricsURL: String) -> Void)? = nil
     ) async -> Int32 {
+        // First of all, so that a signal during start-up starts the bounded shutdown instead of ending
+        // the process by its default action.
+        let stopSignals = SignalWatcher(signals: [SIGTERM, SIGINT]) { number in
+            shutdown.trigger(reason: number == SIGTERM ? "SIGTERM" : "SIGINT")
+        }
+        defer { stopSignals.cancel() }
         let metrics: WorkerMetrics
         do {
             metrics = try WorkerMetrics()
@@ -91,24 +100,25 @@ public enum WorkerProcess {
         watcher?.start()
         defer { watcher?.stop() }
 
-        let signals = SignalWatcher(signals: [SIGTERM, SIGINT, SIGHUP]) { number in
-            if number == SIGHUP {
-                DispatchQueue.global().async { report(rules.reload()) }
-            } else {
-                shutdown.trigger(reason: number == SIGTERM ? "SIGTERM" : "SIGINT")
-            }
+        let reloadSignal = SignalWatcher(signals: [SIGHUP]) { _ in
+            DispatchQueue.global().async { report(rules.reload()) }
         }
-        defer { signals.cancel() }
+        defer { reloadSignal.cancel() }
 
+        // A shutdown during start-up does not wait for it (a topic lookup the brokers do not answer).
+        let starting = Task { try await runtime.start() }
+        shutdown.whenTriggered { _ in starting.cancel() }
         do {
-            try await runtime.start()
+            try await starting.value
+            // kafka.brokers and kafka.group follow the consumer's status from here on.
+            readiness.setReady(Readiness.Condition.apns)
+            started?(runtime, metricsURL)
+        } catch is CancellationError {
+            logger.info("shutdown requested during start-up", [:])
         } catch {
             logger.critical("the worker cannot join its consumer group: \(error)")
             return 1
         }
-        readiness.setReady(Readiness.Condition.consumerGroup)
-        readiness.setReady(Readiness.Condition.apns)
-        started?(runtime, metricsURL)
 
         // The pipeline's own loop has no thread to watch; this heartbeat proves the process turns.
         let heartbeat = liveness.register("pipeline", allowance: .seconds(30))
@@ -126,10 +136,36 @@ public enum WorkerProcess {
             }
         }
         let reason = await shutdown.wait()
+        let deadline = ShutdownDeadline(
+            drainTimeout: configuration.drainTimeout, startingAt: shutdown.triggeredAt ?? .now)
+        let progress = runtime.shutdownProgress
+        let watchdog = ShutdownWatchdog(deadline: deadline.exitBy, exitCode: 1) {
+            logger.critical("exiting with code 1: the shutdown did not finish within the drain timeout and its "
+                + "margin; what was not committed is processed again by the group", [
+                    "stuck_at": .string(progress.stage), "drain_timeout_seconds": .double(configuration.drainTimeout),
+                    "margin_seconds": .double(ShutdownDeadline.seconds(ShutdownDeadline.margin)),
+                ])
+            logger.writer.flush()
+        }
         beating.cancel()
-        logger.info("shutting down", ["reason": .string(reason), "drain_timeout_seconds": .double(configuration.drainTimeout)])
+        logger.info("shutting down", [
+            "reason": .string(reason), "drain_timeout_seconds": .double(configuration.drainTimeout),
+            "margin_seconds": .double(ShutdownDeadline.seconds(ShutdownDeadline.margin)),
+        ])
         readiness.setNotReady(Readiness.Condition.consumerGroup, reason: "shutting down")
-        await runtime.shutdown(timeout: configuration.drainTimeout)
-        return runtime.pipeline.fatalError == nil ? 0 : 1
+        let stopped = await runtime.shutdown(deadline: deadline)
+        watchdog.cancel()
+        if let failure = stopped.publishFailure {
+            logger.critical("exiting with code 1: results could not be published, so their records were not "
+                + "committed and the group processes them again", ["error": .string(failure)])
+            return 1
+        }
+        guard stopped.isClean else {
+            logger.error("exiting with code 1: the shutdown was not clean", [
+                "problems": .array(stopped.problems.map { .string($0) }),
+            ])
+            return 1
+        }
+        return 0
     }
 }

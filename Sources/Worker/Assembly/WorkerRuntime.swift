@@ -16,6 +16,8 @@ public final class WorkerRuntime: Sendable {
     let group: EventLoopGroup
     let logger: Logger
     let credentials: [String: LoadedCredential]
+    /// Where a shutdown is, for the watchdog that ends one that overruns.
+    public let shutdownProgress: ShutdownProgress
 
     /// Builds every part and checks every credential; connects to nothing yet except Kafka clients
     /// being created.
@@ -63,6 +65,21 @@ public final class WorkerRuntime: Sendable {
             consumerConfiguration.client.properties["queued.max.messages.kbytes"] = "8192"
         }
         let kafkaLogger = logger.with(["component": "kafka"])
+        let progress = ShutdownProgress()
+        shutdownProgress = progress
+        let statusHandler: KafkaConsumerStatusHandler = { change in
+            Self.report(change, readiness: readiness, metrics: metrics, logger: kafkaLogger, progress: progress)
+        }
+        let rebalanceObserver: @Sendable (KafkaRebalanceEvent) -> Void = { event in
+            switch event {
+            case .assigned(let partitions):
+                kafkaLogger.info("kafka partitions assigned", ["partitions": Self.list(partitions)])
+            case .revoked(let revocation):
+                kafkaLogger.info(revocation.isLost ? "kafka partitions lost" : "kafka partitions revoked", [
+                    "partitions": Self.list(revocation.partitions),
+                ])
+            }
+        }
         let eventHandler: KafkaEventHandler = { event in
             switch event {
             case .log(let line) where line.level <= 4:
@@ -77,7 +94,8 @@ public final class WorkerRuntime: Sendable {
         }
         source = try KafkaEventSource(
             configuration: consumerConfiguration, topics: [configuration.kafka.requestsTopic],
-            eventHandler: eventHandler, report: { message in kafkaLogger.warning(message, [:], rateLimitKey: "offset store") })
+            eventHandler: eventHandler, statusHandler: statusHandler, rebalanceObserver: rebalanceObserver,
+            report: { message in kafkaLogger.warning(message, [:], rateLimitKey: "offset store") })
         producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler)
 
         var pipelineConfiguration = PipelineConfiguration()
@@ -157,13 +175,18 @@ public final class WorkerRuntime: Sendable {
     }
 
     /// Looks up the output topics, then joins the consumer group and starts processing.
+    /// - Throws: `CancellationError` when the task is cancelled first (a shutdown during start-up): it
+    ///   does not wait for a topic lookup that the brokers do not answer.
     public func start() async throws {
         // Results of the first records would otherwise wait about a second for librdkafka's lazy
         // topic lookup, with the in-flight cap full the whole time.
         let outputTopics = [
             configuration.kafka.outcomesTopic, configuration.kafka.invalidTokensTopic, configuration.kafka.deadLetterTopic,
         ]
-        for problem in await producer.prepare(topics: outputTopics, timeout: .seconds(10)) {
+        let producer = self.producer
+        let problems = await unlessCancelled { await producer.prepare(topics: outputTopics, timeout: .seconds(10)) }
+        try Task.checkCancellation()
+        for problem in problems ?? [] {
             logger.warning("output topic not ready: \(problem)", [:])
         }
         try pipeline.start()
@@ -178,14 +201,133 @@ public final class WorkerRuntime: Sendable {
     /// and closes every connection. Returns the records abandoned (redelivered to the next owner).
     @discardableResult
     public func shutdown(timeout: Double) async -> Int {
-        let abandoned = await pipeline.drain(timeout: timeout)
-        await transport.shutdown(gracePeriod: .seconds(1))
-        try? await producer.close(timeout: .seconds(5))
-        await group.shutdown()
-        logger.info("worker stopped", [
-            "abandoned_records": .int(Int64(abandoned)),
-            "records_finished": .int(Int64(pipeline.counters.recordsFinished)),
-        ])
-        return abandoned
+        await shutdown(deadline: ShutdownDeadline(drainTimeout: timeout)).recordsLeft
     }
+
+    /// Shuts down within `deadline`: stops consuming, lets in-flight records (and a revoke under way)
+    /// finish until its drain ends, commits what finished and leaves the group, then closes the
+    /// producer and the APNs connections; each step ends by its part of the deadline. Logs what was
+    /// left and every problem; the report says whether the shutdown was clean.
+    public func shutdown(deadline: ShutdownDeadline) async -> ShutdownReport {
+        var report = ShutdownReport()
+        // A publish failure from before the shutdown means results are missing: the exit says so.
+        report.publishFailure = pipeline.fatalError
+        shutdownProgress.enter("draining in-flight records")
+        source.prepareShutdown(deadline)
+        let shutdownLogger = logger.with(["component": "shutdown"])
+        let progress = shutdownProgress
+        let drainTimeout = configuration.drainTimeout
+        report.recordsLeft = await pipeline.drain(
+            timeout: ShutdownDeadline.seconds(until: deadline.drainEnds),
+            leftBehind: { unfinished in
+                progress.enter("committing what finished and leaving the consumer group")
+                guard !unfinished.isEmpty else { return }
+                let records = unfinished.values.reduce(0, +)
+                shutdownLogger.warning("the drain timeout passed with records unfinished; they stay uncommitted "
+                    + "and the group's next owner processes them again", [
+                    "records_left": .int(Int64(records)), "partitions_left": .int(Int64(unfinished.count)),
+                    "partitions": Self.list(unfinished.keys.map(KafkaTopicPartition.init)),
+                    "drain_timeout_seconds": .double(drainTimeout),
+                ])
+            })
+        // Publish failures from here on are those of abandoned records, whose producer is closing.
+        report.publishFailure = report.publishFailure ?? pipeline.fatalError
+        if let outcome = source.closeOutcome {
+            if let problem = outcome.commitProblem {
+                shutdownLogger.warning("the final commit did not succeed; what finished since the last "
+                    + "auto-commit is processed again by the group: \(problem)", [:])
+            }
+            if let problem = outcome.closeProblem {
+                report.problems.append(outcome.closeAbandoned
+                    ? "the Kafka consumer's close was abandoned at its deadline (the group was not left "
+                        + "cleanly; it rebalances after the session timeout): \(problem)"
+                    : "leaving the consumer group failed: \(problem)")
+            }
+        }
+        // Results that records finish from now on come too late to be committed. The producer closes
+        // before the APNs connections, so that no abandoned record publishes an outcome (`failed`, as
+        // the connections close under its pushes) for work that the group's next owner does again.
+        shutdownProgress.enter("closing the producer")
+        let producer = self.producer
+        let producerTime = max(0, ShutdownDeadline.seconds(until: deadline.exitBy) - 0.75)
+        let producerClosed = await waitAtMost(until: deadline.exitBy.advanced(by: .milliseconds(-500))) {
+            try? await producer.close(timeout: .milliseconds(Int(producerTime * 1000)))
+            return true
+        }
+        if producerClosed == nil { report.problems.append("the Kafka producer did not close in time") }
+        shutdownProgress.enter("closing the APNs connections")
+        let transport = self.transport
+        let group = self.group
+        let closed = await waitAtMost(until: deadline.exitBy.advanced(by: .milliseconds(-250))) {
+            await transport.shutdown(gracePeriod: .milliseconds(250))
+            await group.shutdown()
+            return true
+        }
+        if closed == nil { report.problems.append("the APNs connections did not close in time") }
+        shutdownProgress.enter("stopped")
+        logger.info("worker stopped", [
+            "abandoned_records": .int(Int64(report.recordsLeft)),
+            "records_finished": .int(Int64(pipeline.counters.recordsFinished)),
+            "shutdown_seconds": .double(deadline.secondsElapsed),
+        ])
+        return report
+    }
+
+    /// Updates readiness and metrics from a change of the consumer's status, and logs what changed.
+    static func report(
+        _ change: KafkaConsumerStatusChange, readiness: Readiness, metrics: WorkerMetrics, logger: Logger,
+        progress: ShutdownProgress
+    ) {
+        let status = change.current
+        metrics.kafkaBrokersUp.set(status.brokersUp)
+        metrics.partitionsAssigned.set(status.partitionsAssigned)
+        let brokerFields: JSONObject = [
+            "brokers_up": .int(Int64(status.brokersUp)), "brokers_known": .int(Int64(status.brokersKnown)),
+        ]
+        if change.brokersReachabilityChanged {
+            if status.brokersReachable {
+                readiness.setReady(Readiness.Condition.kafkaBrokers)
+                let first = change.previous.brokersKnown == 0
+                let message = first ? "kafka brokers reachable" : "kafka brokers reachable again"
+                logger.log(first ? .info : .notice, message, brokerFields, rateLimitKey: "kafka brokers")
+            } else {
+                let cause = status.brokersCause ?? "unknown"
+                readiness.setNotReady(Readiness.Condition.kafkaBrokers, reason: "no Kafka broker answers: \(cause)")
+                logger.warning("kafka brokers unreachable: \(cause)", brokerFields, rateLimitKey: "kafka brokers")
+            }
+        }
+        if change.membershipChanged {
+            if status.isGroupMember {
+                readiness.setReady(Readiness.Condition.consumerGroup)
+                let first = change.previous.membershipCause == KafkaConsumerStatus.initial.membershipCause
+                logger.log(first ? .info : .notice, first ? "kafka consumer joined its group"
+                           : "kafka consumer group membership regained", [:], rateLimitKey: "kafka group")
+            } else {
+                let cause = status.membershipCause ?? "unknown"
+                readiness.setNotReady(Readiness.Condition.consumerGroup, reason: "no group membership: \(cause)")
+                // Leaving the group is what a shutdown does; it is logged as part of it.
+                if !progress.hasStarted {
+                    logger.warning("kafka consumer group membership lost: \(cause)", [:], rateLimitKey: "kafka group")
+                }
+            }
+        }
+    }
+
+    static func list(_ partitions: [KafkaTopicPartition]) -> JSONValue {
+        .array(partitions.sorted().map { .string("\($0.topic)[\($0.partition)]") })
+    }
+}
+
+/// How a shutdown went: what it left, and what kept it from being clean.
+public struct ShutdownReport: Sendable {
+    /// Records not finished by the end of the drain: uncommitted, processed again by the group.
+    public var recordsLeft = 0
+    /// Results that could not be published (the pipeline's fatal error), if any.
+    public var publishFailure: String?
+    /// Steps that failed or were abandoned at their deadline, for the log.
+    public var problems: [String] = []
+
+    /// Whether the shutdown did what it promises: what finished is published and committed, the group
+    /// was left, and the rest is left uncommitted for the next owner.
+    public var isClean: Bool { publishFailure == nil && problems.isEmpty }
 }

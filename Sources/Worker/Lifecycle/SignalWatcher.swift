@@ -40,23 +40,49 @@ public final class SignalWatcher: Sendable {
 
 /// A one-shot latch a service awaits to learn it should shut down.
 public final class ShutdownSignal: Sendable {
-    private let state = Mutex<(triggered: Bool, reason: String?, waiters: [CheckedContinuation<String, Never>])>(
-        (false, nil, []))
+    private struct State {
+        var triggered = false
+        var triggeredAt: ContinuousClock.Instant?
+        var reason: String?
+        var waiters: [CheckedContinuation<String, Never>] = []
+        var actions: [@Sendable (String) -> Void] = []
+    }
+
+    private let state = Mutex(State())
 
     public init() {}
 
     public var isTriggered: Bool { state.withLock { $0.triggered } }
+    /// When the shutdown was triggered: where its deadline starts.
+    public var triggeredAt: ContinuousClock.Instant? { state.withLock { $0.triggeredAt } }
 
     /// Triggers the shutdown once; later calls are ignored.
     public func trigger(reason: String) {
-        let waiters = state.withLock { state -> [CheckedContinuation<String, Never>] in
-            guard !state.triggered else { return [] }
+        typealias Parties = ([CheckedContinuation<String, Never>], [@Sendable (String) -> Void])
+        let (waiters, actions) = state.withLock { state -> Parties in
+            guard !state.triggered else { return ([], []) }
             state.triggered = true
+            state.triggeredAt = .now
             state.reason = reason
-            defer { state.waiters.removeAll() }
-            return state.waiters
+            defer {
+                state.waiters.removeAll()
+                state.actions.removeAll()
+            }
+            return (state.waiters, state.actions)
         }
+        for action in actions { action(reason) }
         for waiter in waiters { waiter.resume(returning: reason) }
+    }
+
+    /// Runs `action` with the reason when the shutdown is triggered (at once if it was already), on the
+    /// triggering thread: for work that must stop early, such as a start-up still under way.
+    public func whenTriggered(_ action: @escaping @Sendable (String) -> Void) {
+        let reason = state.withLock { state -> String? in
+            if state.triggered { return state.reason ?? "" }
+            state.actions.append(action)
+            return nil
+        }
+        if let reason { action(reason) }
     }
 
     /// Returns the reason once the shutdown is triggered.

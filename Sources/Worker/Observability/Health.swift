@@ -101,7 +101,7 @@ public final class Heartbeat: Sendable {
 /// Named conditions that must all hold before the worker takes traffic, for the readiness probe.
 ///
 /// A declared condition starts not ready. The worker flips each as it learns: config loaded, credentials
-/// loaded, consumer joined its group, APNs reachable; and back when it loses one.
+/// loaded, Kafka brokers answering, consumer joined its group, APNs reachable; and back when it loses one.
 ///
 /// - Important: Thread-safe; every call takes a short lock.
 public final class Readiness: Sendable {
@@ -111,11 +111,15 @@ public final class Readiness: Sendable {
         public static let config = "config"
         /// Every credential (provider-token key, client certificate) was loaded.
         public static let credentials = "credentials"
-        /// The consumer is a member of its group (it has joined, partitions or not).
+        /// The consumer is a member of its group: it has joined (partitions or not) and not lost its
+        /// assignment since. Re-evaluated at every rebalance.
         public static let consumerGroup = "kafka.group"
+        /// Some Kafka broker answers the consumer. Re-evaluated from librdkafka's connection errors and
+        /// its statistics (every second).
+        public static let kafkaBrokers = "kafka.brokers"
         /// At least one connection to each configured APNs environment is up.
         public static let apns = "apns"
-        public static let all = [config, credentials, consumerGroup, apns]
+        public static let all = [config, credentials, kafkaBrokers, consumerGroup, apns]
     }
 
     private struct Entry {

@@ -54,6 +54,10 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_event_to_outcome_seconds{status}`: from the event's `occurred_at` (or, without one, from
     /// when the record was consumed) to its outcome.
     public let eventToOutcome: HistogramFamily
+    /// `apns_worker_kafka_brokers_up`: Kafka brokers the consumer has a connection up to (0: none answers).
+    public let kafkaBrokersUp: Gauge
+    /// `apns_worker_partitions_assigned`: partitions of the input topics assigned to this consumer.
+    public let partitionsAssigned: Gauge
 
     // Faults that pass: pools that cannot reach APNs and the pushes waiting for them.
     /// `apns_worker_apns_breaker_state{pool,state}`: 1 for the state each pool's circuit breaker is in
@@ -122,6 +126,10 @@ public final class WorkerMetrics: Sendable {
         eventToOutcome = try registry.histogram(
             p + "event_to_outcome_seconds", help: "Time from an event's occurrence to its outcome, by outcome status.",
             labelNames: ["status"], buckets: Self.eventToOutcomeBuckets)
+        kafkaBrokersUp = try registry.gauge(
+            p + "kafka_brokers_up", help: "Kafka brokers the consumer has a connection up to.").labels()
+        partitionsAssigned = try registry.gauge(
+            p + "partitions_assigned", help: "Input topic partitions assigned to this consumer.").labels()
 
         apnsBreakerState = try registry.gauge(
             p + "apns_breaker_state",

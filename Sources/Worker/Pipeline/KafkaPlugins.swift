@@ -5,6 +5,9 @@ public import Kafka
 import Synchronization
 
 /// Consumes the requests topic in a consumer group and hands records to the pipeline.
+///
+/// Shutdown: after ``prepareShutdown(_:)``, a revoke waits no longer than the drain, and ``close()``
+/// commits and leaves the group within the shutdown's deadlines (see ``closeOutcome``).
 public final class KafkaEventSource: EventSource {
     let consumer: KafkaConsumer
     let topics: [String]
@@ -14,12 +17,19 @@ public final class KafkaEventSource: EventSource {
     let gate = DeliveryGate()
     /// Called with errors worth logging (a store for a partition just revoked, a failed commit).
     let report: @Sendable (String) -> Void
+    let shutdown = Mutex<ShutdownDeadline?>(nil)
+    let closed = Mutex<SourceCloseOutcome?>(nil)
 
     /// - Parameters:
     ///   - configuration: the consumer's settings (the worker's properties already applied).
+    ///   - statusHandler: told when brokers become unreachable or reachable and when group membership is
+    ///     lost or regained (see `KafkaConsumerStatus`), on the consumer's poll thread.
+    ///   - rebalanceObserver: told about every assignment change before the pipeline handles it.
     ///   - report: told about non-fatal problems, for the log.
     public init(
         configuration: KafkaConsumerConfiguration, topics: [String], eventHandler: KafkaEventHandler? = nil,
+        statusHandler: KafkaConsumerStatusHandler? = nil,
+        rebalanceObserver: (@Sendable (KafkaRebalanceEvent) -> Void)? = nil,
         report: @escaping @Sendable (String) -> Void
     ) throws(KafkaError) {
         let handlerSlot = self.handlerSlot
@@ -27,6 +37,7 @@ public final class KafkaEventSource: EventSource {
         consumer = try KafkaConsumer(
             configuration: configuration,
             rebalanceHandler: { event in
+                rebalanceObserver?(event)
                 guard let handler = handlerSlot.handler else { return }
                 switch event {
                 case .assigned(let partitions):
@@ -37,7 +48,7 @@ public final class KafkaEventSource: EventSource {
                     await handler.revoking(partitions, deadline: revocation.deadline)
                 }
             },
-            eventHandler: eventHandler)
+            eventHandler: eventHandler, statusHandler: statusHandler)
         self.topics = topics
         self.report = report
     }
@@ -98,10 +109,42 @@ public final class KafkaEventSource: EventSource {
         gate.shutDown()
     }
 
+    /// Bounds what follows by `deadline`: a revoke under way or to come waits no longer than the
+    /// drain, and ``close()`` commits by its `commitEnds` and leaves the group by its `closeEnds`.
+    public func prepareShutdown(_ deadline: ShutdownDeadline) {
+        shutdown.withLock { $0 = deadline }
+        consumer.limitRevocations(until: deadline.drainEnds)
+    }
+
+    /// Commits what was stored (synchronously), then leaves the group. After ``prepareShutdown(_:)``
+    /// each step ends by its deadline, a close that cannot finish is abandoned, and ``closeOutcome``
+    /// says how it went; it throws only what closing without a deadline throws.
     public func close() async throws {
         gate.shutDown()
-        try await consumer.close()
+        guard let deadline = shutdown.withLock({ $0 }) else {
+            try await consumer.close()
+            return
+        }
+        var outcome = SourceCloseOutcome()
+        do {
+            try await consumer.commit(deadline: deadline.commitEnds)
+        } catch {
+            outcome.commitProblem = "\(error)"
+        }
+        do {
+            try await consumer.close(deadline: deadline.closeEnds)
+        } catch {
+            outcome.closeProblem = "\(error)"
+            outcome.closeAbandoned = error.code == .timeout
+        }
+        closed.withLock { $0 = outcome }
     }
+
+    /// How the last bounded ``close()`` went; nil before it.
+    public var closeOutcome: SourceCloseOutcome? { closed.withLock { $0 } }
+
+    /// What the consumer knows of its brokers and its group.
+    public var status: KafkaConsumerStatus { consumer.status }
 
     /// Records behind the high watermark, per assigned partition.
     public func lags() -> [(TopicPartition, Int64)] {
@@ -110,6 +153,17 @@ public final class KafkaEventSource: EventSource {
             return (TopicPartition(lag.topicPartition), max(0, high - position))
         }
     }
+}
+
+/// How a bounded close of a ``KafkaEventSource`` went.
+public struct SourceCloseOutcome: Sendable {
+    /// Why the final commit failed or got no answer in time (what finished since the last commit is
+    /// then redelivered to the group).
+    public var commitProblem: String?
+    /// Why leaving the group failed, or where it was stuck when it was abandoned.
+    public var closeProblem: String?
+    /// Whether the close did not finish by its deadline and was left running.
+    public var closeAbandoned = false
 }
 
 /// The pipeline, once started; the rebalance callback exists before it does.

@@ -1,5 +1,6 @@
 // `apns-worker kafka-mock`: librdkafka's mock Kafka cluster as a process of its own, for tests that
-// kill the worker and for trying `run` locally. Prints its bootstrap servers, runs until a signal.
+// kill the worker and for trying `run` locally. Prints its bootstrap servers, runs until a signal;
+// optionally takes brokers down and up on commands from standard input (the same cluster, same ports).
 import Dispatch
 import Foundation
 import Kafka
@@ -15,12 +16,20 @@ struct KafkaMockCommand: Command {
         It supports producing (also idempotent) and consumer groups with committed offsets. Offsets and
         records live in memory and are gone when it stops.
 
+        With --control-stdin it reads commands from standard input, one a line, and answers each with
+        one line on standard output:
+          down [ID ...]   take brokers down (default: all): connections drop, new ones are refused
+          up [ID ...]     let them accept connections again
+        answered "brokers down: 1,2,3" / "brokers up: 1,2,3", or "error: ..." for a bad command.
+        Topics, records and committed offsets survive a down and up.
+
         example: apns-worker kafka-mock --brokers 3 --topics push.requests:12,push.outcomes:6
         """
     static let options: [OptionSpec] = [
         .value("--brokers", "N", "Number of brokers, 1 to 64. Default: 3."),
         .value("--topics", "NAME:PARTITIONS,...", "Topics to create, e.g. push.requests:12,push.outcomes:6."),
         .value("--replication-factor", "N", "Replicas per partition, 1 to the broker count. Default: 1."),
+        .flag("--control-stdin", "Take brokers down and up on commands from standard input (see above)."),
     ]
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
@@ -37,6 +46,8 @@ struct KafkaMockCommand: Command {
         let summary = topics.map { "\($0.name) (\($0.partitions) partitions)" }.joined(separator: ", ")
         standardError("kafka-mock: \(brokers) brokers; topics: \(summary.isEmpty ? "none" : summary); "
             + "stop with Ctrl-C or SIGTERM")
+
+        if arguments.has("--control-stdin") { BrokerControl.start(cluster: cluster) }
 
         let signal = await signals.wait()
         await cluster.stop()
@@ -69,6 +80,44 @@ struct KafkaMockCommand: Command {
             topics.append((name, partitions))
         }
         return topics
+    }
+}
+
+/// Reads `down [ID ...]` and `up [ID ...]` commands from standard input on a thread of its own (reading
+/// blocks), applies them to the cluster and answers each on standard output.
+private enum BrokerControl {
+    static func start(cluster: MockKafkaCluster) {
+        let thread = Thread {
+            while let line = readLine() {
+                let answer = apply(line, to: cluster)
+                FileHandle.standardOutput.write(Data((answer + "\n").utf8))
+            }
+        }
+        thread.name = "kafka-mock-control"
+        thread.start()
+    }
+
+    static func apply(_ line: String, to cluster: MockKafkaCluster) -> String {
+        let words = line.split(separator: " ").map(String.init)
+        guard let command = words.first, command == "down" || command == "up" else {
+            return "error: unknown command '\(line)'; use 'down [ID ...]' or 'up [ID ...]'"
+        }
+        var ids: [Int32] = []
+        for word in words.dropFirst() {
+            guard let id = Int32(word), (1...Int32(cluster.brokerCount)).contains(id) else {
+                return "error: '\(word)' is not a broker id; broker ids are 1...\(cluster.brokerCount)"
+            }
+            ids.append(id)
+        }
+        if ids.isEmpty { ids = Array(1...Int32(cluster.brokerCount)) }
+        do {
+            for id in ids {
+                if command == "down" { try cluster.setBrokerDown(id) } else { try cluster.setBrokerUp(id) }
+            }
+        } catch {
+            return "error: \(error)"
+        }
+        return "brokers \(command): " + ids.map(String.init).joined(separator: ",")
     }
 }
 

@@ -1,0 +1,76 @@
+// The shutdown's one deadline and its parts, the waits that end at a deadline or at cancellation, and
+// the shutdown signal's early actions (a start-up cancelled by a SIGTERM).
+import Synchronization
+import Testing
+@testable import Worker
+
+@Suite struct ShutdownDeadlineTests {
+    @Test func thePartsOfTheDeadlineFollowTheDrainWithinTheMargin() {
+        let start = ContinuousClock.now
+        let deadline = ShutdownDeadline(drainTimeout: 5, startingAt: start)
+        #expect(deadline.drainEnds == start + .seconds(5))
+        #expect(deadline.commitEnds == start + .seconds(6))
+        #expect(deadline.closeEnds == start + .seconds(7))
+        #expect(deadline.exitBy == start + .seconds(5) + ShutdownDeadline.margin)
+        #expect(ShutdownDeadline.margin == .seconds(3))
+        #expect(ShutdownDeadline.seconds(until: start - .seconds(1)) == 0)
+    }
+
+    @Test func waitAtMostReturnsNilAtTheDeadlineWhileTheOperationGoesOn() async {
+        let finished = Atomic<Bool>(false)
+        let started = ContinuousClock.now
+        let result = await waitAtMost(until: .now + .milliseconds(100)) { () -> Int in
+            try? await Task.sleep(for: .milliseconds(600))
+            finished.store(true, ordering: .relaxed)
+            return 1
+        }
+        #expect(result == nil)
+        #expect(ContinuousClock.now - started < .milliseconds(500))
+        let finishedByThen = finished.load(ordering: .relaxed)
+        #expect(!finishedByThen)
+        #expect(await waitAtMost(until: .now + .seconds(5)) { 2 } == 2)
+    }
+
+    @Test func unlessCancelledStopsWaitingWhenTheCallerIsCancelled() async {
+        let waiting = Task {
+            await unlessCancelled { () -> Int in
+                try? await Task.sleep(for: .seconds(30))
+                return 1
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+        let started = ContinuousClock.now
+        waiting.cancel()
+        #expect(await waiting.value == nil)
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(await unlessCancelled { 3 } == 3)
+    }
+
+    @Test func aShutdownTriggeredDuringStartUpRunsItsEarlyActionsOnce() async {
+        let signal = ShutdownSignal()
+        let reasons = Mutex<[String]>([])
+        signal.whenTriggered { reason in reasons.withLock { $0.append(reason) } }
+        signal.trigger(reason: "SIGTERM")
+        signal.trigger(reason: "SIGINT")
+        signal.whenTriggered { reason in reasons.withLock { $0.append("late " + reason) } }
+        #expect(reasons.withLock { $0 } == ["SIGTERM", "late SIGTERM"])
+        #expect(await signal.wait() == "SIGTERM")
+    }
+
+    @Test func aStartCancelledByTheShutdownStopsWaitingForIt() async {
+        let signal = ShutdownSignal()
+        let starting = Task {
+            // Like a topic lookup that the brokers do not answer.
+            _ = await unlessCancelled { () -> Bool in
+                try? await Task.sleep(for: .seconds(30))
+                return true
+            }
+            try Task.checkCancellation()
+        }
+        signal.whenTriggered { _ in starting.cancel() }
+        let started = ContinuousClock.now
+        signal.trigger(reason: "SIGTERM")
+        await #expect(throws: CancellationError.self) { try await starting.value }
+        #expect(ContinuousClock.now - started < .seconds(1))
+    }
+}
