@@ -180,7 +180,7 @@ struct DeadLetter: Sendable {
         next.publishError = publishError ?? refusal.detail
         switch content {
         case .whole:
-            let room = valuePrefixRoom(limit: refusal.limitBytes)
+            let room = next.valuePrefixRoom(limit: refusal.limitBytes)
             if let value, room > 0, room < value.count {
                 next.content = .valuePrefix(bytes: room)
                 return next
