@@ -142,7 +142,8 @@ import APNs
 
     @Test func aResultTooLargeBecomesAResultTooLargeDeadLetterKeyedAndValuedWithTheResult() throws {
         let outcome = OutboundRecord(
-            topic: "push.outcomes", key: Array("evt-1".utf8), value: [UInt8](repeating: UInt8(ascii: "a"), count: 300_000))
+            topic: "push.outcomes", key: Array("evt-1".utf8),
+            value: [UInt8](repeating: UInt8(ascii: "a"), count: 300_000))
         let refusal = RecordTooLargeError(topic: "push.outcomes", limitBytes: 100_000, detail: "refused: 300000 bytes")
         let letter = try #require(
             DeadLetter(result: outcome, of: Self.source(value: Array("{}".utf8)), refusal: refusal)

@@ -95,7 +95,8 @@ public final class WorkerRuntime: Sendable {
             onMatch: { ids in for id in ids { ruleMatches.labels(id).increment() } })
         pipeline = Pipeline(
             configuration: pipelineConfiguration, source: source,
-            sink: KafkaResultSink(producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "too large") }),
+            sink: KafkaResultSink(
+                producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "record too large") }),
             planner: planner, transport: transport, observer: metricsObserver,
             processingExecutor: recordExecutor)
 

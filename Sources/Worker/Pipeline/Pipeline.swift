@@ -347,16 +347,14 @@ public final class Pipeline: SourceHandler {
         let acknowledge: @Sendable (Result<Void, any Error>) -> Void = { [self] result in
             if case .failure(let error) = result {
                 // Kept for the log: the worker stops on it, and the operator needs the real cause.
-                state.withLock { state in
-                    state.fatalError = state.fatalError
-                        ?? "results of \(record.topicPartition) offset \(record.offset) could not be published: \(error)"
-                }
+                let cause = "results of \(record.topicPartition) offset \(record.offset) could not be published: "
+                    + "\(error)"
+                state.withLock { $0.fatalError = $0.fatalError ?? cause }
             }
             if let allSucceeded = countdown.acknowledge(succeeded: (try? result.get()) != nil) {
                 finish(allSucceeded)
             }
         }
-        // Built here, outside the per-output closures, so that the common path allocates nothing more.
         let deadLetters = DeadLetterReplacement(sink: sink, topic: configuration.deadLetterTopic)
         for output in outputs {
             sink.publish(output) { [observer] result in
