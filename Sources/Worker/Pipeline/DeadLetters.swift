@@ -101,6 +101,10 @@ struct DeadLetter: Sendable {
     var content = Content.whole
     /// The value prefix kept when Kafka's limit is not known or leaves more room.
     var valuePrefixLimit = DeadLetter.defaultValuePrefixBytes
+    /// SHA-256 of the value and of the key, computed once for all the smaller forms (a value may be
+    /// megabytes, and this may run on the producer's delivery-report thread).
+    private var valueDigest: String?
+    private var keyDigest: String?
 
     /// The dead letter of an input record that cannot be processed.
     init(_ source: SourceRecord, errorClass: String, message: String, failedAt: Double = wallClockSeconds()) {
@@ -156,12 +160,12 @@ struct DeadLetter: Sendable {
                 own.append(RecordHeader(DeadLetterHeader.valueTruncated, "omitted"))
             }
             own.append(RecordHeader(DeadLetterHeader.valueSize, String(value.count)))
-            own.append(RecordHeader(DeadLetterHeader.valueSHA256, SHA256Digest.hex(value)))
+            own.append(RecordHeader(DeadLetterHeader.valueSHA256, valueDigest ?? SHA256Digest.hex(value)))
         }
         guard content != .workerHeadersOnly else {
             if let key {
                 own.append(RecordHeader(DeadLetterHeader.keySize, String(key.count)))
-                own.append(RecordHeader(DeadLetterHeader.keySHA256, SHA256Digest.hex(key)))
+                own.append(RecordHeader(DeadLetterHeader.keySHA256, keyDigest ?? SHA256Digest.hex(key)))
             }
             if !headers.isEmpty { own.append(RecordHeader(DeadLetterHeader.headersOmitted, String(headers.count))) }
             return OutboundRecord(topic: topic, key: nil, value: nil, headers: own)
@@ -178,6 +182,7 @@ struct DeadLetter: Sendable {
     func smaller(after refusal: RecordTooLargeError) -> DeadLetter? {
         var next = self
         next.publishError = publishError ?? refusal.detail
+        if let value, next.valueDigest == nil { next.valueDigest = SHA256Digest.hex(value) }
         switch content {
         case .whole:
             let room = next.valuePrefixRoom(limit: refusal.limitBytes)
@@ -194,6 +199,7 @@ struct DeadLetter: Sendable {
             fallthrough
         case .withoutValue:
             guard key != nil || !headers.isEmpty else { return nil }
+            if let key { next.keyDigest = SHA256Digest.hex(key) }
             next.content = .workerHeadersOnly
             return next
         case .workerHeadersOnly:
