@@ -137,13 +137,10 @@ public final class KafkaResultSink: ResultSink {
     public func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let producer = self.producer
         let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
-        let failed: @Sendable (KafkaError) -> Void = { [self] error in
-            acknowledged(.failure(translated(error, record)))
-        }
-        let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { result in
+        let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { [self] result in
             switch result {
             case .success: acknowledged(.success(()))
-            case .failure(let error): failed(error)
+            case .failure(let error): acknowledged(.failure(translated(error, record)))
             }
         }
         // Enqueued at once when librdkafka's queue has room (the common case: no task per record); only a
@@ -152,7 +149,7 @@ public final class KafkaResultSink: ResultSink {
             if try producer.trySend(topic: record.topic, key: record.key, value: record.value, headers: headers,
                                     onDelivery: onDelivery) { return }
         } catch {
-            failed(error)
+            acknowledged(.failure(translated(error, record)))
             return
         }
         Task {
@@ -160,7 +157,7 @@ public final class KafkaResultSink: ResultSink {
                 try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: headers,
                                         partition: nil, onDelivery: onDelivery)
             } catch {
-                failed(error)
+                acknowledged(.failure(translated(error, record)))
             }
         }
     }
