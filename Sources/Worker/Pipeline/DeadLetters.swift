@@ -99,8 +99,6 @@ struct DeadLetter: Sendable {
     /// Kafka's refusal of the record this dead letter replaces.
     var publishError: String?
     var content = Content.whole
-    /// The value prefix kept when Kafka's limit is not known or leaves more room.
-    var valuePrefixLimit = DeadLetter.defaultValuePrefixBytes
     /// SHA-256 of the value and of the key, computed once for all the smaller forms (a value may be
     /// megabytes, and this may run on the producer's delivery-report thread).
     private var valueDigest: String?
@@ -119,8 +117,10 @@ struct DeadLetter: Sendable {
     }
 
     /// The dead letter that replaces a result Kafka refused as too large; its value is the result's.
-    init(result: OutboundRecord, of source: SourceRecord, refusal: RecordTooLargeError,
-                failedAt: Double = wallClockSeconds()) {
+    init(
+        result: OutboundRecord, of source: SourceRecord, refusal: RecordTooLargeError,
+        failedAt: Double = wallClockSeconds()
+    ) {
         self.init(
             source, errorClass: DeadLetterHeader.resultTooLargeClass,
             message: "a result for \(result.topic) of \(result.byteCount) bytes is too large for Kafka; "
@@ -209,11 +209,11 @@ struct DeadLetter: Sendable {
 
     /// The value prefix that fits beside the key and the headers within `limit` (Kafka's message.max.bytes).
     func valuePrefixRoom(limit: Int?) -> Int {
-        guard let limit else { return valuePrefixLimit }
+        guard let limit else { return Self.defaultValuePrefixBytes }
         var withoutValue = self
         withoutValue.content = .withoutValue
         let rest = withoutValue.record(topic: "").byteCount + Self.framingAllowance
-        return min(valuePrefixLimit, limit - rest)
+        return min(Self.defaultValuePrefixBytes, limit - rest)
     }
 
     /// The first `maximumMessageLength` Unicode scalars of `text`.
