@@ -11,7 +11,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible, Equatable {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: String, Sendable {
             case invalidConfiguration, subscription, rebalance, partitionState
-            case offsetStore, commit, produce, queueFull, delivery, fatal, timeout, closed
+            case offsetStore, commit, produce, queueFull, delivery, messageTooLarge, fatal, timeout, closed
             case query, mockCluster, client
         }
         private let value: Value
@@ -36,6 +36,10 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let queueFull = Code(.queueFull)
         /// A message was enqueued but could not be delivered (its delivery report carries the error).
         public static let delivery = Code(.delivery)
+        /// A record is larger than the producer or the broker accepts (librdkafka's `MSG_SIZE_TOO_LARGE`: the
+        /// producer's `message.max.bytes` at enqueue, or the broker's `message.max.bytes` or the topic's
+        /// `max.message.bytes` in the delivery report). Sending the same record again cannot succeed.
+        public static let messageTooLarge = Code(.messageTooLarge)
         /// The client hit a fatal error (for example an idempotence guarantee could not be kept);
         /// it cannot be used any more and must be recreated.
         public static let fatal = Code(.fatal)

@@ -19,6 +19,9 @@ import Synchronization
 /// (sleeping 1 to 50 ms between attempts) for room up to `enqueueTimeout`, then throws
 /// ``KafkaError/Code/queueFull``.
 ///
+/// A record larger than the producer takes (``maximumMessageBytes``) is refused at enqueue, and one
+/// larger than the broker takes fails in its delivery report; both with ``KafkaError/Code/messageTooLarge``.
+///
 /// Fatal errors (for example when the idempotence guarantee cannot be kept) are reported to the
 /// event handler as ``KafkaEvent/fatal(_:)``, are readable as ``fatalError``, and make every later
 /// send throw; the producer must then be recreated.
@@ -27,6 +30,9 @@ public final class KafkaProducer: Sendable {
     private let core: ProducerCore
     private let enqueueTimeout: Duration
     private let queueCapacity: Int
+    /// The largest record the producer enqueues (librdkafka's effective `message.max.bytes`: the key, the
+    /// value, the headers and a small framing overhead count against it), in bytes.
+    public let maximumMessageBytes: Int
 
     /// Creates the producer and starts its poll thread.
     /// - Throws: ``KafkaError/Code/invalidConfiguration`` naming every rejected property.
@@ -41,6 +47,7 @@ public final class KafkaProducer: Sendable {
         self.core = core
         enqueueTimeout = configuration.enqueueTimeout
         queueCapacity = configuration.queueCapacity
+        maximumMessageBytes = Self.effectiveMaximumMessageBytes(client.handle)
         DedicatedThread.start(name: "kafka-producer") { [client, core] in
             ProducerCore.pollLoop(client: client, core: core)
         }
@@ -57,9 +64,9 @@ public final class KafkaProducer: Sendable {
     ///   - key: the record key; `nil` for none. Records with one key go to one partition.
     ///   - value: the payload; `nil` for a tombstone.
     ///   - partition: a fixed partition; `nil` lets the partitioner choose from the key.
-    /// - Throws: ``KafkaError/Code/queueFull``, ``KafkaError/Code/produce``, ``KafkaError/Code/delivery``,
-    ///   ``KafkaError/Code/fatal`` or ``KafkaError/Code/closed``. Cancelling the task does not
-    ///   withdraw a record that was already enqueued; the call still waits for its report.
+    /// - Throws: ``KafkaError/Code/queueFull``, ``KafkaError/Code/messageTooLarge``, ``KafkaError/Code/produce``,
+    ///   ``KafkaError/Code/delivery``, ``KafkaError/Code/fatal`` or ``KafkaError/Code/closed``. Cancelling the
+    ///   task does not withdraw a record that was already enqueued; the call still waits for its report.
     public func send(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil
     ) async throws(KafkaError) -> KafkaDeliveryReport {
@@ -74,8 +81,8 @@ public final class KafkaProducer: Sendable {
     /// on the producer's poll thread, with where it landed or why it failed. For the hot path.
     ///
     /// Waits (without blocking a thread) while the local queue is full, at most `enqueueTimeout`.
-    /// - Throws: ``KafkaError/Code/queueFull``, ``KafkaError/Code/produce``, ``KafkaError/Code/fatal``
-    ///   or ``KafkaError/Code/closed``; `onDelivery` is not called when this throws.
+    /// - Throws: ``KafkaError/Code/queueFull``, ``KafkaError/Code/messageTooLarge``, ``KafkaError/Code/produce``,
+    ///   ``KafkaError/Code/fatal`` or ``KafkaError/Code/closed``; `onDelivery` is not called when this throws.
     public func send(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
@@ -104,8 +111,8 @@ public final class KafkaProducer: Sendable {
     ///
     /// - Returns: true when librdkafka holds the record (`onDelivery` will be called exactly once, on the
     ///   producer's poll thread); false when the local queue is full (`onDelivery` is not called).
-    /// - Throws: ``KafkaError/Code/produce``, ``KafkaError/Code/fatal`` or ``KafkaError/Code/closed``;
-    ///   `onDelivery` is not called when this throws.
+    /// - Throws: ``KafkaError/Code/messageTooLarge``, ``KafkaError/Code/produce``, ``KafkaError/Code/fatal``
+    ///   or ``KafkaError/Code/closed``; `onDelivery` is not called when this throws.
     public func trySend(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
@@ -119,11 +126,20 @@ public final class KafkaProducer: Sendable {
         core.endEnqueue()
         guard let failure else { return true }
         Unmanaged<DeliveryCallback>.fromOpaque(callback).release()
-        guard rd_kafka_error_code(failure) == RD_KAFKA_RESP_ERR__QUEUE_FULL else {
+        switch rd_kafka_error_code(failure) {
+        case RD_KAFKA_RESP_ERR__QUEUE_FULL:
+            rd_kafka_error_destroy(failure)
+            return false
+        case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+            let size = RecordSize(key: key, value: value, headers: headers)
+            throw KafkaError(
+                .messageTooLarge,
+                "a record of \(size) for topic '\(topic)' is larger than the producer's message.max.bytes "
+                    + "(\(maximumMessageBytes) bytes)",
+                consuming: failure)
+        default:
             throw KafkaError(.produce, "enqueueing a record for topic '\(topic)'", consuming: failure)
         }
-        rd_kafka_error_destroy(failure)
-        return false
     }
 
     /// Learns the partitions and leaders of `topics` and connects to their brokers before the first
@@ -192,6 +208,16 @@ public final class KafkaProducer: Sendable {
     /// (`rd_kafka_test_fatal_error`), reported like a real one.
     func raiseFatalErrorForTesting(reason: String) {
         rd_kafka_test_fatal_error(client.handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
+    }
+
+    /// librdkafka's `message.max.bytes` as the client applied it (its default when not configured).
+    private static func effectiveMaximumMessageBytes(_ rk: OpaquePointer) -> Int {
+        var buffer = [CChar](repeating: 0, count: 32)
+        var size = buffer.count
+        let found = rd_kafka_conf_get(rd_kafka_conf(rk), "message.max.bytes", &buffer, &size) == RD_KAFKA_CONF_OK
+        // librdkafka's documented default, should the lookup ever fail.
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return found ? Int(text) ?? 1_000_000 : 1_000_000
     }
 
     /// Calls `rd_kafka_produceva`; returns its error, if any. Key, value and headers are copied.
@@ -308,10 +334,45 @@ final class DeliveryCallback {
             onDelivery(.success(KafkaDeliveryReport(
                 topic: topic, partition: raw.partition, offset: raw.offset >= 0 ? raw.offset : nil
             )))
+        } else if raw.err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE {
+            // The broker's limit (its message.max.bytes, or the topic's max.message.bytes) is below the producer's.
+            let size = RecordSize(keyBytes: raw.key_len, valueBytes: raw.len)
+            onDelivery(.failure(KafkaError(
+                .messageTooLarge, "the broker refused a record of \(size) for \(place(topic, raw.partition))",
+                response: raw.err)))
         } else {
-            let place = raw.partition >= 0 ? "\(topic)[\(raw.partition)]" : "topic '\(topic)'"
-            onDelivery(.failure(KafkaError(.delivery, "delivering a record to \(place)", response: raw.err)))
+            onDelivery(.failure(KafkaError(
+                .delivery, "delivering a record to \(place(topic, raw.partition))", response: raw.err)))
         }
+    }
+
+    private func place(_ topic: String, _ partition: Int32) -> String {
+        partition >= 0 ? "\(topic)[\(partition)]" : "topic '\(topic)'"
+    }
+}
+
+/// How large a record is, for the messages of ``KafkaError/Code/messageTooLarge``.
+struct RecordSize: CustomStringConvertible {
+    var keyBytes: Int
+    var valueBytes: Int
+    var headerBytes: Int?
+
+    init(keyBytes: Int, valueBytes: Int, headerBytes: Int? = nil) {
+        self.keyBytes = keyBytes
+        self.valueBytes = valueBytes
+        self.headerBytes = headerBytes
+    }
+
+    init(key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader]) {
+        self.init(
+            keyBytes: key?.count ?? 0, valueBytes: value?.count ?? 0,
+            headerBytes: headers.reduce(0) { $0 + $1.name.utf8.count + ($1.value?.count ?? 0) })
+    }
+
+    var description: String {
+        let total = keyBytes + valueBytes + (headerBytes ?? 0)
+        let parts = "key \(keyBytes), value \(valueBytes)" + (headerBytes.map { ", headers \($0)" } ?? "")
+        return "\(total) bytes (\(parts))"
     }
 }
 

@@ -95,6 +95,18 @@ public final class MockKafkaCluster: Sendable {
         try withCluster("bringing broker \(id) up") { rd_kafka_mock_broker_set_up($0, id) }
     }
 
+    /// Makes the cluster answer its next `count` produce requests with `MSG_SIZE_TOO_LARGE`, as a broker
+    /// whose `message.max.bytes` is below the producer's does: the records of those requests fail in their
+    /// delivery reports.
+    public func refuseNextProduceRequestsAsTooLarge(_ count: Int) throws(KafkaError) {
+        let errors = [rd_kafka_resp_err_t](repeating: RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, count: max(0, count))
+        try withCluster("refusing produce requests") { cluster in
+            // 0 is the Kafka protocol's ApiKey of Produce.
+            rd_kafka_mock_push_request_errors_array(cluster, 0, errors.count, errors)
+            return RD_KAFKA_RESP_ERR_NO_ERROR
+        }
+    }
+
     deinit {
         if let handles = handles.withLock({ $0.take() }) {
             DedicatedThread.start(name: "kafka-mock-destroy") { handles.destroy() }

@@ -104,18 +104,41 @@ final class InMemoryResultSink: ResultSink {
     let pending = Atomic<Int>(0)
     let failTopic: String?
     let delay: Double
+    /// Like Kafka's message.max.bytes: larger records fail with `RecordTooLargeError`.
+    let maximumBytes: Int?
+    /// Whether a record too large is refused inside `publish` (like librdkafka at enqueue) rather than
+    /// later (like a delivery report).
+    let refusesAtOnce: Bool
+    /// Records refused as too large, in order.
+    let refused = Mutex<[OutboundRecord]>([])
 
-    init(failTopic: String? = nil, delay: Double = 0) {
+    init(failTopic: String? = nil, delay: Double = 0, maximumBytes: Int? = nil, refusesAtOnce: Bool = false) {
         self.failTopic = failTopic
         self.delay = delay
+        self.maximumBytes = maximumBytes
+        self.refusesAtOnce = refusesAtOnce
     }
 
     func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         submitted.withLock { $0.append(record) }
+        let tooLarge = maximumBytes.flatMap { limit in
+            record.byteCount > limit
+                ? RecordTooLargeError(
+                    topic: record.topic, limitBytes: limit,
+                    detail: "a record of \(record.byteCount) bytes for \(record.topic) is over \(limit) bytes")
+                : nil
+        }
+        if tooLarge != nil { refused.withLock { $0.append(record) } }
+        if let tooLarge, refusesAtOnce {
+            acknowledged(.failure(tooLarge))
+            return
+        }
         pending.add(1, ordering: .relaxed)
         let fail = record.topic == failTopic
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
-            if fail {
+            if let tooLarge {
+                acknowledged(.failure(tooLarge))
+            } else if fail {
                 acknowledged(.failure(CocoaError(.fileWriteUnknown)))
             } else {
                 published.withLock { $0.append(record) }

@@ -114,7 +114,9 @@ public final class WorkerRuntime: Sendable {
             store: rules, configuredApps: Set(configuration.apps.keys),
             onMatch: { ids in for id in ids { ruleMatches.labels(id).increment() } })
         pipeline = Pipeline(
-            configuration: pipelineConfiguration, source: source, sink: KafkaResultSink(producer: producer),
+            configuration: pipelineConfiguration, source: source,
+            sink: KafkaResultSink(
+                producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "record too large") }),
             planner: planner, transport: transport, observer: metricsObserver,
             processingExecutor: recordExecutor)
 

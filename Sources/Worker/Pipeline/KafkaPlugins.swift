@@ -178,37 +178,55 @@ final class HandlerSlot: Sendable {
 /// Publishes results with the idempotent producer; acknowledgements are its delivery reports.
 public final class KafkaResultSink: ResultSink {
     let producer: KafkaProducer
+    /// Told, once per refused record, why a record was too large for Kafka (for the log).
+    let report: @Sendable (String) -> Void
 
-    public init(producer: KafkaProducer) {
+    /// - Parameter report: told about each record Kafka refused as too large (the smaller dead letters
+    ///   the pipeline publishes in their place are not reported again).
+    public init(producer: KafkaProducer, report: @escaping @Sendable (String) -> Void = { _ in }) {
         self.producer = producer
+        self.report = report
     }
 
     public func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let producer = self.producer
         let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
-        let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { result in
+        let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { [self] result in
             switch result {
             case .success: acknowledged(.success(()))
-            case .failure(let error): acknowledged(.failure(error))
+            case .failure(let error): acknowledged(.failure(translated(error, record)))
             }
         }
         // Enqueued at once when librdkafka's queue has room (the common case: no task per record); only a
         // full queue makes a task that waits for room, bounded by the producer's enqueue timeout.
-        do {
+        do throws(KafkaError) {
             if try producer.trySend(topic: record.topic, key: record.key, value: record.value, headers: headers,
                                     onDelivery: onDelivery) { return }
         } catch {
-            acknowledged(.failure(error))
+            acknowledged(.failure(translated(error, record)))
             return
         }
         Task {
-            do {
+            do throws(KafkaError) {
                 try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: headers,
                                         partition: nil, onDelivery: onDelivery)
             } catch {
-                acknowledged(.failure(error))
+                acknowledged(.failure(translated(error, record)))
             }
         }
+    }
+
+    /// A size refusal becomes the pipeline's ``RecordTooLargeError`` (reported unless the record already is
+    /// the smaller form of another); every other error passes unchanged.
+    private func translated(_ error: KafkaError, _ record: OutboundRecord) -> any Error {
+        guard error.code == .messageTooLarge else { return error }
+        let refusal = RecordTooLargeError(
+            topic: record.topic, limitBytes: producer.maximumMessageBytes, detail: error.description)
+        if !DeadLetterHeader.isReducedDeadLetter(record) {
+            report("a record for \(record.topic) is too large for Kafka\(DeadLetterHeader.sourceText(of: record)): "
+                + "\(refusal.detail); a smaller dead letter replaces it")
+        }
+        return refusal
     }
 
     public func flush(timeout: Double) async -> Bool {

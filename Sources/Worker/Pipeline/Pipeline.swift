@@ -344,10 +344,36 @@ public final class Pipeline: SourceHandler {
             finish(true)
             return
         }
+        let acknowledge: @Sendable (Result<Void, any Error>) -> Void = { [self] result in
+            if case .failure(let error) = result {
+                // Kept for the log: the worker stops on it, and the operator needs the real cause.
+                let cause = "results of \(record.topicPartition) offset \(record.offset) could not be published: "
+                    + "\(error)"
+                state.withLock { $0.fatalError = $0.fatalError ?? cause }
+            }
+            if let allSucceeded = countdown.acknowledge(succeeded: (try? result.get()) != nil) {
+                finish(allSucceeded)
+            }
+        }
+        let deadLetters = DeadLetterReplacement(sink: sink, topic: configuration.deadLetterTopic)
         for output in outputs {
-            sink.publish(output) { result in
-                if let allSucceeded = countdown.acknowledge(succeeded: (try? result.get()) != nil) {
-                    finish(allSucceeded)
+            sink.publish(output) { [observer] result in
+                guard case .failure(let refusal as RecordTooLargeError) = result else {
+                    acknowledge(result)
+                    return
+                }
+                // Kafka can never take this record: a smaller dead letter stands in for it, so that the
+                // partition moves on instead of stopping the worker for good.
+                deadLetters.publish(replacing: output, of: record, after: refusal) { replaced in
+                    switch replaced {
+                    case .success(let letter):
+                        if letter.resultTopic != nil {
+                            observer?.deadLettered(record, errorClass: letter.errorClass, message: letter.message)
+                        }
+                        acknowledge(.success(()))
+                    case .failure(let error):
+                        acknowledge(.failure(error))
+                    }
                 }
             }
         }

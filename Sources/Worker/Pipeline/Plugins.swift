@@ -92,10 +92,30 @@ public protocol EventSource: Sendable {
 /// Where results go (Kafka in production). Acknowledgements arrive asynchronously.
 public protocol ResultSink: Sendable {
     /// Publishes a record; `acknowledged` runs exactly once, when the record is durably written or
-    /// has definitively failed.
+    /// has definitively failed. A record the sink can never take because of its size fails with
+    /// ``RecordTooLargeError`` (the pipeline then publishes a smaller dead letter in its place); any
+    /// other error is a failure of the sink itself.
     func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void)
     /// Waits up to `timeout` seconds for every published record to be acknowledged.
     func flush(timeout: Double) async -> Bool
+}
+
+/// A record larger than the sink takes (Kafka's `message.max.bytes`): publishing it again cannot succeed.
+public struct RecordTooLargeError: Error, Sendable, CustomStringConvertible {
+    /// The topic the record was for.
+    public var topic: String
+    /// The most the sink takes, in bytes (key, value and headers together), when it knows.
+    public var limitBytes: Int?
+    /// The sink's own account, naming the size, the limit and where it was refused.
+    public var detail: String
+
+    public init(topic: String, limitBytes: Int?, detail: String) {
+        self.topic = topic
+        self.limitBytes = limitBytes
+        self.detail = detail
+    }
+
+    public var description: String { detail }
 }
 
 /// How an (event, device) pair ended: the delivery statuses, plus `skipped` when nothing was sent.

@@ -1,5 +1,5 @@
 // The records the worker publishes, encoded exactly as schemas/ describes them: the outcome of
-// every (event, device), an invalid-token event per dead token, and dead letters.
+// every (event, device) and an invalid-token event per dead token (dead letters: DeadLetters.swift).
 public import APNs
 
 /// Where a record came from, carried into every result for tracing.
@@ -122,28 +122,5 @@ public struct InvalidTokenRecord: Sendable {
         object.appendUnchecked("event_id", .string(eventID))
         object.appendUnchecked("observed_at", .string(RFC3339.format(observedAt)))
         return .object(object)
-    }
-}
-
-/// Header names a dead letter carries beside the original record's own headers.
-public enum DeadLetterHeader {
-    public static let errorClass = "apns-worker.error.class"
-    public static let errorMessage = "apns-worker.error.message"
-    public static let sourceTopic = "apns-worker.source.topic"
-    public static let sourcePartition = "apns-worker.source.partition"
-    public static let sourceOffset = "apns-worker.source.offset"
-
-    /// The original record, unchanged, with headers naming why it could not be processed.
-    public static func record(for source: SourceRecord, errorClass: String, message: String, topic: String)
-        -> OutboundRecord
-    {
-        var headers = source.headers
-        headers.append(RecordHeader(Self.errorClass, errorClass))
-        // Bounded: a message quoting hostile input must not make the dead letter itself too large.
-        headers.append(RecordHeader(Self.errorMessage, String(message.prefix(1024))))
-        headers.append(RecordHeader(sourceTopic, source.topic))
-        headers.append(RecordHeader(sourcePartition, String(source.partition)))
-        headers.append(RecordHeader(sourceOffset, String(source.offset)))
-        return OutboundRecord(topic: topic, key: source.key, value: source.value, headers: headers)
     }
 }
