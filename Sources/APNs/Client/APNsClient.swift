@@ -39,6 +39,13 @@ public final class APNsClient: Sendable {
         public var pingInterval: Duration = .seconds(60)
         /// Delay between failed connection attempts. Default: 100 ms doubling to 30 s, full jitter.
         public var reconnectBackoff = ExponentialBackoff(initial: .milliseconds(100), maximum: .seconds(30))
+        /// Told about every attempt once, when it ends: answered, failed, or refused before it was sent.
+        /// Metrics count attempts here, as they happen, rather than when a push's retries are all done.
+        /// Default: nil.
+        ///
+        /// - Important: called on the thread that ended the attempt (an I/O loop, or the sender's);
+        ///   it must be quick and must not block.
+        public var attemptObserver: (@Sendable (APNsRequest, DeliveryAttempt) -> Void)?
 
         public init(credential: APNsCredential) {
             self.credential = credential
@@ -175,6 +182,7 @@ public final class APNsClient: Sendable {
         } catch {
             Self.record(error, in: &attempt)
             attempt.record.latency = firstStart.duration(to: clock.now)
+            configuration.attemptObserver?(request, attempt.record)
             completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
             return
         }
@@ -185,6 +193,7 @@ public final class APNsClient: Sendable {
             case .failure(let error): Self.record(error, in: &attempt)
             }
             attempt.record.latency = firstStart.duration(to: clock.now)
+            configuration.attemptObserver?(request, attempt.record)
             completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
         }
     }
@@ -239,6 +248,7 @@ public final class APNsClient: Sendable {
             Self.record(error, in: &attempt)
         }
         attempt.record.latency = attemptStart.duration(to: clock.now)
+        configuration.attemptObserver?(request, attempt.record)
         return attempt
     }
 

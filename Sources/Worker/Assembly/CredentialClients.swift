@@ -44,8 +44,11 @@ public enum CredentialClients {
     }
 
     /// One client per (credential, environment); apps map onto their credential's clients.
+    ///
+    /// - Parameter attemptObserver: told about every APNs attempt as it ends (the worker's metrics).
     public static func clients(
-        for configuration: WorkerConfiguration, credentials: [String: LoadedCredential], group: EventLoopGroup
+        for configuration: WorkerConfiguration, credentials: [String: LoadedCredential], group: EventLoopGroup,
+        attemptObserver: (@Sendable (APNsRequest, DeliveryAttempt) -> Void)? = nil
     ) throws -> [String: [APNsEnvironment: APNsClient]] {
         var byCredential: [String: [APNsEnvironment: APNsClient]] = [:]
         func client(_ name: String, _ environment: APNsEnvironment) throws -> APNsClient {
@@ -64,6 +67,7 @@ public enum CredentialClients {
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
             clientConfiguration.requestTimeout = .milliseconds(Int(configuration.apns.requestTimeout * 1000))
+            clientConfiguration.attemptObserver = attemptObserver
             let made = try APNsClient(configuration: clientConfiguration, group: group)
             byCredential[name, default: [:]][environment] = made
             return made
