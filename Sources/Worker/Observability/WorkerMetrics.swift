@@ -18,9 +18,11 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_records_consumed_total{topic}`: input records taken from Kafka.
     public let recordsConsumed: CounterFamily
     /// `apns_worker_apns_requests_total{push_type,status,reason}`: APNs requests answered or failed, one per
-    /// attempt. `status` is the HTTP status (`statusLabel`), `reason` APNs' reason (`reasonLabel`).
+    /// attempt, counted as each attempt ends (not when its push is done). `status` is the HTTP status
+    /// (`statusLabel`), `reason` APNs' reason or the transport error (`reasonLabel`).
     public let apnsRequests: CounterFamily
-    /// `apns_worker_retries_total{reason}`: attempts scheduled again after a retryable failure.
+    /// `apns_worker_retries_total{reason}`: attempts sent again after a retryable failure, counted when the
+    /// push is done (only then is it known which attempts were retried).
     public let retries: CounterFamily
     /// `apns_worker_outcomes_total{status}`: outcome records produced: delivered, rejected, failed, skipped.
     public let outcomes: CounterFamily
