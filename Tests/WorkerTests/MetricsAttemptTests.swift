@@ -124,9 +124,9 @@ struct MetricsAttemptTests {
     /// client's own reasons for a request it could not send.
     @Test func everyNoResponseReasonOfTheClientIsALabelOfItsOwn() {
         let codes: [HTTP2ClientError.Code] = [
-            .invalidConfiguration, .connectFailed, .connectTimeout, .tlsHandshakeFailed, .certificateVerificationFailed,
-            .http2NotNegotiated, .connectionClosed, .unprocessed, .streamReset, .requestTimeout, .poolSaturated,
-            .poolShutDown, .protocolError, .responseTooLarge,
+            .invalidConfiguration, .connectFailed, .connectTimeout, .tlsHandshakeFailed,
+            .certificateVerificationFailed, .http2NotNegotiated, .connectionClosed, .unprocessed, .streamReset,
+            .requestTimeout, .poolSaturated, .poolShutDown, .protocolError, .responseTooLarge,
         ]
         for reason in codes.map(\.description) + ["invalidRequest", "credential", "cancelled", "error"] {
             #expect(WorkerMetrics.reasonLabel(reason) == reason)

@@ -49,7 +49,8 @@ import Testing
         {
             #expect(text.contains("# TYPE apns_worker_\(family) "), "missing \(family)")
         }
-        #expect(text.contains(#"apns_worker_apns_requests_total{push_type="voip",status="none",reason="requestTimeout"} 1"#))
+        #expect(text.contains(
+            #"apns_worker_apns_requests_total{push_type="voip",status="none",reason="requestTimeout"} 1"#))
         #expect(text.contains(
             #"apns_worker_apns_response_duration_seconds_bucket{environment="production",le="0.025"} 1"#))
 
