@@ -1,5 +1,6 @@
 // apns-worker's entry point: finds the subcommand and runs it.
 import Foundation
+import Worker
 
 func printTopLevelHelp() {
     var lines = ["usage: apns-worker <command> [options]", "", "commands:"]
@@ -7,7 +8,8 @@ func printTopLevelHelp() {
         let pad = max(1, 26 - command.name.count)
         lines.append("  " + command.name + String(repeating: " ", count: pad) + command.summary)
     }
-    lines += ["", "Run 'apns-worker <command> --help' for a command's options."]
+    lines += ["", "Run 'apns-worker <command> --help' for a command's options.",
+              "'apns-worker --version' prints the version."]
     print(lines.joined(separator: "\n"))
 }
 
@@ -20,6 +22,10 @@ func main() async -> Int32 {
     if arguments.isEmpty || arguments == ["--help"] || arguments == ["help"] {
         printTopLevelHelp()
         return arguments.isEmpty ? 2 : 0
+    }
+    if arguments == ["--version"] || arguments == ["version"] {
+        print("apns-worker " + WorkerVersion.current)
+        return 0
     }
     var match: (command: any Command.Type, words: Int)?
     for command in CommandRegistry.all {

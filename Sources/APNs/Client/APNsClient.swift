@@ -43,6 +43,13 @@ public final class APNsClient: Sendable {
         public var breaker = CircuitBreaker.Configuration()
         /// Told when an environment's breaker opens, half-opens or closes (for logs, metrics, readiness).
         public var onBreakerTransition: (@Sendable (APNsEnvironment, CircuitBreaker.Transition) -> Void)?
+        /// Told about every attempt once, when it ends: answered, failed, or refused before it was sent.
+        /// Metrics count attempts here, as they happen, rather than when a push's retries are all done.
+        /// Default: nil.
+        ///
+        /// - Important: called on the thread that ended the attempt (an I/O loop, or the sender's);
+        ///   it must be quick and must not block.
+        public var attemptObserver: (@Sendable (APNsRequest, DeliveryAttempt) -> Void)?
 
         public init(credential: APNsCredential) {
             self.credential = credential
@@ -197,6 +204,7 @@ public final class APNsClient: Sendable {
         } catch {
             Self.record(error, in: &attempt)
             attempt.record.latency = firstStart.duration(to: clock.now)
+            configuration.attemptObserver?(request, attempt.record)
             completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
             return
         }
@@ -207,6 +215,7 @@ public final class APNsClient: Sendable {
             case .failure(let error): Self.record(error, in: &attempt)
             }
             attempt.record.latency = firstStart.duration(to: clock.now)
+            configuration.attemptObserver?(request, attempt.record)
             breaker.record(CircuitBreaker.Verdict(attempt.outcome))
             completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
         }
@@ -263,6 +272,7 @@ public final class APNsClient: Sendable {
             Self.record(error, in: &attempt)
         }
         attempt.record.latency = attemptStart.duration(to: clock.now)
+        configuration.attemptObserver?(request, attempt.record)
         breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome), probe: probe)
         return attempt
     }

@@ -45,10 +45,12 @@ public enum CredentialClients {
 
     /// One client per (credential, environment); apps map onto their credential's clients.
     ///
-    /// - Parameter poolHealth: told of every pool's breaker changes.
+    /// - Parameters:
+    ///   - attemptObserver: told about every APNs attempt as it ends (the worker's metrics).
+    ///   - poolHealth: told of every pool's breaker changes.
     static func clients(
         for configuration: WorkerConfiguration, credentials: [String: LoadedCredential], group: EventLoopGroup,
-        poolHealth: APNsPoolHealth? = nil
+        attemptObserver: (@Sendable (APNsRequest, DeliveryAttempt) -> Void)? = nil, poolHealth: APNsPoolHealth? = nil
     ) throws -> [String: [APNsEnvironment: APNsClient]] {
         var byCredential: [String: [APNsEnvironment: APNsClient]] = [:]
         func client(_ name: String, _ environment: APNsEnvironment) throws -> APNsClient {
@@ -67,6 +69,7 @@ public enum CredentialClients {
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
             clientConfiguration.requestTimeout = .milliseconds(Int(configuration.apns.requestTimeout * 1000))
+            clientConfiguration.attemptObserver = attemptObserver
             if let poolHealth {
                 clientConfiguration.onBreakerTransition = { environment, transition in
                     poolHealth.transition(

@@ -57,14 +57,19 @@ struct MetricsObserver: PipelineObserver {
         next?.flowChanged(paused: paused, partitions: partitions)
     }
 
-    /// Every attempt of a send: requests by type/status/reason, retries, response times.
+    /// One APNs attempt has ended (`APNsClient.Configuration.attemptObserver`): counted now, while the
+    /// push may still be retrying, so that the request rate and response times follow APNs as it answers.
+    func attemptEnded(_ request: APNsRequest, _ attempt: DeliveryAttempt) {
+        requests[RequestSeries(pushType: request.pushType, httpStatus: attempt.httpStatus, reason: attempt.reason)]
+            .increment()
+        if attempt.httpStatus != nil { responseDuration[request.environment].observe(attempt.latency) }
+    }
+
+    /// A push is done: what only the whole push knows (its retries, a token APNs refused for good). Its
+    /// attempts were counted one by one in `attemptEnded`.
     func delivered(_ push: PlannedPush, _ result: DeliveryResult) {
-        let pushType = push.request.pushType
-        for (index, attempt) in result.attempts.enumerated() {
-            requests[RequestSeries(pushType: pushType, httpStatus: attempt.httpStatus, reason: attempt.reason)]
-                .increment()
-            responseDuration[push.request.environment].observe(attempt.latency)
-            if index > 0 { metrics.retries.labels(WorkerMetrics.reasonLabel(result.attempts[index - 1].reason)).increment() }
+        for retried in result.attempts.dropLast() {
+            metrics.retries.labels(WorkerMetrics.reasonLabel(retried.reason)).increment()
         }
         if let reason = result.response?.reason, result.response?.reasonClass == .invalidToken {
             metrics.invalidTokens.labels(reason.rawValue).increment()

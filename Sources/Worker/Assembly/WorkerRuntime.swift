@@ -37,9 +37,11 @@ public final class WorkerRuntime: Sendable {
         // The loops run the connections and, as task executors, the records that send on them.
         group = EventLoopGroup(threadCount: configuration.pipeline.effectiveThreads)
         let poolHealth = APNsPoolHealth(logger: logger, readiness: readiness)
-        let clients = try CredentialClients.clients(
-            for: configuration, credentials: credentials, group: group, poolHealth: poolHealth)
         let metricsObserver = MetricsObserver(metrics: metrics, next: observer)
+        let clients = try CredentialClients.clients(
+            for: configuration, credentials: credentials, group: group,
+            attemptObserver: { request, attempt in metricsObserver.attemptEnded(request, attempt) },
+            poolHealth: poolHealth)
         transport = APNsPushTransport(
             clients: clients, policy: CredentialClients.retryPolicy(configuration.retry),
             observe: { push, result in metricsObserver.delivered(push, result) })
@@ -162,6 +164,9 @@ public final class WorkerRuntime: Sendable {
         let pipeline = self.pipeline
         let source = self.source
         let credentials = self.credentials
+        let pools = Self.poolsByLabel(configuration, transport.clients).map { label, pool in
+            (open: metrics.connectionsOpen.labels(label), pool: pool)
+        }
         metrics.registry.onCollect {
             metrics.recordsInFlight.set(pipeline.recordsInFlight)
             for (partition, lag) in source.lags() {
@@ -173,7 +178,33 @@ public final class WorkerRuntime: Sendable {
                     metrics.certificateExpiry.labels(credential.name).set(identity.notAfter.timeIntervalSince1970)
                 }
             }
+            var requestsInFlight = 0
+            var requestsQueued = 0
+            for (open, pool) in pools {
+                let statistics = pool.statistics
+                open.set(statistics.readyConnections + statistics.drainingConnections)
+                requestsInFlight += statistics.streamsInFlight
+                requestsQueued += statistics.queuedRequests
+            }
+            metrics.requestsInFlight.set(requestsInFlight)
+            metrics.requestsQueued.set(requestsQueued)
         }
+    }
+
+    /// Every configured app's pools, once each, by the metrics' pool label `environment/credential`
+    /// (apps that share a credential share its pools).
+    static func poolsByLabel(
+        _ configuration: WorkerConfiguration, _ clients: [String: [APNsEnvironment: APNsClient]]
+    ) -> [(label: String, pool: ConnectionPool)] {
+        var pools: [String: ConnectionPool] = [:]
+        for (bundle, app) in configuration.apps {
+            for environment in APNsEnvironment.allCases {
+                guard let client = clients[bundle]?[environment] else { continue }
+                let label = environment.rawValue + "/" + app.credentialName(for: environment)
+                pools[label] = client.pool(for: environment)
+            }
+        }
+        return pools.sorted { $0.key < $1.key }.map { (label: $0.key, pool: $0.value) }
     }
 
     /// Looks up the output topics, then joins the consumer group and starts processing.

@@ -18,11 +18,13 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_records_consumed_total{topic}`: input records taken from Kafka.
     public let recordsConsumed: CounterFamily
     /// `apns_worker_apns_requests_total{push_type,status,reason}`: APNs requests answered or failed, one per
-    /// attempt. `status` is the HTTP status (`statusLabel`), `reason` APNs' reason (`reasonLabel`).
+    /// attempt, counted as each attempt ends (not when its push is done). `status` is the HTTP status
+    /// (`statusLabel`), `reason` APNs' reason or the transport error (`reasonLabel`).
     public let apnsRequests: CounterFamily
-    /// `apns_worker_retries_total{reason}`: attempts scheduled again after a retryable failure.
+    /// `apns_worker_retries_total{reason}`: attempts sent again after a retryable failure, counted when the
+    /// push is done (only then is it known which attempts were retried).
     public let retries: CounterFamily
-    /// `apns_worker_outcomes_total{status}`: outcome records produced: delivered, rejected, failed, skipped.
+    /// `apns_worker_outcomes_total{status}`: outcome records produced: delivered, rejected, failed, expired, skipped.
     public let outcomes: CounterFamily
     /// `apns_worker_dead_letters_total{error_class}`: input records sent to the dead-letter topic.
     public let deadLetters: CounterFamily
@@ -32,7 +34,8 @@ public final class WorkerMetrics: Sendable {
     public let ruleMatches: CounterFamily
     /// `apns_worker_rules_reloads_total{result}`: rules-file reloads, `result` is `success` or `failure`.
     public let rulesReloads: CounterFamily
-    /// `apns_worker_apns_requests_in_flight`: APNs requests sent and not yet answered.
+    /// `apns_worker_apns_requests_in_flight`: APNs requests on a stream and not yet answered, across every
+    /// pool; set at scrape time from the pools' statistics.
     public let requestsInFlight: Gauge
     /// `apns_worker_records_in_flight`: input records taken and not yet finished.
     public let recordsInFlight: Gauge
@@ -41,15 +44,23 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_consumer_lag_records{topic,partition}`: records between this consumer's position and the
     /// partition's high watermark. Remove a partition's child when it is revoked.
     public let consumerLag: GaugeFamily
-    /// `apns_worker_apns_connections_open{pool}`: open HTTP/2 connections per pool (`environment/credential`).
+    /// `apns_worker_apns_connections_open{pool}`: open HTTP/2 connections per pool (`environment/credential`),
+    /// ready or draining; set at scrape time from the pools' statistics.
     public let connectionsOpen: GaugeFamily
+    /// `apns_worker_apns_requests_queued`: APNs requests waiting in a pool for a free stream, across every
+    /// pool; set at scrape time. Rising while in-flight stays flat means the connections are full.
+    public let requestsQueued: Gauge
+    /// `apns_worker_build_info{version}`: always 1; the label carries `WorkerVersion.current`.
+    public let buildInfo: Gauge
     /// `apns_worker_provider_token_age_seconds{credential}`: age of the JWT currently in use; set it from
     /// `registry.onCollect` so that it is current at every scrape.
     public let providerTokenAge: GaugeFamily
     /// `apns_worker_certificate_expiry_timestamp_seconds{credential}`: the client certificate's notAfter,
     /// in unix seconds.
     public let certificateExpiry: GaugeFamily
-    /// `apns_worker_apns_response_duration_seconds{environment}`: from sending a request to its response.
+    /// `apns_worker_apns_response_duration_seconds{environment}`: from sending a request to its response, for
+    /// attempts that got one (a connect failure's or a timeout's duration says nothing about APNs' speed;
+    /// those attempts show in `apns_requests_total` with status `none`).
     public let apnsResponseDuration: HistogramFamily
     /// `apns_worker_event_to_outcome_seconds{status}`: from the event's `occurred_at` (or, without one, from
     /// when the record was consumed) to its outcome.
@@ -87,7 +98,7 @@ public final class WorkerMetrics: Sendable {
             p + "retries_total", help: "APNs requests scheduled again after a retryable failure, by reason.",
             labelNames: ["reason"])
         outcomes = try registry.counter(
-            p + "outcomes_total", help: "Outcome records produced, by status (delivered, rejected, failed, skipped).",
+            p + "outcomes_total", help: "Outcome records produced, by status (delivered, rejected, failed, expired, skipped).",
             labelNames: ["status"])
         deadLetters = try registry.counter(
             p + "dead_letters_total", help: "Input records sent to the dead-letter topic, by error class.",
@@ -102,7 +113,7 @@ public final class WorkerMetrics: Sendable {
             p + "rules_reloads_total", help: "Rules file reloads, by result (success, failure).",
             labelNames: ["result"])
         requestsInFlight = try registry.gauge(
-            p + "apns_requests_in_flight", help: "APNs requests sent and not yet answered.").labels()
+            p + "apns_requests_in_flight", help: "APNs requests sent on a stream and not yet answered.").labels()
         recordsInFlight = try registry.gauge(
             p + "records_in_flight", help: "Input records taken from Kafka and not yet finished.").labels()
         partitionsPaused = try registry.gauge(
@@ -111,8 +122,15 @@ public final class WorkerMetrics: Sendable {
             p + "consumer_lag_records", help: "Records between the consumer position and the high watermark.",
             labelNames: ["topic", "partition"], maxLabelSets: 4096)
         connectionsOpen = try registry.gauge(
-            p + "apns_connections_open", help: "Open HTTP/2 connections to APNs, by pool (environment/credential).",
+            p + "apns_connections_open",
+            help: "Open HTTP/2 connections to APNs (ready or draining), by pool (environment/credential).",
             labelNames: ["pool"])
+        requestsQueued = try registry.gauge(
+            p + "apns_requests_queued", help: "APNs requests waiting in a pool for a free HTTP/2 stream.").labels()
+        buildInfo = try registry.gauge(
+            p + "build_info", help: "Always 1; the version label says which apns-worker this is.",
+            labelNames: ["version"]).labels(WorkerVersion.current)
+        buildInfo.set(1)
         providerTokenAge = try registry.gauge(
             p + "provider_token_age_seconds", help: "Age of the provider token (JWT) in use, by credential.",
             labelNames: ["credential"])
@@ -121,7 +139,8 @@ public final class WorkerMetrics: Sendable {
             help: "When the APNs client certificate expires, in unix seconds, by credential.",
             labelNames: ["credential"])
         apnsResponseDuration = try registry.histogram(
-            p + "apns_response_duration_seconds", help: "Time from sending an APNs request to its response.",
+            p + "apns_response_duration_seconds",
+            help: "Time from sending an APNs request to its response, for requests APNs answered.",
             labelNames: ["environment"], buckets: Self.responseDurationBuckets)
         eventToOutcome = try registry.histogram(
             p + "event_to_outcome_seconds", help: "Time from an event's occurrence to its outcome, by outcome status.",
@@ -157,7 +176,8 @@ extension WorkerMetrics {
         "pushtotalk", "widgets", "controls",
     ]
 
-    /// The reasons APNs documents, plus the worker's own for attempts that got no response.
+    /// The reasons APNs documents, plus the client's own for attempts that got no response: the transport
+    /// error codes (`HTTP2ClientError.Code`) and what `APNsClient` records for a request it could not send.
     public static let reasons: Set<String> = [
         "BadCollapseId", "BadDeviceToken", "BadExpirationDate", "BadMessageId", "BadPriority", "BadTopic",
         "DeviceTokenNotForTopic", "DuplicateHeaders", "IdleTimeout", "InvalidPushType", "MissingDeviceToken",
@@ -166,8 +186,11 @@ extension WorkerMetrics {
         "BadEnvironmentKeyIdInToken", "BadPath", "MethodNotAllowed", "ExpiredToken", "Unregistered",
         "PayloadTooLarge", "TooManyProviderTokenUpdates", "TooManyRequests", "InternalServerError",
         "ServiceUnavailable", "Shutdown",
-        // No response: the worker's names.
-        "timeout", "connection_error", "stream_refused",
+        // No response: HTTP2ClientError.Code's names, then APNsClient's.
+        "invalidConfiguration", "connectFailed", "connectTimeout", "tlsHandshakeFailed",
+        "certificateVerificationFailed", "http2NotNegotiated", "connectionClosed", "unprocessed", "streamReset",
+        "requestTimeout", "poolSaturated", "poolShutDown", "protocolError", "responseTooLarge",
+        "invalidRequest", "credential", "cancelled", "error",
     ]
 
     /// `alert`, `voip`, ... or `other`.
