@@ -37,11 +37,12 @@ public final class WorkerRuntime: Sendable {
         // The loops run the connections and, as task executors, the records that send on them.
         group = EventLoopGroup(threadCount: configuration.pipeline.effectiveThreads)
         let poolHealth = APNsPoolHealth(logger: logger, readiness: readiness)
+        let credentialHealth = CredentialHealth(logger: logger, readiness: readiness)
         let metricsObserver = MetricsObserver(metrics: metrics, next: observer)
         let clients = try CredentialClients.clients(
             for: configuration, credentials: credentials, group: group,
             attemptObserver: { request, attempt in metricsObserver.attemptEnded(request, attempt) },
-            poolHealth: poolHealth)
+            poolHealth: poolHealth, credentialHealth: credentialHealth)
         transport = APNsPushTransport(
             clients: clients, policy: CredentialClients.retryPolicy(configuration.retry),
             observe: { push, result in metricsObserver.delivered(push, result) })
@@ -123,11 +124,13 @@ public final class WorkerRuntime: Sendable {
             processingExecutor: recordExecutor)
 
         registerScrapeTimeMetrics()
-        registerPoolHealthMetrics(clients)
+        registerPoolHealthMetrics(clients, credentialHealth: credentialHealth)
     }
 
     /// The breaker gauges, read from every pool's breaker at each scrape.
-    private func registerPoolHealthMetrics(_ clients: [String: [APNsEnvironment: APNsClient]]) {
+    private func registerPoolHealthMetrics(
+        _ clients: [String: [APNsEnvironment: APNsClient]], credentialHealth: CredentialHealth
+    ) {
         var breakers: [String: CircuitBreaker] = [:]
         for (bundle, byEnvironment) in clients {
             guard let app = configuration.apps[bundle] else { continue }
@@ -138,7 +141,10 @@ public final class WorkerRuntime: Sendable {
         }
         let pools = breakers.sorted { $0.key < $1.key }.map { (pool: $0.key, breaker: $0.value) }
         let metrics = self.metrics
-        metrics.registry.onCollect { APNsPoolHealth.collect(pools, into: metrics) }
+        metrics.registry.onCollect {
+            APNsPoolHealth.collect(pools, into: metrics)
+            metrics.credentialsRefused.set(credentialHealth.refusedPools)
+        }
     }
 
     /// The librdkafka properties: the configured ones plus those read from files (secrets).

@@ -76,6 +76,9 @@ public final class WorkerMetrics: Sendable {
     public let apnsBreakerState: GaugeFamily
     /// `apns_worker_pushes_held`: pushes waiting for a pool whose breaker is open (not attempts, not failed).
     public let pushesHeld: Gauge
+    /// `apns_worker_apns_credentials_refused`: pools whose credential APNs refuses now (403 InvalidProviderToken,
+    /// BadCertificate, ...), until a push of theirs is accepted again.
+    public let credentialsRefused: Gauge
 
     /// Response times of APNs: a few ms on a warm connection, up to the request timeout.
     public static let responseDurationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -156,6 +159,8 @@ public final class WorkerMetrics: Sendable {
             labelNames: ["pool", "state"])
         pushesHeld = try registry.gauge(
             p + "pushes_held", help: "Pushes waiting for an APNs pool that is down; they spend no attempts.").labels()
+        credentialsRefused = try registry.gauge(
+            p + "apns_credentials_refused", help: "APNs pools whose credential APNs refuses now.").labels()
     }
 
     /// Counts one APNs request attempt with its labels folded into their bounded sets.
