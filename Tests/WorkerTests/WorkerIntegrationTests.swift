@@ -31,7 +31,7 @@ final class WorkerHarness: Sendable {
 
     init(simulator configure: (inout SimulatorConfiguration) -> Void = { _ in }) throws {
         cluster = try MockKafkaCluster(brokers: 3)
-        for (topic, partitions) in ["push.requests": 6, "push.outcomes": 4, "push.invalid-tokens": 2, "push.dlq": 1] {
+        for (topic, partitions) in ["push.requests": 6, "push.outcomes": 4, "push.invalid-tokens": 2, "push.dlq": 1, "push.retry": 2] {
             try cluster.createTopic(topic, partitions: partitions)
         }
         key = try ProviderTokenKey.generate(keyID: "TESTKEY001", teamID: "TESTTEAM01")

@@ -42,7 +42,8 @@ final class CredentialHealth: Sendable {
             return (changed, refused)
         }
         guard changed else { return }
-        logger.error("APNs refuses the credential of pool \(pool): \(reason); its pushes are rejected until it is fixed",
+        logger.error("APNs refuses the credential of pool \(pool): \(reason); its pushes are parked on the retry "
+            + "topic and tried again until it works",
             ["pool": .string(pool), "reason": .string(reason)], rateLimitKey: "credential refused \(pool)")
         readiness.setNotReady(Readiness.Condition.credentials, reason: Self.describe(all))
     }

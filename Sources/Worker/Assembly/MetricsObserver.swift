@@ -52,6 +52,11 @@ struct MetricsObserver: PipelineObserver {
         next?.deadLettered(record, errorClass: errorClass, message: message)
     }
 
+    func parked(_ record: SourceRecord, devices: Int, reason: String) {
+        metrics.recordsParked.labels(WorkerMetrics.reasonLabel(reason)).increment()
+        next?.parked(record, devices: devices, reason: reason)
+    }
+
     func flowChanged(paused: Bool, partitions: [TopicPartition]) {
         metrics.partitionsPaused.set(self.paused.update(paused: paused, partitions))
         next?.flowChanged(paused: paused, partitions: partitions)

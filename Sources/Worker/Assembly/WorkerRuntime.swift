@@ -96,7 +96,8 @@ public final class WorkerRuntime: Sendable {
             }
         }
         source = try KafkaEventSource(
-            configuration: consumerConfiguration, topics: [configuration.kafka.requestsTopic],
+            configuration: consumerConfiguration,
+            topics: [configuration.kafka.requestsTopic, configuration.kafka.retryTopic],
             eventHandler: eventHandler, statusHandler: statusHandler, rebalanceObserver: rebalanceObserver,
             report: { message in kafkaLogger.warning(message, [:], rateLimitKey: "offset store") })
         producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler)
@@ -105,6 +106,8 @@ public final class WorkerRuntime: Sendable {
         pipelineConfiguration.outcomesTopic = configuration.kafka.outcomesTopic
         pipelineConfiguration.invalidTokensTopic = configuration.kafka.invalidTokensTopic
         pipelineConfiguration.deadLetterTopic = configuration.kafka.deadLetterTopic
+        pipelineConfiguration.retryTopic = configuration.kafka.retryTopic
+        pipelineConfiguration.parkDelay = configuration.retry.parkDelay
         pipelineConfiguration.maxRecordsInFlight = configuration.pipeline.maxInFlightRecords
         pipelineConfiguration.resumeBelow = configuration.pipeline.resumeBelow
         pipelineConfiguration.revokeTimeout = configuration.pipeline.revokeTimeout
@@ -221,6 +224,7 @@ public final class WorkerRuntime: Sendable {
         // topic lookup, with the in-flight cap full the whole time.
         let outputTopics = [
             configuration.kafka.outcomesTopic, configuration.kafka.invalidTokensTopic, configuration.kafka.deadLetterTopic,
+            configuration.kafka.retryTopic,
         ]
         let producer = self.producer
         let problems = await unlessCancelled { await producer.prepare(topics: outputTopics, timeout: .seconds(10)) }

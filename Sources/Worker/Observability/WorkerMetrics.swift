@@ -79,6 +79,9 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_apns_credentials_refused`: pools whose credential APNs refuses now (403 InvalidProviderToken,
     /// BadCertificate, ...), until a push of theirs is accepted again.
     public let credentialsRefused: Gauge
+    /// `apns_worker_records_parked_total{reason}`: records sent to the retry topic because APNs refused the
+    /// credential of some of their pushes (`reason`: Apple's, e.g. `InvalidProviderToken`).
+    public let recordsParked: CounterFamily
 
     /// Response times of APNs: a few ms on a warm connection, up to the request timeout.
     public static let responseDurationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -161,6 +164,10 @@ public final class WorkerMetrics: Sendable {
             p + "pushes_held", help: "Pushes waiting for an APNs pool that is down; they spend no attempts.").labels()
         credentialsRefused = try registry.gauge(
             p + "apns_credentials_refused", help: "APNs pools whose credential APNs refuses now.").labels()
+        recordsParked = try registry.counter(
+            p + "records_parked_total",
+            help: "Records parked on the retry topic because APNs refused their pushes' credential, by reason.",
+            labelNames: ["reason"])
     }
 
     /// Counts one APNs request attempt with its labels folded into their bounded sets.
