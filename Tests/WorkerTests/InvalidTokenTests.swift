@@ -183,6 +183,40 @@ struct InvalidTokenTests {
         try SchemaCheck.validate(run.records.invalidTokens, against: "invalid-token")
     }
 
+    /// `deliver` (one push, not the batch) tries the other environment the same way.
+    @Test func deliverSendsABadDeviceTokenOnceMoreInTheOtherEnvironment() async throws {
+        let productionSimulator = try APNsSimulator(Self.production())
+        let sandboxSimulator = try APNsSimulator(Self.sandbox())
+        _ = try productionSimulator.start()
+        _ = try sandboxSimulator.start()
+        defer {
+            productionSimulator.stop()
+            sandboxSimulator.stop()
+        }
+        let observer = MetricsObserver(metrics: try WorkerMetrics(), next: nil)
+        let loops = EventLoopGroup(threadCount: 1)
+        let production = try Self.client(productionSimulator, loops: loops, observer: observer)
+        let sandbox = try Self.client(sandboxSimulator, loops: loops, observer: observer)
+        let transport = APNsPushTransport(
+            clients: [Self.app: [.production: production, .sandbox: sandbox]], policy: Self.policy)
+        let request = APNsRequest(deviceToken: try DeviceToken(Device.badInProductionOnly.token),
+                                  environment: .production, topic: Self.app, payload: ["aps": ["alert": "hi"]])
+
+        let result = await transport.deliver(PlannedPush(request: request, app: Self.app, ruleID: "r"))
+
+        #expect(result.status == .delivered, "\(result.summary)")
+        #expect(result.attempts.map(\.httpStatus) == [400, 200])
+        #expect(result.attempts.first?.apnsID == request.apnsID)
+        #expect(result.attempts.last?.apnsID != request.apnsID, "a fresh apns-id in the other environment")
+        #expect(EnvironmentsAsked(result, sentTo: .production).environments == [.production, .sandbox])
+        #expect(sandboxSimulator.accepted.map(\.deviceToken) == [Device.badInProductionOnly.token])
+        #expect(productionSimulator.accepted.isEmpty)
+        #expect(InvalidTokenRecord.invalidatingReason(of: result) == nil)
+        await production.shutdown(gracePeriod: .seconds(1))
+        await sandbox.shutdown(gracePeriod: .seconds(1))
+        await loops.shutdown()
+    }
+
     /// What no simulator answers: ExpiredToken, and answers that prove nothing about the token.
     @Test func onlyAFinalDefinitiveAnswerIsAnInvalidatingReason() throws {
         let request = APNsRequest(deviceToken: try DeviceToken(Self.token(9)), environment: .production,
