@@ -76,7 +76,8 @@ struct MetricsObserver: PipelineObserver {
         for retried in result.attempts.dropLast() {
             metrics.retries.labels(WorkerMetrics.reasonLabel(retried.reason)).increment()
         }
-        if let reason = result.response?.reason, result.response?.reasonClass == .invalidToken {
+        // The pipeline makes an invalid-token event for exactly these results.
+        if let reason = InvalidTokenRecord.invalidatingReason(of: result) {
             metrics.invalidTokens.labels(reason.rawValue).increment()
         }
     }

@@ -276,7 +276,16 @@ public final class Pipeline: SourceHandler {
         -> (outputs: [OutboundRecord], outcomes: [OutcomeRecord])
     {
         let source = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
-        let results = outcomes(prepared.plans, sent: sent, event: prepared.event, source: source)
+        var results = outcomes(prepared.plans, sent: sent, event: prepared.event, source: source)
+        // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
+        for index in results.indices where (results[index].1?.attempts.count ?? 0) > 1 {
+            guard case .send(let push, _) = prepared.plans[index], let report = results[index].1 else { continue }
+            let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
+            if asked.fellBack {
+                results[index].0.environment = asked.final.rawValue
+                results[index].0.environmentFallback = true
+            }
+        }
         var outputs: [OutboundRecord] = []
         outputs.reserveCapacity(results.count)
         let key = Array(prepared.event.id.utf8)
@@ -329,16 +338,20 @@ public final class Pipeline: SourceHandler {
         }
     }
 
+    /// The invalid-token event for a push whose final answer proves its token invalid
+    /// (`InvalidTokenRecord.invalidatingReason`), naming every environment that was asked.
     func invalidTokenRecord(
         _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryResult?, event: PushEvent
     ) -> InvalidTokenRecord? {
-        guard case .send(let push, let device) = plan, let response = report?.response,
-            response.reasonClass == .invalidToken, let reason = response.reason
+        guard case .send(let push, _) = plan, let report,
+            let reason = InvalidTokenRecord.invalidatingReason(of: report)
         else { return nil }
+        let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
         return InvalidTokenRecord(
-            deviceToken: push.request.deviceToken.hex, environment: device.environment, topic: push.request.topic,
-            app: push.app, reason: reason.rawValue, invalidSince: response.timestamp?.timeIntervalSince1970,
-            eventID: event.id, observedAt: outcome.completedAt)
+            deviceToken: push.request.deviceToken.hex, environment: asked.final.rawValue, topic: push.request.topic,
+            app: push.app, reason: reason.rawValue, invalidSince: report.response?.timestamp?.timeIntervalSince1970,
+            eventID: event.id, observedAt: outcome.completedAt,
+            checkedEnvironments: asked.environments.map(\.rawValue))
     }
 
     // MARK: Publishing and finishing
