@@ -39,14 +39,9 @@ struct InvalidTokenTests {
     static func client(_ simulator: APNsSimulator, loops: EventLoopGroup, observer: MetricsObserver) throws
         -> APNsClient
     {
-        var configuration = APNsClient.Configuration(
-            credential: .token(try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "KEY1234567",
-                                                                                        teamID: "TEAM123456"))))
-        configuration.endpointOverride = simulator.baseURL
-        configuration.trustRoots = .caFile(simulator.caFilePath)
-        configuration.connectionsPerEnvironment = 1
-        configuration.attemptObserver = { request, attempt in observer.attemptEnded(request, attempt) }
-        return try APNsClient(configuration: configuration, group: loops)
+        try APNsPushTransportTests.client(simulator, loops: loops) { configuration in
+            configuration.attemptObserver = { request, attempt in observer.attemptEnded(request, attempt) }
+        }
     }
 
     static let policy = RetryPolicy(maximumAttempts: 3, backoff: ExponentialBackoff(initial: .milliseconds(10),

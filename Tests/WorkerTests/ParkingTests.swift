@@ -13,17 +13,6 @@ import Testing
 struct ParkingTests {
     static let appA = "com.example.alpha"
     static let appB = "com.example.beta"
-    static let rules = """
-        version: 1
-        defaults:
-          app: "{{ event.app }}"
-        rules:
-          - id: all
-            match:
-              type: [{exists: true}]
-            alert:
-              body: "{{ event.type }}"
-        """
 
     static func simulatorConfiguration(trusting keys: [ProviderTokenKey], identity: SimulatorTLSIdentity,
                                        port: Int) -> SimulatorConfiguration {
@@ -75,7 +64,7 @@ struct ParkingTests {
         let metrics = try WorkerMetrics()
         let worker = try WorkerRuntime(
             configuration: configuration,
-            rules: RulesStore(path: "test-rules.yaml", initial: try RuleSet(text: Self.rules)), metrics: metrics,
+            rules: RulesStore(path: "test-rules.yaml", initial: try RuleSet(text: WorkerHarness.rules)), metrics: metrics,
             readiness: Readiness(), logger: Logger(writer: LogWriter(configuration: .init(level: .critical))),
             preloadedCredentials: [
                 "ka": LoadedCredential(name: "ka", signer: try ProviderTokenSigner(key: keyA)),
