@@ -225,7 +225,7 @@ def test_readyz_names_kafka_while_the_broker_is_down_and_recovers_with_it(make_s
     wait_until(lambda: readiness(url)[0] == 200, 30, "/readyz 200")
     metrics = http_get(url + "/metrics")[1]
     assert metric_value(metrics, "apns_worker_kafka_brokers_up") >= 1
-    assert metric_value(metrics, "apns_worker_partitions_assigned") == 4
+    assert metric_value(metrics, "apns_worker_partitions_assigned") == 6  # push.requests 4, push.retry 2
 
     events = make_events(200, "outage")
     pairs = expected_pairs(events)
@@ -252,7 +252,7 @@ def test_readyz_names_kafka_while_the_broker_is_down_and_recovers_with_it(make_s
     recovered = time.monotonic() - came_back
     metrics = http_get(url + "/metrics")[1]
     assert metric_value(metrics, "apns_worker_kafka_brokers_up") >= 1
-    assert metric_value(metrics, "apns_worker_partitions_assigned") == 4
+    assert metric_value(metrics, "apns_worker_partitions_assigned") == 6  # push.requests 4, push.retry 2
 
     stack.produce(events[100:])
     stack.wait_until_all_committed(pairs, seconds=60)
