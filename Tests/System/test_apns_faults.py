@@ -273,6 +273,7 @@ def assert_down_once(worker):
     lines = worker.find_prefix(f"APNs pool {POOL} is down")
     assert 1 <= len(lines) <= 3, f"{len(lines)} pool-down lines"
     assert all(line["fields"]["pool"] == POOL and line["fields"]["cause"] for line in lines)
+    assert lines[0]["fields"]["probe_in_seconds"] > 0, lines[0]
     return lines
 
 
