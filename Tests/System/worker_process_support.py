@@ -386,6 +386,11 @@ class GroupOffsets:
         """{partition: next offset to read}; -1001 where the group committed nothing."""
         return {tp.partition: tp.offset for tp in self.consumer.committed(self.partitions, timeout=10)}
 
+    def starts(self):
+        """{partition: low watermark}: above 0 where the mock cluster dropped its oldest records (it keeps only
+        a few MB per partition), which no worker could then read."""
+        return {tp.partition: self.consumer.get_watermark_offsets(tp, timeout=10)[0] for tp in self.partitions}
+
     def ends(self):
         """{partition: high watermark}."""
         return {tp.partition: self.consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in self.partitions}
