@@ -182,19 +182,30 @@ def metric_value(metrics_text, name):
     return None
 
 
+def metric_series(metrics_text, name):
+    """{labels text: value} of every series of `name` in Prometheus text, e.g. {'pool="a",state="open"': 1.0}."""
+    series = {}
+    for line in metrics_text.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name) + 1:].rsplit("} ", 1)
+            series[labels] = float(value.split()[0])
+    return series
+
+
 class Simulator:
     """`apns-worker simulator` trusting provider tokens of one key, answering after `latency_ms`
     (its --latency-ms syntax)."""
 
-    def __init__(self, directory, public_key_file, latency_ms, script=()):
-        """`script`: the simulator's scripted faults, e.g. [{"request": 900, "action": "delay", "ms": 8000}]."""
+    def __init__(self, directory, public_key_file, latency_ms, script=(), port=0, options=()):
+        """`script`: the simulator's scripted faults, e.g. [{"request": 900, "action": "delay", "ms": 8000}].
+        `port`: 0 for a free one; `options`: more of its command line, e.g. ["--go-away-after", "50"]."""
         faults = os.path.join(directory, "simulator.json")
         with open(faults, "w") as file:
             json.dump({"faults": {"script": list(script)}}, file)
         self.process = subprocess.Popen(
-            [BIN, "simulator", "--config", faults, "--port", "0", "--environment", "production", "--key-id", KEY_ID,
-             "--public-key-file", public_key_file, "--latency-ms", latency_ms,
-             "--ca-out", os.path.join(directory, "simulator-ca.pem")],
+            [BIN, "simulator", "--config", faults, "--port", str(port), "--environment", "production",
+             "--key-id", KEY_ID, "--public-key-file", public_key_file, "--latency-ms", latency_ms,
+             "--ca-out", os.path.join(directory, "simulator-ca.pem"), *options],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.output = LineCollector(self.process, self.process.stdout)
         try:
@@ -227,11 +238,22 @@ def make_token_key(directory):
     return key, public
 
 
-def write_worker_config(directory, *, bootstrap, group, simulator, key_file, max_in_flight, drain_timeout):
-    """worker.yaml (and rules.yaml) for the mock cluster and the simulator; returns its path."""
+def merged(base, overrides):
+    """`base` with `overrides` laid over it, key by key into nested objects."""
+    result = dict(base)
+    for key, value in overrides.items():
+        nested = isinstance(value, dict) and isinstance(base.get(key), dict)
+        result[key] = merged(base[key], value) if nested else value
+    return result
+
+
+def write_worker_config(directory, *, bootstrap, group, simulator, key_file, max_in_flight, drain_timeout,
+                        rules_text=RULES, overrides=None):
+    """worker.yaml (and rules.yaml) for the mock cluster and the simulator; returns its path.
+    `overrides`: settings laid over the defaults here, e.g. {"retry": {"max_attempts": 2}}."""
     rules = os.path.join(directory, "rules.yaml")
     with open(rules, "w") as file:
-        file.write(RULES)
+        file.write(rules_text)
     properties = {
         # A restarted worker takes over a SIGKILLed member's partitions within seconds, not librdkafka's 45 s.
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
@@ -251,6 +273,7 @@ def write_worker_config(directory, *, bootstrap, group, simulator, key_file, max
         "metrics": {"listen": "127.0.0.1:0"},
         "log": {"level": "info"},
     }
+    config = merged(config, overrides or {})
     path = os.path.join(directory, "worker.yaml")
     with open(path, "w") as file:
         json.dump(config, file, indent=2)  # JSON is YAML; it keeps the file free of quoting surprises
@@ -363,6 +386,11 @@ class GroupOffsets:
         """{partition: next offset to read}; -1001 where the group committed nothing."""
         return {tp.partition: tp.offset for tp in self.consumer.committed(self.partitions, timeout=10)}
 
+    def starts(self):
+        """{partition: low watermark}: above 0 where the mock cluster dropped its oldest records (it keeps only
+        a few MB per partition), which no worker could then read."""
+        return {tp.partition: self.consumer.get_watermark_offsets(tp, timeout=10)[0] for tp in self.partitions}
+
     def ends(self):
         """{partition: high watermark}."""
         return {tp.partition: self.consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in self.partitions}
@@ -443,14 +471,14 @@ class Stack:
     workers started from it. `close()` stops them all, the workers first."""
 
     def __init__(self, directory, group, *, latency_ms, max_in_flight, drain_timeout, script=(), partitions=4,
-                 cluster_class=None):
+                 cluster_class=None, simulator_options=(), overrides=None):
         self.directory = directory
         self.closers = []
         try:
             self.cluster = (cluster_class or KafkaMock)(partitions)
             self.closers.append(self.cluster.close)
             key_file, public_key_file = make_token_key(directory)
-            self.simulator = Simulator(directory, public_key_file, latency_ms, script)
+            self.simulator = Simulator(directory, public_key_file, latency_ms, script, options=simulator_options)
             self.closers.append(self.simulator.close)
             self.reader = OutcomeReader(self.cluster.bootstrap)
             self.closers.append(self.reader.close)
@@ -458,7 +486,7 @@ class Stack:
             self.closers.append(self.offsets.close)
             self.config = write_worker_config(
                 directory, bootstrap=self.cluster.bootstrap, group=group, simulator=self.simulator,
-                key_file=key_file, max_in_flight=max_in_flight, drain_timeout=f"{drain_timeout}s")
+                key_file=key_file, max_in_flight=max_in_flight, drain_timeout=f"{drain_timeout}s", overrides=overrides)
         except BaseException:
             self.close()
             raise

@@ -30,7 +30,8 @@ final class APNsPoolHealth: Sendable {
         case .open:
             var withProbe = fields
             if let probeIn = transition.probeIn {
-                withProbe["probe_in_seconds"] = .double(Double(probeIn.components.seconds))
+                // Whole seconds alone would say 0 for the first probes, which come within a second.
+                withProbe["probe_in_seconds"] = .double((Double(probeIn.nanosecondsClamped) / 1e6).rounded() / 1000)
             }
             logger.warning("APNs pool \(pool) is down; its pushes wait (no attempts spent) until it answers again",
                 withProbe, rateLimitKey: "apns pool down \(pool)")
