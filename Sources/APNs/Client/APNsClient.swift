@@ -204,7 +204,7 @@ public final class APNsClient: Sendable {
         } catch {
             Self.record(error, in: &attempt)
             attempt.record.latency = firstStart.duration(to: clock.now)
-            configuration.attemptObserver?(request, attempt.record)
+            observe(request, attempt)
             completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
             return
         }
@@ -215,7 +215,7 @@ public final class APNsClient: Sendable {
             case .failure(let error): Self.record(error, in: &attempt)
             }
             attempt.record.latency = firstStart.duration(to: clock.now)
-            configuration.attemptObserver?(request, attempt.record)
+            observe(request, attempt)
             breaker.record(CircuitBreaker.Verdict(attempt.outcome))
             completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
         }
@@ -272,7 +272,7 @@ public final class APNsClient: Sendable {
             Self.record(error, in: &attempt)
         }
         attempt.record.latency = attemptStart.duration(to: clock.now)
-        configuration.attemptObserver?(request, attempt.record)
+        observe(request, attempt)
         breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome), probe: probe)
         return attempt
     }
@@ -343,7 +343,7 @@ public final class APNsClient: Sendable {
         while true {
             var delay = Duration.zero
             if let attempt = last {
-                attempts.append(attempt.record)
+                Self.keep(attempt, in: &attempts)
                 if isHeldByBreaker(attempt, environment: request.environment) {
                     excused += attempt.record.latency
                 } else {
@@ -414,12 +414,32 @@ public final class APNsClient: Sendable {
             if last != nil || !attempts.isEmpty { current.apnsID = .random() }
             let attempt = await attemptOnce(current, clock: clock, start: clock.now, probe: probe)
             if attempt.record.httpStatus == 200, let response = attempt.response {
-                attempts.append(attempt.record)
+                Self.keep(attempt, in: &attempts)
                 return DeliveryResult(status: .delivered, response: response, attempts: attempts,
                     summary: "accepted by APNs")
             }
             last = attempt
         }
+    }
+
+    /// Tells the attempt observer about an attempt that left the worker (one the pool had no room for did
+    /// not: it is no request to APNs).
+    private func observe(_ request: APNsRequest, _ attempt: RecordedAttempt) {
+        guard let observer = configuration.attemptObserver else { return }
+        if case .transportFailure(let error) = attempt.outcome, error.code == .poolSaturated { return }
+        observer(request, attempt.record)
+    }
+
+    /// Attempts a result keeps at most: the first, and the latest after it. A GOAWAY storm can resend a
+    /// push many times, and an outcome record must stay small (its schema allows 100).
+    static let keptAttempts = 32
+
+    /// Adds an attempt to a result's list: every one that left the worker (a request the pool had no room
+    /// for never did), the first and the latest `keptAttempts - 1` of them.
+    private static func keep(_ attempt: RecordedAttempt, in attempts: inout [DeliveryAttempt]) {
+        if case .transportFailure(let error) = attempt.outcome, error.code == .poolSaturated { return }
+        if attempts.count >= keptAttempts { attempts.remove(at: 1) }
+        attempts.append(attempt.record)
     }
 
     private func heldPastLimit(_ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], waited: Duration,

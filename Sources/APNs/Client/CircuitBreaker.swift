@@ -30,9 +30,10 @@ public final class CircuitBreaker: Sendable {
         public var window = 20
         /// Faults among the window's verdicts that open the breaker: half of them, "most requests". Default: 10.
         public var faultsInWindow = 10
-        /// How long the breaker stays open before a probe: its ceiling doubles with each failed probe.
-        /// Default: 1 s doubling to 30 s, with jitter.
-        public var openDuration = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(30))
+        /// How long the breaker stays open before a probe: its ceiling doubles with each failed probe, up to
+        /// a ceiling low enough that delivery resumes within seconds of APNs coming back, at one request per
+        /// pool per probe. Default: 1 s doubling to 10 s, with jitter.
+        public var openDuration = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(10))
 
         public init() {}
     }

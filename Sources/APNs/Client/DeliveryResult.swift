@@ -60,7 +60,8 @@ public struct DeliveryResult: Sendable {
     public var status: DeliveryStatus
     /// The last APNs response, when the last attempt got one.
     public var response: APNsResponse?
-    /// Every attempt in order; never empty.
+    /// The attempts that left the worker, in order: all of them, or the first and the latest when there
+    /// were more than `APNsClient.keptAttempts`; empty when nothing was sent (held until it expired).
     public var attempts: [DeliveryAttempt]
     /// Why the notification ended as it did, for people (never contains secrets).
     public var summary: String

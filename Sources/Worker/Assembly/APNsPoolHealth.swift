@@ -23,9 +23,8 @@ final class APNsPoolHealth: Sendable {
     }
 
     func transition(pool: String, _ transition: CircuitBreaker.Transition) {
-        let fields: JSONObject = [
-            "pool": .string(pool), "cause": .string(transition.cause), "pushes_waiting": .int(Int64(transition.waiting)),
-        ]
+        // How many pushes wait shows in /metrics as it grows; at the opening it is still 0.
+        let fields: JSONObject = ["pool": .string(pool), "cause": .string(transition.cause)]
         switch transition.to {
         case .open:
             var withProbe = fields
@@ -38,7 +37,9 @@ final class APNsPoolHealth: Sendable {
         case .halfOpen:
             logger.info("APNs pool \(pool): probing whether APNs answers again", fields)
         case .closed:
-            logger.notice("APNs pool \(pool) is up again; waiting pushes go out", fields)
+            var released = fields
+            released["pushes_released"] = .int(Int64(transition.waiting))
+            logger.notice("APNs pool \(pool) is up again; waiting pushes go out", released)
         }
         let stillDown = down.withLock { down -> [String: String] in
             if transition.to == .closed { down[pool] = nil } else if down[pool] == nil { down[pool] = transition.cause }

@@ -70,6 +70,10 @@ public enum CredentialClients {
             if let caFile = configuration.apns.caFile { clientConfiguration.trustRoots = .caFile(caFile) }
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
+            // Every queued request belongs to a record in flight, so the cap on records already bounds the
+            // queue; a queue shorter than what the cap lets in only turns the surplus into resends.
+            clientConfiguration.maximumQueuedRequests = max(
+                clientConfiguration.maximumQueuedRequests, configuration.pipeline.maxInFlightRecords * 4)
             clientConfiguration.requestTimeout = .milliseconds(Int(configuration.apns.requestTimeout * 1000))
             let pool = APNsPoolHealth.poolName(environment: environment, credential: name)
             clientConfiguration.attemptObserver = attemptObserver
