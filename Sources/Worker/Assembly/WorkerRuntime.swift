@@ -98,7 +98,15 @@ public final class WorkerRuntime: Sendable {
             configuration: consumerConfiguration, topics: [configuration.kafka.requestsTopic],
             eventHandler: eventHandler, statusHandler: statusHandler, rebalanceObserver: rebalanceObserver,
             report: { message in kafkaLogger.warning(message, [:], rateLimitKey: "offset store") })
-        producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler)
+        // The producer waits through broker outages (no delivery timeout unless `kafka.properties` sets
+        // one; a full queue waits for room): the records wait, their offsets hold, and the log, /readyz
+        // and the unacknowledged gauge say so.
+        readiness.setReady(Readiness.Condition.kafkaProducer)
+        producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler,
+            statusHandler: { status in Self.report(status, readiness: readiness, logger: kafkaLogger) })
+        let producer = self.producer
+        metrics.registry.onCollect { metrics.resultsUnacknowledged.set(producer.status.unacknowledged) }
 
         var pipelineConfiguration = PipelineConfiguration()
         pipelineConfiguration.outcomesTopic = configuration.kafka.outcomesTopic
@@ -282,6 +290,14 @@ public final class WorkerRuntime: Sendable {
         // the connections close under its pushes) for work that the group's next owner does again.
         shutdownProgress.enter("closing the producer")
         let producer = self.producer
+        let unacknowledged = producer.status.unacknowledged
+        if unacknowledged > 0 {
+            shutdownLogger.warning("results unacknowledged by Kafka at shutdown: their input records stay "
+                + "uncommitted and the group's next owner processes them again", [
+                "results_unacknowledged": .int(Int64(unacknowledged)),
+                "producer": .string(producer.status.description),
+            ])
+        }
         let producerTime = max(0, ShutdownDeadline.seconds(until: deadline.exitBy) - 0.75)
         let producerClosed = await waitAtMost(until: deadline.exitBy.advanced(by: .milliseconds(-500))) {
             try? await producer.close(timeout: .milliseconds(Int(producerTime * 1000)))
@@ -346,6 +362,23 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
+    /// Updates readiness from a change of the producer's status, and logs it once.
+    static func report(_ status: KafkaProducerStatus, readiness: Readiness, logger: Logger) {
+        if status.isWaitingForBrokers {
+            let seconds = Double((status.waitingFor ?? .zero).components.seconds)
+            let cause = status.cause.map { ": \($0)" } ?? ""
+            readiness.setNotReady(Readiness.Condition.kafkaProducer, reason: "results wait for Kafka: "
+                + "\(status.unacknowledged) records unacknowledged for \(Int(seconds)) s\(cause)")
+            logger.warning("results wait for Kafka: \(status.unacknowledged) records unacknowledged for "
+                + "\(Int(seconds)) s\(cause)", ["results_unacknowledged": .int(Int64(status.unacknowledged))])
+        } else {
+            readiness.setReady(Readiness.Condition.kafkaProducer)
+            logger.notice("results acknowledged again", [
+                "results_unacknowledged": .int(Int64(status.unacknowledged)),
+            ])
+        }
+    }
+
     static func list(_ partitions: [KafkaTopicPartition]) -> JSONValue {
         .array(partitions.sorted().map { .string("\($0.topic)[\($0.partition)]") })
     }
@@ -363,4 +396,10 @@ public struct ShutdownReport: Sendable {
     /// Whether the shutdown did what it promises: what finished is published and committed, the group
     /// was left, and the rest is left uncommitted for the next owner.
     public var isClean: Bool { publishFailure == nil && problems.isEmpty }
+}
+
+extension Readiness.Condition {
+    /// Results handed to the Kafka producer are acknowledged: none has waited past the producer's
+    /// threshold with nothing acknowledged meanwhile (the brokers are away for the producer).
+    public static let kafkaProducer = "kafka.producer"
 }
