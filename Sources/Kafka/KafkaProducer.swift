@@ -475,6 +475,9 @@ final class ProducerCore: Sendable {
         var unacknowledged = 0
         /// The last acknowledgement, or the enqueue that ended a time with nothing unacknowledged.
         var lastProgress = ContinuousClock.now
+        /// Whether a delivery failed since the last acknowledgement: records failed by a delivery timeout
+        /// and sent again have waited all along, so the enqueue of those does not restart the clock.
+        var failedSinceProgress = false
         var isWaiting = false
         var lastConnectionError: String?
     }
@@ -496,7 +499,7 @@ final class ProducerCore: Sendable {
             }
             state.activeEnqueues += 1
             // Counted before librdkafka holds it: its report may come before produceva returns.
-            if state.unacknowledged == 0 { state.lastProgress = .now }
+            if state.unacknowledged == 0, !state.failedSinceProgress { state.lastProgress = .now }
             state.unacknowledged += 1
         }
     }
@@ -526,8 +529,12 @@ final class ProducerCore: Sendable {
         let now = ContinuousClock.now
         let ended: KafkaProducerStatus? = state.withLock { state in
             state.unacknowledged -= 1
-            guard succeeded else { return nil }
+            guard succeeded else {
+                state.failedSinceProgress = true
+                return nil
+            }
             state.lastProgress = now
+            state.failedSinceProgress = false
             state.lastConnectionError = nil
             guard state.isWaiting else { return nil }
             state.isWaiting = false
@@ -547,16 +554,15 @@ final class ProducerCore: Sendable {
         state.withLock { $0.lastConnectionError = error.message }
     }
 
-    /// Starts a wait when records went unacknowledged for the threshold, and ends one that has nothing
-    /// left to wait for (every record failed). On the poll thread, after each poll.
+    /// Starts a wait when records went unacknowledged for the threshold (only an acknowledgement ends it:
+    /// records failed by a delivery timeout leave nothing unacknowledged until they are sent again).
+    /// On the poll thread, after each poll.
     func checkWaiting() {
         let now = ContinuousClock.now
         let changed: KafkaProducerStatus? = state.withLock { state in
-            if state.isWaiting, state.unacknowledged == 0 {
-                state.isWaiting = false
-                return Self.status(of: state, now: now)
-            }
-            guard !state.isWaiting, state.unacknowledged > 0, now - state.lastProgress >= waitThreshold else {
+            guard !state.isWaiting, state.unacknowledged > 0,
+                now - state.lastProgress >= waitThreshold
+            else {
                 return nil
             }
             state.isWaiting = true

@@ -79,4 +79,41 @@ struct KafkaProducerOutageTests {
         #expect(changes.all.last?.isWaitingForBrokers == false)
         try await producer.close(timeout: .seconds(5))
     }
+
+    @Test("records that a short delivery timeout fails while brokers are away and that are sent again count as one wait")
+    func timedOutRecordsSentAgainAreOneWait() async throws {
+        let cluster = try startCluster(brokers: 1, topic: "out", partitions: 1)
+        var configuration = testProducerConfiguration(cluster)
+        configuration.deliveryTimeout = .milliseconds(300)
+        configuration.acknowledgementWaitThreshold = .seconds(1)
+        let changes = Recorder<KafkaProducerStatus>()
+        let producer = try KafkaProducer(configuration: configuration, statusHandler: { changes.append($0) })
+        #expect(await producer.prepare(topics: ["out"], timeout: .seconds(10)).isEmpty)
+        try cluster.setBrokerDown(1)
+        let failures = Recorder<KafkaError>()
+        let delivered = Recorder<KafkaDeliveryReport>()
+        // What KafkaResultSink does: a failure that passes is sent again.
+        @Sendable func sendUntilDelivered() {
+            Task {
+                try await producer.send(topic: "out", key: nil, value: [1]) { result in
+                    switch result {
+                    case .success(let report): delivered.append(report)
+                    case .failure(let error):
+                        failures.append(error)
+                        if error.producerFailureKind == .transient { sendUntilDelivered() }
+                    }
+                }
+            }
+        }
+        sendUntilDelivered()
+        #expect(await eventually(within: .seconds(10)) { changes.all.count == 1 })
+        #expect(await eventually(within: .seconds(10)) { failures.all.count >= 3 })
+        #expect(failures.all.allSatisfy { $0.librdkafkaName == "_MSG_TIMED_OUT" })
+        #expect(changes.all.count == 1)
+        try cluster.setBrokerUp(1)
+        #expect(await eventually(within: .seconds(20)) { delivered.all.count == 1 })
+        #expect(await eventually(within: .seconds(5)) { changes.all.count == 2 })
+        #expect(changes.all.last?.isWaitingForBrokers == false)
+        try await producer.close(timeout: .seconds(5))
+    }
 }

@@ -16,6 +16,7 @@ import json
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 
 from worker_process_support import (
     ControlledKafkaMock, Deadline, Stack, Worker, expected_pairs, http_get, make_events, metric_value)
@@ -74,9 +75,29 @@ def metrics_sum(url, name):
     return total
 
 
+def answered(query):
+    """The answer of a query to the mock cluster, asked again while it has not relearned its metadata
+    after the outage (`_UNKNOWN_PARTITION` for a few hundred ms)."""
+    deadline = Deadline(30)
+    while True:
+        try:
+            return query()
+        except KafkaException:
+            if deadline.passed():
+                raise
+            time.sleep(0.2)
+
+
+def wait_until_all_committed(stack, pairs, ends, seconds=90):
+    """Every pair has an outcome and the group's committed offsets reached `ends`."""
+    stack.reader.wait_for(lambda: len(stack.reader.per_pair) >= len(pairs) and answered(stack.committed) == ends,
+                          seconds, "every outcome and every offset committed")
+
+
 def start_with_results_in_flight(stack, prefix):
     """Starts a worker, lets it take every event, then takes the broker down before the simulator
-    (2 s latency) has answered any push. Returns (worker, url, pairs, time the broker went down)."""
+    (2 s latency) has answered any push. Returns (worker, url, pairs, the partitions' ends, time the
+    broker went down)."""
     worker = Worker(stack.config, stack.directory, "worker")
     stack.closers.append(worker.close)
     worker.wait_for_log("worker started", 30)
@@ -85,10 +106,11 @@ def start_with_results_in_flight(stack, prefix):
     events = make_events(EVENTS, prefix)
     pairs = expected_pairs(events)
     stack.produce(events)
+    ends = stack.offsets.ends()
     wait_until(lambda: metrics_sum(url, "apns_worker_records_consumed_total") >= EVENTS, 30, "every event taken")
     assert metrics_sum(url, "apns_worker_outcomes_total") == 0, "results came before the outage"
     stack.cluster.down()
-    return worker, url, pairs, time.monotonic()
+    return worker, url, pairs, ends, time.monotonic()
 
 
 def wait_for_results_waiting(worker, url):
@@ -107,7 +129,7 @@ def wait_for_results_waiting(worker, url):
 @pytest.mark.parametrize("properties", [{}, {"message.timeout.ms": 3000}], ids=["default", "message-timeout-3s"])
 def test_results_wait_through_a_broker_outage_and_are_all_delivered(make_stack, properties):
     stack = make_stack(properties)
-    worker, url, pairs, went_down = start_with_results_in_flight(stack, "hold")
+    worker, url, pairs, ends, went_down = start_with_results_in_flight(stack, "hold")
     unacknowledged = wait_for_results_waiting(worker, url)
     noticed = time.monotonic() - went_down
 
@@ -119,7 +141,7 @@ def test_results_wait_through_a_broker_outage_and_are_all_delivered(make_stack, 
     stack.cluster.up()
     came_back = time.monotonic()
 
-    stack.wait_until_all_committed(pairs, seconds=90)
+    wait_until_all_committed(stack, pairs, ends)
     delivered = time.monotonic() - came_back
     wait_until(lambda: readiness(url)[0] == 200, 30, "/readyz 200 again")
     assert metric_value(http_get(url + "/metrics")[1], "apns_worker_results_unacknowledged") == 0
@@ -142,7 +164,7 @@ def test_results_wait_through_a_broker_outage_and_are_all_delivered(make_stack, 
 
 def test_sigterm_while_results_wait_ends_in_time_and_leaves_them_uncommitted(make_stack):
     stack = make_stack({})
-    worker, url, pairs, _ = start_with_results_in_flight(stack, "sigterm")
+    worker, url, pairs, ends, _ = start_with_results_in_flight(stack, "sigterm")
     unacknowledged = wait_for_results_waiting(worker, url)
 
     code, took = worker.terminate(BOUND + 20)
@@ -153,13 +175,12 @@ def test_sigterm_while_results_wait_ends_in_time_and_leaves_them_uncommitted(mak
     assert shutdown[0]["fields"]["results_unacknowledged"] > 0
 
     stack.cluster.up()
-    committed = stack.committed()
-    ends = stack.offsets.ends()
+    committed = answered(stack.committed)
     assert sum(max(0, offset) for offset in committed.values()) < sum(ends.values()), (committed, ends)
 
     second = Worker(stack.config, stack.directory, "second")
     stack.closers.append(second.close)
-    stack.wait_until_all_committed(pairs, seconds=90)
+    wait_until_all_committed(stack, pairs, ends)
     assert second.terminate(BOUND + 20)[0] == 0, second.tail(30)
     stack.reader.poll_until_quiet()
     assert set(stack.reader.per_pair) == pairs
