@@ -12,6 +12,7 @@ public final class WorkerRuntime: Sendable {
     public let metrics: WorkerMetrics
     let source: KafkaEventSource
     let producer: KafkaProducer
+    let sink: KafkaResultSink
     let transport: APNsPushTransport
     let group: EventLoopGroup
     let logger: Logger
@@ -105,8 +106,6 @@ public final class WorkerRuntime: Sendable {
         producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler,
             statusHandler: { status in Self.report(status, readiness: readiness, logger: kafkaLogger) })
-        let producer = self.producer
-        metrics.registry.onCollect { metrics.resultsUnacknowledged.set(producer.status.unacknowledged) }
 
         var pipelineConfiguration = PipelineConfiguration()
         pipelineConfiguration.outcomesTopic = configuration.kafka.outcomesTopic
@@ -123,10 +122,12 @@ public final class WorkerRuntime: Sendable {
         let planner = RulesPlanner(
             store: rules, configuredApps: Set(configuration.apps.keys),
             onMatch: { ids in for id in ids { ruleMatches.labels(id).increment() } })
+        let sink = KafkaResultSink(
+            producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "record too large") })
+        self.sink = sink
+        metrics.registry.onCollect { metrics.resultsUnacknowledged.set(sink.unacknowledged) }
         pipeline = Pipeline(
-            configuration: pipelineConfiguration, source: source,
-            sink: KafkaResultSink(
-                producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "record too large") }),
+            configuration: pipelineConfiguration, source: source, sink: sink,
             planner: planner, transport: transport, observer: metricsObserver,
             processingExecutor: recordExecutor)
 
@@ -290,15 +291,19 @@ public final class WorkerRuntime: Sendable {
         // the connections close under its pushes) for work that the group's next owner does again.
         shutdownProgress.enter("closing the producer")
         let producer = self.producer
-        let unacknowledged = producer.status.unacknowledged
+        let unacknowledged = sink.unacknowledged
+        let producerStatus = producer.status
         if unacknowledged > 0 {
             shutdownLogger.warning("results unacknowledged by Kafka at shutdown: their input records stay "
                 + "uncommitted and the group's next owner processes them again", [
                 "results_unacknowledged": .int(Int64(unacknowledged)),
-                "producer": .string(producer.status.description),
+                "producer": .string(producerStatus.description),
             ])
         }
-        let producerTime = max(0, ShutdownDeadline.seconds(until: deadline.exitBy) - 0.75)
+        // While the brokers are away a flush cannot succeed: close at once, so that purging what is
+        // left (every delivery callback runs once) has the rest of the margin.
+        let producerTime = producerStatus.isWaitingForBrokers
+            ? 0 : max(0, ShutdownDeadline.seconds(until: deadline.exitBy) - 1.5)
         let producerClosed = await waitAtMost(until: deadline.exitBy.advanced(by: .milliseconds(-500))) {
             try? await producer.close(timeout: .milliseconds(Int(producerTime * 1000)))
             return true

@@ -188,6 +188,11 @@ public final class KafkaResultSink: ResultSink {
     /// Pause before sending again a record whose delivery failed while the brokers were away; librdkafka
     /// has already waited its whole `message.timeout.ms` by then, so this only keeps a loop from spinning.
     static let resendPause = Duration.milliseconds(500)
+    private let outstanding = Atomic<Int>(0)
+
+    /// Records published and not acknowledged yet (in librdkafka's queue, waiting for room in it, or
+    /// waiting to be sent again after a delivery timeout): what `apns_worker_results_unacknowledged` shows.
+    public var unacknowledged: Int { outstanding.load(ordering: .relaxed) }
 
     /// - Parameter report: told about each record Kafka refused as too large (the smaller dead letters
     ///   the pipeline publishes in their place are not reported again).
@@ -198,7 +203,11 @@ public final class KafkaResultSink: ResultSink {
 
     public func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
-        send(record, headers: headers, acknowledged: acknowledged)
+        outstanding.add(1, ordering: .relaxed)
+        send(record, headers: headers) { [self] result in
+            outstanding.subtract(1, ordering: .relaxed)
+            acknowledged(result)
+        }
     }
 
     private func send(
