@@ -207,6 +207,20 @@ struct ClientSendTests {
         await server.stop()
     }
 
+    @Test func expiredProviderTokenAgainAfterARefreshIsARefusedCredential() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { _ in ClientSendTests.apnsError(403, "ExpiredProviderToken") }
+        let server = try HTTP2TestServer(options: options)
+        let client = try makeClient(server)
+        let result = await client.send(try request(), policy: Self.fastRetries)
+        #expect(result.status == .credentialRefused, "\(result.summary)")
+        #expect(result.attempts.map(\.reason) == ["ExpiredProviderToken", "ExpiredProviderToken"],
+            "one refresh, then the credential is what is wrong, not the push")
+        #expect(result.summary.contains("clock"))
+        await client.shutdown()
+        await server.stop()
+    }
+
     @Test func idleTimeoutRetriesOnANewConnection() async throws {
         var options = HTTP2TestServer.Options()
         options.reply = { request in

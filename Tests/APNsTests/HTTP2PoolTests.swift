@@ -297,6 +297,26 @@ struct HTTP2PoolTests {
         await server.stop()
     }
 
+    @Test func streamsOfADrainingConnectionStillCountAsInFlight() async throws {
+        var options = HTTP2TestServer.Options()
+        options.reply = { request in
+            request.path == "/slow" ? .respond(status: 200, delay: .milliseconds(400)) : .respond(status: 200)
+        }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let first = try await pool.send(HTTP2Request(path: "/first"))
+        let slow = Task { try await pool.send(HTTP2Request(path: "/slow")) }
+        #expect(await eventually { pool.statistics.streamsInFlight == 1 })
+        pool.retireConnection(id: first.connectionID)
+        let statistics = pool.statistics
+        #expect(statistics.drainingConnections == 1)
+        #expect(statistics.streamsInFlight == 1, "the retired connection's stream is still in flight")
+        #expect(try await slow.value.status == 200)
+        #expect(await eventually { pool.statistics.streamsInFlight == 0 })
+        await pool.shutdown()
+        await server.stop()
+    }
+
     @Test func fullWaitQueueFailsAtOnceWithPoolSaturated() async throws {
         var options = HTTP2TestServer.Options()
         options.maximumConcurrentStreams = 1

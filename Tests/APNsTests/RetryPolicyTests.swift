@@ -27,9 +27,19 @@ struct RetryPolicyTests {
         #expect(decide(response(200, nil)) == .finish(.delivered, because: "accepted by APNs"))
     }
 
+    @Test(arguments: ["InvalidProviderToken", "BadCertificate", "BadCertificateEnvironment", "MissingProviderToken"])
+    func aRefusedCredentialEndsTheSendWithoutRejectingThePush(reason: String) {
+        let status = APNsErrorReason(reason).httpStatus ?? 403
+        guard case .finish(.credentialRefused, let because) = decide(response(status, reason)) else {
+            Issue.record("\(reason) is about the credential, not the push")
+            return
+        }
+        #expect(because.contains(reason))
+    }
+
     @Test(arguments: ["Unregistered", "BadDeviceToken", "ExpiredToken", "DeviceTokenNotForTopic", "BadTopic",
-                      "PayloadTooLarge", "InvalidProviderToken", "BadCertificate", "MissingTopic"])
-    func permanentAndInvalidTokenAndCredentialReasonsAreRejectedWithoutRetry(reason: String) {
+                      "PayloadTooLarge", "MissingTopic"])
+    func permanentAndInvalidTokenReasonsAreRejectedWithoutRetry(reason: String) {
         let status = APNsErrorReason(reason).httpStatus ?? 400
         guard case .finish(.rejected, let because) = decide(response(status, reason)) else {
             Issue.record("\(reason) should be rejected")

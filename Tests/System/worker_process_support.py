@@ -21,7 +21,7 @@ KEY_ID = "CRASHKEY01"
 TEAM_ID = "CRASHTEAM1"
 REQUESTS = "push.requests"
 OUTCOMES = "push.outcomes"
-OTHER_TOPICS = "push.outcomes:4,push.invalid-tokens:2,push.dlq:1"
+OTHER_TOPICS = "push.outcomes:4,push.invalid-tokens:2,push.dlq:1,push.retry:2"
 
 RULES = """\
 version: 1

@@ -25,17 +25,13 @@ struct APNsOutageTests {
     }
 
     static func client(_ simulator: APNsSimulator, loops: EventLoopGroup, log: BreakerLog) throws -> APNsClient {
-        var configuration = APNsClient.Configuration(
-            credential: .token(try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "KEY1234567",
-                                                                                        teamID: "TEAM123456"))))
-        configuration.endpointOverride = simulator.baseURL
-        configuration.trustRoots = .caFile(simulator.caFilePath)
-        configuration.connectionsPerEnvironment = 1
-        configuration.connectTimeout = .seconds(2)
-        configuration.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(20), maximum: .milliseconds(100))
-        configuration.breaker.openDuration = ExponentialBackoff(initial: .milliseconds(50), maximum: .milliseconds(100))
-        configuration.onBreakerTransition = { _, transition in log.record(transition) }
-        return try APNsClient(configuration: configuration, group: loops)
+        try APNsPushTransportTests.client(simulator, loops: loops) { configuration in
+            configuration.connectTimeout = .seconds(2)
+            configuration.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(20), maximum: .milliseconds(100))
+            configuration.breaker.openDuration = ExponentialBackoff(initial: .milliseconds(50),
+                                                                    maximum: .milliseconds(100))
+            configuration.onBreakerTransition = { _, transition in log.record(transition) }
+        }
     }
 
     /// Sends `events` events of two pushes each, every event's pushes together, all events at once.
@@ -55,6 +51,16 @@ struct APNsOutageTests {
 
     static func statuses(_ results: [DeliveryResult]) -> [DeliveryStatus: Int] {
         results.reduce(into: [:]) { $0[$1.status, default: 0] += 1 }
+    }
+
+    /// A started simulator answering 503 ServiceUnavailable to everything, until its faults are changed.
+    static func serviceUnavailableSimulator() throws -> APNsSimulator {
+        var configuration = SimulatorConfiguration()
+        configuration.faults.failureRate = 1
+        configuration.faults.failure = .serviceUnavailable()
+        let simulator = try APNsSimulator(configuration)
+        _ = try simulator.start()
+        return simulator
     }
 
     @Test func aGoAwayStormSpendsNoAttempts() async throws {
@@ -87,11 +93,7 @@ struct APNsOutageTests {
     }
 
     @Test func serviceUnavailableLongerThanTheBudgetHoldsPushesUntilAPNsAnswers() async throws {
-        var configuration = SimulatorConfiguration()
-        configuration.faults.failureRate = 1
-        configuration.faults.failure = .serviceUnavailable()
-        let simulator = try APNsSimulator(configuration)
-        _ = try simulator.start()
+        let simulator = try Self.serviceUnavailableSimulator()
         defer { simulator.stop() }
         let loops = EventLoopGroup(threadCount: 1)
         let log = BreakerLog()
@@ -167,10 +169,7 @@ struct APNsOutageTests {
     }
 
     @Test func aPushWhoseExpirationPassesWhileHeldIsExpiredAndNeverSent() async throws {
-        var configuration = SimulatorConfiguration()
-        configuration.faults.failureRate = 1
-        let simulator = try APNsSimulator(configuration)
-        _ = try simulator.start()
+        let simulator = try Self.serviceUnavailableSimulator()
         defer { simulator.stop() }
         let loops = EventLoopGroup(threadCount: 1)
         let client = try Self.client(simulator, loops: loops, log: BreakerLog())
@@ -200,10 +199,7 @@ struct APNsOutageTests {
     }
 
     @Test func aPushWithoutExpirationWaitsAtMostTheHoldLimit() async throws {
-        var configuration = SimulatorConfiguration()
-        configuration.faults.failureRate = 1
-        let simulator = try APNsSimulator(configuration)
-        _ = try simulator.start()
+        let simulator = try Self.serviceUnavailableSimulator()
         defer { simulator.stop() }
         let loops = EventLoopGroup(threadCount: 1)
         let client = try Self.client(simulator, loops: loops, log: BreakerLog())

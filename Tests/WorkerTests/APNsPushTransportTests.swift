@@ -20,14 +20,17 @@ struct APNsPushTransportTests {
             app: app, ruleID: "r\(index)")
     }
 
-    /// A client of the simulator on loops of its own.
-    static func client(_ simulator: APNsSimulator, loops: EventLoopGroup) throws -> APNsClient {
+    /// A client of the simulator on loops of its own, one connection per environment; `adjust` changes
+    /// the rest.
+    static func client(_ simulator: APNsSimulator, loops: EventLoopGroup,
+                       _ adjust: (inout APNsClient.Configuration) -> Void = { _ in }) throws -> APNsClient {
         var configuration = APNsClient.Configuration(
             credential: .token(try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "KEY1234567",
                                                                                         teamID: "TEAM123456"))))
         configuration.endpointOverride = simulator.baseURL
         configuration.trustRoots = .caFile(simulator.caFilePath)
         configuration.connectionsPerEnvironment = 1
+        adjust(&configuration)
         return try APNsClient(configuration: configuration, group: loops)
     }
 

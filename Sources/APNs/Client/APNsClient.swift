@@ -335,6 +335,7 @@ public final class APNsClient: Sendable {
         var attempts: [DeliveryAttempt] = []
         var counted = 0
         var resendsInARow = 0
+        var tokenRefreshes = 0
         // Time that counts against the hold limit and not against `maximumTotalTime`.
         var excused = Duration.zero
         var last = first
@@ -367,6 +368,14 @@ public final class APNsClient: Sendable {
                             pool(for: request.environment).retireConnection(id: attempt.connectionID,
                                 reason: "APNs answered \(attempt.response?.reason?.rawValue ?? "a connection error")")
                         case .refreshProviderToken:
+                            // Expired again with a token signed after the first refusal: the token is not
+                            // the problem (a clock far off, say); the credential is, not the push.
+                            tokenRefreshes += 1
+                            if tokenRefreshes > 1 {
+                                return DeliveryResult(status: .credentialRefused, response: attempt.response,
+                                    attempts: attempts, summary: "APNs answered ExpiredProviderToken again after "
+                                        + "the token was refreshed; is the system clock right?")
+                            }
                             signer?.invalidate(attempt.token)
                         }
                     }

@@ -18,6 +18,10 @@ public enum DeliveryStatus: String, Sendable, Hashable, CustomStringConvertible 
     /// Never delivered, and no longer worth sending: its `apns-expiration` passed (or would have before
     /// the next try), or it waited longer than the hold limit while its pool could not reach APNs.
     case expired
+    /// Not delivered because APNs refused the credential, not this push (403 InvalidProviderToken,
+    /// BadCertificate, BadCertificateEnvironment...): nothing is wrong with the push itself, so a sender
+    /// keeps it (the worker parks it on its retry topic) and tries again once the credential works.
+    case credentialRefused
 
     public var description: String { rawValue }
 }

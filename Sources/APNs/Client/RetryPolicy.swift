@@ -115,7 +115,8 @@ public struct RetryPolicy: Sendable, Hashable {
             case .retryOnNewConnection: kind = .immediate(.useNewConnection)
             case .refreshProviderToken: kind = .immediate(.refreshProviderToken)
             case .invalidToken: return .finish(.rejected, because: "\(what): the device token is no longer valid")
-            case .badCredential: return .finish(.rejected, because: "\(what): the credential was refused")
+            case .badCredential:
+                return .finish(.credentialRefused, because: "\(what): APNs refused the credential, not this push")
             case .permanent: return .finish(.rejected, because: "\(what): APNs refused the request")
             }
         case .transportFailure(let error):

@@ -128,7 +128,8 @@ public final class ConnectionPool: Sendable {
 
     private struct State {
         var entries: [Entry] = []
-        var draining: [HTTP2Connection] = []
+        /// Connections that take no new streams; their streams in flight still count until they end.
+        var draining: [Entry] = []
         var waiters: BoundedQueue<HTTP2StreamTicket>
         var consecutiveFailures = 0
         var backoffUntil: UInt64 = 0
@@ -284,9 +285,9 @@ public final class ConnectionPool: Sendable {
         // connection; the connection itself stops taking streams on its loop.
         let connection = state.withLock { state -> HTTP2Connection? in
             guard let index = state.entries.firstIndex(where: { $0.connection.id == id }) else { return nil }
-            let connection = state.entries.remove(at: index).connection
-            state.draining.append(connection)
-            return connection
+            let entry = state.entries.remove(at: index)
+            state.draining.append(entry)
+            return entry.connection
         }
         guard let connection else { return }
         connection.loop.execute { connection.retireOnRequest(reason) }
@@ -299,7 +300,7 @@ public final class ConnectionPool: Sendable {
                 readyConnections: state.entries.filter(\.isReady).count,
                 connectingConnections: state.entries.filter { !$0.isReady }.count,
                 drainingConnections: state.draining.count,
-                streamsInFlight: state.entries.reduce(0) { $0 + $1.inFlight },
+                streamsInFlight: (state.entries + state.draining).reduce(0) { $0 + $1.inFlight },
                 streamCapacity: state.entries.reduce(0) { $0 + ($1.isReady ? $1.limit : 0) },
                 queuedRequests: state.waiters.count,
                 connectFailures: state.connectFailures,
@@ -317,7 +318,7 @@ public final class ConnectionPool: Sendable {
                 waiter.isWaiting = false
                 actions.failures.append((waiter, error(.poolShutDown, "the pool was shut down")))
             }
-            return state.entries.map(\.connection) + state.draining
+            return (state.entries + state.draining).map(\.connection)
         }
         perform(actions)
         let forceAt = MonotonicClock.now() &+ gracePeriod.nanosecondsClamped
@@ -520,8 +521,7 @@ extension ConnectionPool: HTTP2ConnectionDelegate {
         var actions = Actions()
         state.withLock { state in
             guard let index = state.index(of: connection) else { return }
-            state.entries.remove(at: index)
-            state.draining.append(connection)
+            state.draining.append(state.entries.remove(at: index))
             if !state.waiters.isEmpty {
                 openConnectionsIfNeeded(&state, now: MonotonicClock.now(), actions: &actions)
                 dispatchWaiters(&state, actions: &actions)
@@ -533,7 +533,12 @@ extension ConnectionPool: HTTP2ConnectionDelegate {
     func connection(_ connection: HTTP2Connection, didFinishStreams count: Int) {
         var actions = Actions()
         state.withLock { state in
-            guard let index = state.index(of: connection) else { return }
+            guard let index = state.index(of: connection) else {
+                if let draining = state.draining.firstIndex(where: { $0.connection === connection }) {
+                    state.draining[draining].inFlight -= count
+                }
+                return
+            }
             state.entries[index].inFlight -= count
             if !state.waiters.isEmpty { dispatchWaiters(&state, actions: &actions) }
         }
@@ -546,7 +551,7 @@ extension ConnectionPool: HTTP2ConnectionDelegate {
         state.withLock { state in
             if let index = state.index(of: connection) {
                 state.entries.remove(at: index)
-            } else if let index = state.draining.firstIndex(where: { $0 === connection }) {
+            } else if let index = state.draining.firstIndex(where: { $0.connection === connection }) {
                 state.draining.remove(at: index)
             }
             if state.isShutDown {

@@ -1,5 +1,7 @@
 // The APNs client as the pipeline's transport: one client per (credential, environment), chosen by
-// the push's app and device environment, with the configured retry policy around every send.
+// the push's app and device environment, with the configured retry policy around every send. A token
+// refused with BadDeviceToken is tried once in the app's other environment, since that answer most
+// often means a development build's token sent to production (or the reverse), not a dead token.
 public import APNs
 import Synchronization
 
@@ -20,7 +22,8 @@ public final class APNsPushTransport: PushTransport {
 
     public func deliver(_ push: PlannedPush) async -> DeliveryResult {
         guard let client = client(for: push) else { return Self.noCredential(push) }
-        let result = await client.send(push.request, policy: policy)
+        let firstEnvironment = await client.send(push.request, policy: policy)
+        let result = await inOtherEnvironmentIfRefused(push, firstEnvironment)
         observe?(push, result)
         return result
     }
@@ -38,6 +41,7 @@ public final class APNsPushTransport: PushTransport {
         let firstAttempts = await sendFirstAttempts(pushes)
         var results = settledResults(pushes, firstAttempts)
         if results.contains(where: { $0 == nil }) { await retry(firstAttempts, into: &results) }
+        if needsOtherEnvironment(pushes, results) { await tryOtherEnvironments(pushes, into: &results) }
         return observed(pushes, results)
     }
 
@@ -94,6 +98,51 @@ public final class APNsPushTransport: PushTransport {
         for (slot, result) in finished { results[slot] = result }
     }
 
+    private func needsOtherEnvironment(_ pushes: ArraySlice<PlannedPush>, _ results: [DeliveryResult?]) -> Bool {
+        zip(pushes, results).contains { push, result in
+            result.map { otherEnvironmentClient(for: push, after: $0) != nil } ?? false
+        }
+    }
+
+    /// The pushes refused with BadDeviceToken, each tried in the other environment, side by side.
+    private func tryOtherEnvironments(_ pushes: ArraySlice<PlannedPush>, into results: inout [DeliveryResult?]) async {
+        var refused: [(slot: Int, push: PlannedPush, result: DeliveryResult)] = []
+        for (slot, (push, result)) in zip(pushes, results).enumerated() {
+            guard let result, otherEnvironmentClient(for: push, after: result) != nil else { continue }
+            refused.append((slot, push, result))
+        }
+        let finished = await withTaskGroup(of: (Int, DeliveryResult).self) { group in
+            for (slot, push, result) in refused {
+                group.addTask { (slot, await self.inOtherEnvironmentIfRefused(push, result)) }
+            }
+            return await group.reduce(into: [(Int, DeliveryResult)]()) { $0.append($1) }
+        }
+        for (slot, result) in finished { results[slot] = result }
+    }
+
+    /// The client of the push's app in the environment it was not sent to, when APNs refused the push
+    /// with BadDeviceToken and the app has that environment configured.
+    private func otherEnvironmentClient(for push: PlannedPush, after result: DeliveryResult) -> APNsClient? {
+        guard result.response?.reason == .badDeviceToken else { return nil }
+        return clients[push.app]?[push.request.environment.other]
+    }
+
+    /// `result` as it is, or, when APNs refused the token with BadDeviceToken and the app has the other
+    /// environment, the push sent there once more (a fresh apns-id; the same breaker and retry policy as
+    /// any send) with both environments' attempts. What the other environment answered is final: the
+    /// token is only invalid when both refuse it (`EnvironmentsAsked`).
+    private func inOtherEnvironmentIfRefused(_ push: PlannedPush, _ result: DeliveryResult) async -> DeliveryResult {
+        guard let client = otherEnvironmentClient(for: push, after: result) else { return result }
+        var request = push.request
+        request.environment = push.request.environment.other
+        request.apnsID = .random()
+        let retried = await client.send(request, policy: policy)
+        return DeliveryResult(
+            status: retried.status, response: retried.response, attempts: result.attempts + retried.attempts,
+            summary: "BadDeviceToken in \(push.request.environment); in \(request.environment): \(retried.summary)",
+            expiryReason: retried.expiryReason)
+    }
+
     private func observed(_ pushes: ArraySlice<PlannedPush>, _ results: [DeliveryResult?]) -> [DeliveryResult] {
         var delivered: [DeliveryResult] = []
         delivered.reserveCapacity(pushes.count)
@@ -123,6 +172,31 @@ public final class APNsPushTransport: PushTransport {
             }
         }
     }
+}
+
+extension APNsEnvironment {
+    /// The environment a token of this one is tried in after BadDeviceToken.
+    var other: APNsEnvironment { self == .production ? .sandbox : .production }
+}
+
+/// The environments that answered a push, in order, read from its result: the first is the one the
+/// event named for the device; a second means `APNsPushTransport` sent it again there after
+/// BadDeviceToken. The last one gave the result's final answer.
+///
+/// Read from the attempts because a result carries no environment: BadDeviceToken ends a send (the
+/// retry policy never repeats an invalid-token answer), so an attempt answered BadDeviceToken that
+/// is not the last one is where the transport moved the push to the other environment.
+struct EnvironmentsAsked: Sendable, Equatable {
+    var environments: [APNsEnvironment]
+
+    init(_ result: DeliveryResult, sentTo requested: APNsEnvironment) {
+        let movedOn = result.attempts.dropLast().contains { $0.reason == APNsErrorReason.badDeviceToken.rawValue }
+        environments = movedOn ? [requested, requested.other] : [requested]
+    }
+
+    /// The environment of the final answer.
+    var final: APNsEnvironment { environments[environments.count - 1] }
+    var fellBack: Bool { environments.count > 1 }
 }
 
 /// A push's first attempt and the client that sent it (and retries it).

@@ -48,9 +48,11 @@ public enum CredentialClients {
     /// - Parameters:
     ///   - attemptObserver: told about every APNs attempt as it ends (the worker's metrics).
     ///   - poolHealth: told of every pool's breaker changes.
+    ///   - credentialHealth: told of every attempt's answer, to see APNs refuse a credential and accept it again.
     static func clients(
         for configuration: WorkerConfiguration, credentials: [String: LoadedCredential], group: EventLoopGroup,
-        attemptObserver: (@Sendable (APNsRequest, DeliveryAttempt) -> Void)? = nil, poolHealth: APNsPoolHealth? = nil
+        attemptObserver: (@Sendable (APNsRequest, DeliveryAttempt) -> Void)? = nil, poolHealth: APNsPoolHealth? = nil,
+        credentialHealth: CredentialHealth? = nil
     ) throws -> [String: [APNsEnvironment: APNsClient]] {
         var byCredential: [String: [APNsEnvironment: APNsClient]] = [:]
         func client(_ name: String, _ environment: APNsEnvironment) throws -> APNsClient {
@@ -69,12 +71,16 @@ public enum CredentialClients {
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
             clientConfiguration.requestTimeout = .milliseconds(Int(configuration.apns.requestTimeout * 1000))
+            let pool = APNsPoolHealth.poolName(environment: environment, credential: name)
             clientConfiguration.attemptObserver = attemptObserver
-            if let poolHealth {
-                clientConfiguration.onBreakerTransition = { environment, transition in
-                    poolHealth.transition(
-                        pool: APNsPoolHealth.poolName(environment: environment, credential: name), transition)
+            if let credentialHealth {
+                clientConfiguration.attemptObserver = { request, attempt in
+                    attemptObserver?(request, attempt)
+                    credentialHealth.observe(pool: pool, attempt)
                 }
+            }
+            if let poolHealth {
+                clientConfiguration.onBreakerTransition = { _, transition in poolHealth.transition(pool: pool, transition) }
             }
             let made = try APNsClient(configuration: clientConfiguration, group: group)
             byCredential[name, default: [:]][environment] = made

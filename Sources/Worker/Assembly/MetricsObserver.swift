@@ -52,6 +52,11 @@ struct MetricsObserver: PipelineObserver {
         next?.deadLettered(record, errorClass: errorClass, message: message)
     }
 
+    func parked(_ record: SourceRecord, devices: Int, reason: String) {
+        metrics.recordsParked.labels(WorkerMetrics.reasonLabel(reason)).increment()
+        next?.parked(record, devices: devices, reason: reason)
+    }
+
     func flowChanged(paused: Bool, partitions: [TopicPartition]) {
         metrics.partitionsPaused.set(self.paused.update(paused: paused, partitions))
         next?.flowChanged(paused: paused, partitions: partitions)
@@ -71,7 +76,8 @@ struct MetricsObserver: PipelineObserver {
         for retried in result.attempts.dropLast() {
             metrics.retries.labels(WorkerMetrics.reasonLabel(retried.reason)).increment()
         }
-        if let reason = result.response?.reason, result.response?.reasonClass == .invalidToken {
+        // The pipeline makes an invalid-token event for exactly these results.
+        if let reason = InvalidTokenRecord.invalidatingReason(of: result) {
             metrics.invalidTokens.labels(reason.rawValue).increment()
         }
     }

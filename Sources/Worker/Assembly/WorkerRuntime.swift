@@ -38,11 +38,12 @@ public final class WorkerRuntime: Sendable {
         // The loops run the connections and, as task executors, the records that send on them.
         group = EventLoopGroup(threadCount: configuration.pipeline.effectiveThreads)
         let poolHealth = APNsPoolHealth(logger: logger, readiness: readiness)
+        let credentialHealth = CredentialHealth(logger: logger, readiness: readiness)
         let metricsObserver = MetricsObserver(metrics: metrics, next: observer)
         let clients = try CredentialClients.clients(
             for: configuration, credentials: credentials, group: group,
             attemptObserver: { request, attempt in metricsObserver.attemptEnded(request, attempt) },
-            poolHealth: poolHealth)
+            poolHealth: poolHealth, credentialHealth: credentialHealth)
         transport = APNsPushTransport(
             clients: clients, policy: CredentialClients.retryPolicy(configuration.retry),
             observe: { push, result in metricsObserver.delivered(push, result) })
@@ -96,7 +97,8 @@ public final class WorkerRuntime: Sendable {
             }
         }
         source = try KafkaEventSource(
-            configuration: consumerConfiguration, topics: [configuration.kafka.requestsTopic],
+            configuration: consumerConfiguration,
+            topics: [configuration.kafka.requestsTopic, configuration.kafka.retryTopic],
             eventHandler: eventHandler, statusHandler: statusHandler, rebalanceObserver: rebalanceObserver,
             report: { message in kafkaLogger.warning(message, [:], rateLimitKey: "offset store") })
         // The producer waits through broker outages (no delivery timeout unless `kafka.properties` sets
@@ -111,6 +113,8 @@ public final class WorkerRuntime: Sendable {
         pipelineConfiguration.outcomesTopic = configuration.kafka.outcomesTopic
         pipelineConfiguration.invalidTokensTopic = configuration.kafka.invalidTokensTopic
         pipelineConfiguration.deadLetterTopic = configuration.kafka.deadLetterTopic
+        pipelineConfiguration.retryTopic = configuration.kafka.retryTopic
+        pipelineConfiguration.parkDelay = configuration.retry.parkDelay
         pipelineConfiguration.maxRecordsInFlight = configuration.pipeline.maxInFlightRecords
         pipelineConfiguration.resumeBelow = configuration.pipeline.resumeBelow
         pipelineConfiguration.revokeTimeout = configuration.pipeline.revokeTimeout
@@ -132,11 +136,13 @@ public final class WorkerRuntime: Sendable {
             processingExecutor: recordExecutor)
 
         registerScrapeTimeMetrics()
-        registerPoolHealthMetrics(clients)
+        registerPoolHealthMetrics(clients, credentialHealth: credentialHealth)
     }
 
     /// The breaker gauges, read from every pool's breaker at each scrape.
-    private func registerPoolHealthMetrics(_ clients: [String: [APNsEnvironment: APNsClient]]) {
+    private func registerPoolHealthMetrics(
+        _ clients: [String: [APNsEnvironment: APNsClient]], credentialHealth: CredentialHealth
+    ) {
         var breakers: [String: CircuitBreaker] = [:]
         for (bundle, byEnvironment) in clients {
             guard let app = configuration.apps[bundle] else { continue }
@@ -147,7 +153,10 @@ public final class WorkerRuntime: Sendable {
         }
         let pools = breakers.sorted { $0.key < $1.key }.map { (pool: $0.key, breaker: $0.value) }
         let metrics = self.metrics
-        metrics.registry.onCollect { APNsPoolHealth.collect(pools, into: metrics) }
+        metrics.registry.onCollect {
+            APNsPoolHealth.collect(pools, into: metrics)
+            metrics.credentialsRefused.set(credentialHealth.refusedPools)
+        }
     }
 
     /// The librdkafka properties: the configured ones plus those read from files (secrets).
@@ -224,6 +233,7 @@ public final class WorkerRuntime: Sendable {
         // topic lookup, with the in-flight cap full the whole time.
         let outputTopics = [
             configuration.kafka.outcomesTopic, configuration.kafka.invalidTokensTopic, configuration.kafka.deadLetterTopic,
+            configuration.kafka.retryTopic,
         ]
         let producer = self.producer
         let problems = await unlessCancelled { await producer.prepare(topics: outputTopics, timeout: .seconds(10)) }

@@ -187,11 +187,12 @@ extension WorkerConfiguration {
             kafka.group = decoder.string(object, "group", "kafka") ?? kafka.group
             kafka.groupInstanceID = decoder.string(object, "group_instance_id", "kafka", allowEmpty: true) ?? ""
             if let topics = decoder.object(object["topics"], "kafka.topics") {
-                decoder.checkKeys(topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq"])
+                decoder.checkKeys(topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])
                 kafka.requestsTopic = decoder.string(topics, "requests", "kafka.topics") ?? kafka.requestsTopic
                 kafka.outcomesTopic = decoder.string(topics, "outcomes", "kafka.topics") ?? kafka.outcomesTopic
                 kafka.invalidTokensTopic = decoder.string(topics, "invalid_tokens", "kafka.topics") ?? kafka.invalidTokensTopic
                 kafka.deadLetterTopic = decoder.string(topics, "dlq", "kafka.topics") ?? kafka.deadLetterTopic
+                kafka.retryTopic = decoder.string(topics, "retry", "kafka.topics") ?? kafka.retryTopic
             }
             kafka.properties = decoder.stringMap(object, "properties", "kafka")
             for name in kafka.properties.keys.sorted() {
@@ -325,12 +326,13 @@ extension WorkerConfiguration {
         // retry
         var retry = Retry()
         if let object = decoder.object(root["retry"], "retry") {
-            decoder.checkKeys(object, at: "retry", known: ["max_attempts", "base_backoff", "max_backoff", "max_total_time", "max_hold"])
+            decoder.checkKeys(object, at: "retry", known: ["max_attempts", "base_backoff", "max_backoff", "max_total_time", "max_hold", "park_delay"])
             retry.maxAttempts = decoder.integer(object, "max_attempts", "retry", range: 1...20) ?? retry.maxAttempts
             retry.baseBackoff = decoder.duration(object, "base_backoff", "retry", range: 0.001...60) ?? retry.baseBackoff
             retry.maxBackoff = decoder.duration(object, "max_backoff", "retry", range: 0.001...3600) ?? retry.maxBackoff
             retry.maxTotalTime = decoder.duration(object, "max_total_time", "retry", range: 0.001...86_400) ?? retry.maxTotalTime
             retry.maxHold = decoder.duration(object, "max_hold", "retry", range: 0.001...604_800) ?? retry.maxHold
+            retry.parkDelay = decoder.duration(object, "park_delay", "retry", range: 0.001...86_400) ?? retry.parkDelay
             if retry.baseBackoff > retry.maxBackoff {
                 decoder.problem("retry.base_backoff", "must not exceed max_backoff")
             }

@@ -16,6 +16,8 @@ public struct WorkerConfiguration: Sendable {
         public var outcomesTopic = "push.outcomes"
         public var invalidTokensTopic = "push.invalid-tokens"
         public var deadLetterTopic = "push.dlq"
+        /// Records whose pushes wait for a credential APNs refused; consumed by the worker too.
+        public var retryTopic = "push.retry"
         /// librdkafka properties for both clients (security.protocol, sasl.*, ssl.*, ...); never secrets.
         public var properties: [String: String] = [:]
         /// librdkafka properties whose values are read from files (sasl.password, ...): name → path.
@@ -53,6 +55,9 @@ public struct WorkerConfiguration: Sendable {
         /// Seconds a push without an expiration waits while its APNs pool is down (its circuit breaker
         /// open) before its outcome is `expired`. Default: `3600`.
         public var maxHold = 3600.0
+        /// Seconds a record parked on the retry topic (its credential refused) waits before it is tried
+        /// again. Default: `30`.
+        public var parkDelay = 30.0
     }
 
     public struct APNs: Sendable {

@@ -111,7 +111,7 @@ final class DevStack: Sendable {
         keepsAcceptedNotifications: Bool = true
     ) throws {
         cluster = try MockKafkaCluster(brokers: 3)
-        let topics = ["push.requests": 6, "push.outcomes": 6, "push.invalid-tokens": 3, "push.dlq": 1]
+        let topics = ["push.requests": 6, "push.outcomes": 6, "push.invalid-tokens": 3, "push.dlq": 1, "push.retry": 2]
         for (topic, partitions) in topics.sorted(by: { $0.key < $1.key }) {
             try cluster.createTopic(topic, partitions: partitions)
         }

@@ -76,6 +76,12 @@ public final class WorkerMetrics: Sendable {
     public let apnsBreakerState: GaugeFamily
     /// `apns_worker_pushes_held`: pushes waiting for a pool whose breaker is open (not attempts, not failed).
     public let pushesHeld: Gauge
+    /// `apns_worker_apns_credentials_refused`: pools whose credential APNs refuses now (403 InvalidProviderToken,
+    /// BadCertificate, ...), until a push of theirs is accepted again.
+    public let credentialsRefused: Gauge
+    /// `apns_worker_records_parked_total{reason}`: records sent to the retry topic because APNs refused the
+    /// credential of some of their pushes (`reason`: Apple's, e.g. `InvalidProviderToken`).
+    public let recordsParked: CounterFamily
 
     // Results waiting for Kafka: a broker outage on the output side holds them, it does not fail them.
     /// `apns_worker_results_unacknowledged`: result records (outcomes, invalid tokens, dead letters) handed
@@ -161,6 +167,12 @@ public final class WorkerMetrics: Sendable {
             labelNames: ["pool", "state"])
         pushesHeld = try registry.gauge(
             p + "pushes_held", help: "Pushes waiting for an APNs pool that is down; they spend no attempts.").labels()
+        credentialsRefused = try registry.gauge(
+            p + "apns_credentials_refused", help: "APNs pools whose credential APNs refuses now.").labels()
+        recordsParked = try registry.counter(
+            p + "records_parked_total",
+            help: "Records parked on the retry topic because APNs refused their pushes' credential, by reason.",
+            labelNames: ["reason"])
 
         resultsUnacknowledged = try registry.gauge(
             p + "results_unacknowledged",

@@ -16,6 +16,11 @@ public struct PipelineConfiguration: Sendable {
     public var invalidTokensTopic = "push.invalid-tokens"
     /// Default: `push.dlq`.
     public var deadLetterTopic = "push.dlq"
+    /// Where records wait whose pushes APNs refused for their credential, not for themselves; the source
+    /// consumes it too. Default: `push.retry`.
+    public var retryTopic = "push.retry"
+    /// How long a parked record waits before it is tried again (seconds). Default: `30`.
+    public var parkDelay: Double = 30
     /// Records in flight (taken, not finished) at which consumption pauses; also the most records one
     /// partition may hold before it stops fetching (taken and not committable: finished ones waiting
     /// behind a slow one count, since a crash would redo them). Default: `1000`.
@@ -33,6 +38,8 @@ public struct PipelineCounters: Sendable, Equatable {
     public var recordsTaken = 0
     public var recordsFinished = 0
     public var deadLettered = 0
+    /// Records that went to the retry topic (some or all of their pushes waiting for a credential).
+    public var parked = 0
     public var outcomes = 0
     public var invalidTokens = 0
     public var byStatus: [OutcomeStatus: Int] = [:]
@@ -46,6 +53,8 @@ public protocol PipelineObserver: Sendable {
     func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?)
     func deadLettered(_ record: SourceRecord, errorClass: String, message: String)
     func flowChanged(paused: Bool, partitions: [TopicPartition])
+    /// A record's pushes that APNs refused for their credential went to the retry topic.
+    func parked(_ record: SourceRecord, devices: Int, reason: String)
 }
 
 extension PipelineObserver {
@@ -53,6 +62,7 @@ extension PipelineObserver {
     public func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {}
     public func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {}
     public func flowChanged(paused: Bool, partitions: [TopicPartition]) {}
+    public func parked(_ record: SourceRecord, devices: Int, reason: String) {}
 }
 
 /// Seconds since 1970.
@@ -162,7 +172,7 @@ public final class Pipeline: SourceHandler {
             let action = state.flow.recordTaken()
             // One partition holding the cap's worth of records (a slow one and those finished behind it)
             // stops fetching alone; the others go on.
-            let stopFetching = state.tracker.held(partition) >= state.flow.capacity
+            let stopFetching = state.tracker.held(partition) >= heldLimit(partition, state.flow)
                 && state.fetchStopped.insert(partition).inserted
             return (generation, action == .pause ? Array(state.assigned) : nil, stopFetching)
         }
@@ -218,6 +228,7 @@ public final class Pipeline: SourceHandler {
         // Decoding, planning and building the results are synchronous helpers: only what lives across
         // the one await is in this async frame, which then fits the lane task's first allocator slab
         // (frames beyond it cost a malloc and a free per record).
+        if record.topic == configuration.retryTopic { await waitUntilDue(record) }
         switch prepare(record) {
         case .deadLetter(let output):
             publish([output], of: record, generation: generation, outcomes: [], eventTime: nil)
@@ -265,11 +276,21 @@ public final class Pipeline: SourceHandler {
         -> (outputs: [OutboundRecord], outcomes: [OutcomeRecord])
     {
         let source = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
-        let results = outcomes(prepared.plans, sent: sent, event: prepared.event, source: source)
+        var results = outcomes(prepared.plans, sent: sent, event: prepared.event, source: source)
+        // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
+        for index in results.indices where (results[index].1?.attempts.count ?? 0) > 1 {
+            guard case .send(let push, _) = prepared.plans[index], let report = results[index].1 else { continue }
+            let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
+            if asked.fellBack {
+                results[index].0.environment = asked.final.rawValue
+                results[index].0.environmentFallback = true
+            }
+        }
         var outputs: [OutboundRecord] = []
         outputs.reserveCapacity(results.count)
         let key = Array(prepared.event.id.utf8)
-        for (outcome, _) in results {
+        // Pushes refused for their credential get no outcome yet: they are parked, below.
+        for (outcome, report) in results where report?.status != .credentialRefused {
             outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
         }
         for (plan, (outcome, report)) in zip(prepared.plans, results) {
@@ -279,7 +300,9 @@ public final class Pipeline: SourceHandler {
                     topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
                     value: invalid.json.compactBytes))
         }
-        return (outputs, results.map(\.0))
+        guard let parked = parkedRecord(prepared, sent: sent, source: record) else { return (outputs, results.map(\.0)) }
+        outputs.append(parked)
+        return (outputs, results.filter { $0.1?.status != .credentialRefused }.map(\.0))
     }
 
     /// The outcome of every plan, from the results of its sent pushes (in order) or its skip or reject.
@@ -315,16 +338,20 @@ public final class Pipeline: SourceHandler {
         }
     }
 
+    /// The invalid-token event for a push whose final answer proves its token invalid
+    /// (`InvalidTokenRecord.invalidatingReason`), naming every environment that was asked.
     func invalidTokenRecord(
         _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryResult?, event: PushEvent
     ) -> InvalidTokenRecord? {
-        guard case .send(let push, let device) = plan, let response = report?.response,
-            response.reasonClass == .invalidToken, let reason = response.reason
+        guard case .send(let push, _) = plan, let report,
+            let reason = InvalidTokenRecord.invalidatingReason(of: report)
         else { return nil }
+        let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
         return InvalidTokenRecord(
-            deviceToken: push.request.deviceToken.hex, environment: device.environment, topic: push.request.topic,
-            app: push.app, reason: reason.rawValue, invalidSince: response.timestamp?.timeIntervalSince1970,
-            eventID: event.id, observedAt: outcome.completedAt)
+            deviceToken: push.request.deviceToken.hex, environment: asked.final.rawValue, topic: push.request.topic,
+            app: push.app, reason: reason.rawValue, invalidSince: report.response?.timestamp?.timeIntervalSince1970,
+            eventID: event.id, observedAt: outcome.completedAt,
+            checkedEnvironments: asked.environments.map(\.rawValue))
     }
 
     // MARK: Publishing and finishing
@@ -335,10 +362,11 @@ public final class Pipeline: SourceHandler {
     ) {
         let countdown = AcknowledgementCountdown(count: outputs.count)
         let invalidTokens = outputs.reduce(0) { $0 + ($1.topic == configuration.invalidTokensTopic ? 1 : 0) }
+        let parked = outputs.last?.topic == configuration.retryTopic
         let finish: @Sendable (Bool) -> Void = { [self] succeeded in
             finishRecord(
                 record, generation: generation, published: succeeded, outcomes: outcomes,
-                invalidTokens: invalidTokens, eventTime: eventTime)
+                invalidTokens: invalidTokens, parked: parked, eventTime: eventTime)
         }
         if outputs.isEmpty {
             finish(true)
@@ -381,7 +409,7 @@ public final class Pipeline: SourceHandler {
 
     func finishRecord(
         _ record: SourceRecord, generation: UInt64, published: Bool, outcomes: [OutcomeRecord], invalidTokens: Int,
-        eventTime: Double?
+        parked: Bool = false, eventTime: Double?
     ) {
         let partition = record.topicPartition
         let changes = state.withLock { state -> FlowChanges in
@@ -397,7 +425,11 @@ public final class Pipeline: SourceHandler {
             state.counters.invalidTokens += invalidTokens
             // By index: `for outcome in` copies each record (a dozen references) just to read its status.
             for index in outcomes.indices { state.counters.byStatus[outcomes[index].status, default: 0] += 1 }
-            if outcomes.isEmpty { state.counters.deadLettered += 1 }
+            if parked {
+                state.counters.parked += 1
+            } else if outcomes.isEmpty {
+                state.counters.deadLettered += 1
+            }
             // The in-flight cap counts this record until now; the records it releases (itself and those
             // finished behind it) stop counting towards its partition's limit of held records.
             let (committable, released) = state.tracker.finishReleasing(
@@ -407,7 +439,7 @@ public final class Pipeline: SourceHandler {
             if let committable { source.store(partition, nextOffset: committable) }
             var result = FlowChanges()
             if released > 0, state.fetchStopped.contains(partition),
-                state.tracker.held(partition) <= state.flow.lowWaterMark
+                state.tracker.held(partition) <= resumeHolding(partition, state.flow)
             {
                 state.fetchStopped.remove(partition)
                 result.resumeFetching = partition

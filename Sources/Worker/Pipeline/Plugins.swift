@@ -128,6 +128,8 @@ public enum OutcomeStatus: String, Sendable {
         case .rejected: self = .rejected
         case .failed: self = .failed
         case .expired: self = .expired
+        // Never an outcome: the pipeline parks such pushes on the retry topic instead (Pipeline.results).
+        case .credentialRefused: self = .failed
         }
     }
 }

@@ -13,6 +13,8 @@ public struct RecordSource: Sendable, Hashable {
 public struct OutcomeRecord: Sendable {
     public var eventID: String
     public var deviceToken: String
+    /// The environment of the final answer: the event's, or the other one when the push was sent again
+    /// there after BadDeviceToken (then `environmentFallback`).
     public var environment: String
     public var topic: String?
     public var pushType: String?
@@ -27,6 +29,8 @@ public struct OutcomeRecord: Sendable {
     public var source: RecordSource
     /// UNIX seconds.
     public var completedAt: Double
+    /// The push was refused with BadDeviceToken in the event's environment and sent again in the other.
+    public var environmentFallback = false
 
     /// `json.compactBytes`, written directly (one per notification, so it skips the value tree).
     public var jsonBytes: [UInt8] {
@@ -56,6 +60,7 @@ public struct OutcomeRecord: Sendable {
             object.integer("offset", source.offset)
         }
         writer.timestamp("completed_at", completedAt)
+        writer.value("environment_fallback", .bool(environmentFallback))
         return writer.finish()
     }
 
@@ -80,6 +85,7 @@ public struct OutcomeRecord: Sendable {
                 "offset": .int(source.offset),
             ])
         object.appendUnchecked("completed_at", .string(RFC3339.format(completedAt)))
+        object.appendUnchecked("environment_fallback", .bool(environmentFallback))
         return .object(object)
     }
 }
@@ -100,8 +106,11 @@ extension DeliveryAttempt {
 }
 
 /// A device token Apple reported dead or wrong for its topic, keyed by token so the topic compacts.
+/// Downstream services delete tokens on it, so it is made only on a definitive answer
+/// (`invalidatingReason`).
 public struct InvalidTokenRecord: Sendable {
     public var deviceToken: String
+    /// The environment whose answer is `reason` (the last in `checkedEnvironments`).
     public var environment: String
     public var topic: String
     public var app: String
@@ -110,6 +119,22 @@ public struct InvalidTokenRecord: Sendable {
     public var invalidSince: Double?
     public var eventID: String
     public var observedAt: Double
+    /// Every environment the token was sent to, in order: two when BadDeviceToken in the event's
+    /// environment sent it to the other as well, one otherwise.
+    public var checkedEnvironments: [String]
+
+    /// The reason a push's final answer makes its token invalid, or nil when it does not: 410
+    /// Unregistered or ExpiredToken; DeviceTokenNotForTopic (invalid for this topic only); BadDeviceToken
+    /// only as the final answer, which the transport gives after the other environment refused it too
+    /// or when the app has no other environment. Any other answer, or none, proves nothing.
+    public static func invalidatingReason(of result: DeliveryResult) -> APNsErrorReason? {
+        guard let response = result.response, let reason = response.reason else { return nil }
+        switch reason {
+        case .unregistered, .expiredToken: return response.status == 410 ? reason : nil
+        case .deviceTokenNotForTopic, .badDeviceToken: return reason
+        default: return nil
+        }
+    }
 
     public var json: JSONValue {
         var object = JSONObject()
@@ -121,6 +146,7 @@ public struct InvalidTokenRecord: Sendable {
         object.appendUnchecked("invalid_since", invalidSince.map { .string(RFC3339.format($0)) } ?? .null)
         object.appendUnchecked("event_id", .string(eventID))
         object.appendUnchecked("observed_at", .string(RFC3339.format(observedAt)))
+        object.appendUnchecked("checked_environments", .array(checkedEnvironments.map(JSONValue.string)))
         return .object(object)
     }
 }

@@ -15,7 +15,9 @@ struct RunCommand: Command {
         Reads worker.yaml (schemas/worker-config.schema.json); every key can be overridden by an
         environment variable APNS_WORKER_<KEY>__<KEY>, e.g. APNS_WORKER_KAFKA__GROUP=push. Secrets come
         from files named in the config, never from the command line. SIGTERM or SIGINT drains in-flight
-        work (shutdown.drain_timeout), commits and exits 0; SIGHUP reloads the rules file.
+        work for up to shutdown.drain_timeout, commits what finished and exits within 3 s more, whatever
+        Kafka is doing: 0 after an orderly shutdown, 1 with a log line saying why otherwise. What was not
+        finished stays uncommitted for the group's next owner. SIGHUP reloads the rules file.
 
         example: apns-worker run --config /etc/apns-worker/config/worker.yaml
         """
