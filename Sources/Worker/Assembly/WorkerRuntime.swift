@@ -3,6 +3,7 @@
 import Foundation
 import APNs
 import Kafka
+import Synchronization
 public import PushRules
 
 /// A running worker. Create it, `start()` it, and `shutdown(timeout:)` it on SIGTERM.
@@ -105,9 +106,15 @@ public final class WorkerRuntime: Sendable {
         // one; a full queue waits for room): the records wait, their offsets hold, and the log, /readyz
         // and the unacknowledged gauge say so.
         readiness.setReady(Readiness.Condition.kafkaProducer)
+        // The sink needs the producer; the status handler reads the sink's count (which includes records
+        // waiting to be sent again) once the sink exists.
+        let sinkSlot = ResultSinkSlot()
         producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler,
-            statusHandler: { status in Self.report(status, readiness: readiness, logger: kafkaLogger) })
+            statusHandler: { status in
+                Self.report(status, unacknowledged: sinkSlot.sink?.unacknowledged ?? status.unacknowledged,
+                            readiness: readiness, logger: kafkaLogger)
+            })
 
         var pipelineConfiguration = PipelineConfiguration()
         pipelineConfiguration.outcomesTopic = configuration.kafka.outcomesTopic
@@ -129,6 +136,7 @@ public final class WorkerRuntime: Sendable {
         let sink = KafkaResultSink(
             producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "record too large") })
         self.sink = sink
+        sinkSlot.sink = sink
         metrics.registry.onCollect { metrics.resultsUnacknowledged.set(sink.unacknowledged) }
         pipeline = Pipeline(
             configuration: pipelineConfiguration, source: source, sink: sink,
@@ -378,19 +386,16 @@ public final class WorkerRuntime: Sendable {
     }
 
     /// Updates readiness from a change of the producer's status, and logs it once.
-    static func report(_ status: KafkaProducerStatus, readiness: Readiness, logger: Logger) {
+    static func report(_ status: KafkaProducerStatus, unacknowledged: Int, readiness: Readiness, logger: Logger) {
         if status.isWaitingForBrokers {
-            let seconds = Double((status.waitingFor ?? .zero).components.seconds)
+            let seconds = Int((status.waitingFor ?? .zero).components.seconds)
             let cause = status.cause.map { ": \($0)" } ?? ""
-            readiness.setNotReady(Readiness.Condition.kafkaProducer, reason: "results wait for Kafka: "
-                + "\(status.unacknowledged) records unacknowledged for \(Int(seconds)) s\(cause)")
-            logger.warning("results wait for Kafka: \(status.unacknowledged) records unacknowledged for "
-                + "\(Int(seconds)) s\(cause)", ["results_unacknowledged": .int(Int64(status.unacknowledged))])
+            let message = "results wait for Kafka: \(unacknowledged) records unacknowledged for \(seconds) s"
+            readiness.setNotReady(Readiness.Condition.kafkaProducer, reason: message + cause)
+            logger.warning(message + cause, ["results_unacknowledged": .int(Int64(unacknowledged))])
         } else {
             readiness.setReady(Readiness.Condition.kafkaProducer)
-            logger.notice("results acknowledged again", [
-                "results_unacknowledged": .int(Int64(status.unacknowledged)),
-            ])
+            logger.notice("results acknowledged again", ["results_unacknowledged": .int(Int64(unacknowledged))])
         }
     }
 
@@ -411,6 +416,15 @@ public struct ShutdownReport: Sendable {
     /// Whether the shutdown did what it promises: what finished is published and committed, the group
     /// was left, and the rest is left uncommitted for the next owner.
     public var isClean: Bool { publishFailure == nil && problems.isEmpty }
+}
+
+/// The result sink, for the producer's status handler that exists before it.
+final class ResultSinkSlot: Sendable {
+    private let slot = Mutex<KafkaResultSink?>(nil)
+    var sink: KafkaResultSink? {
+        get { slot.withLock { $0 } }
+        set { slot.withLock { $0 = newValue } }
+    }
 }
 
 extension Readiness.Condition {
