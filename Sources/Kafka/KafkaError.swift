@@ -103,3 +103,66 @@ extension KafkaError {
         )
     }
 }
+
+extension KafkaError {
+    /// Whether a producer's failure passes with time (a broker outage) or not (it would fail again).
+    public enum ProducerFailureKind: Sendable, Equatable {
+        /// The brokers were away or busy: sending the same record again later succeeds.
+        case transient
+        /// Sending the same record again fails the same way; the producer's user must stop.
+        case permanent
+    }
+
+    /// How a failure of ``KafkaProducer/send(topic:key:value:headers:partition:onDelivery:)`` or of a delivery
+    /// report should be treated: wait and send again, or stop.
+    ///
+    /// The classification, by librdkafka's error code (librdkafka already retries every retriable
+    /// broker error of a produce request itself; what reaches a delivery report has passed its retries):
+    /// - transient: the record could not be sent in time while brokers were away or busy: `_MSG_TIMED_OUT`
+    ///   (`message.timeout.ms` passed), `_TIMED_OUT`, `_TIMED_OUT_QUEUE`, `_TRANSPORT`, `_ALL_BROKERS_DOWN`,
+    ///   `_RESOLVE`, `_QUEUE_FULL`, `_WAIT_COORD`, `_RETRY`, and the broker's retriable errors
+    ///   `REQUEST_TIMED_OUT`, `NETWORK_EXCEPTION`, `LEADER_NOT_AVAILABLE`, `NOT_LEADER_FOR_PARTITION`,
+    ///   `BROKER_NOT_AVAILABLE`, `REPLICA_NOT_AVAILABLE`, `NOT_ENOUGH_REPLICAS(_AFTER_APPEND)`,
+    ///   `KAFKA_STORAGE_ERROR`, `NOT_CONTROLLER`, `COORDINATOR_*`, `NOT_COORDINATOR`, `FENCED_LEADER_EPOCH`,
+    ///   `UNKNOWN_LEADER_EPOCH`, `PREFERRED_LEADER_NOT_AVAILABLE`, `THROTTLING_QUOTA_EXCEEDED`; and this
+    ///   module's own ``Code/queueFull``.
+    /// - permanent: everything else, notably authorization (`TOPIC_AUTHORIZATION_FAILED`,
+    ///   `CLUSTER_AUTHORIZATION_FAILED`), a topic or partition that does not exist (`_UNKNOWN_TOPIC`,
+    ///   `UNKNOWN_TOPIC_OR_PART`, `_UNKNOWN_PARTITION`: librdkafka reports them only once the metadata
+    ///   says so), a record the broker refuses (`MSG_SIZE_TOO_LARGE`, `INVALID_RECORD`, `POLICY_VIOLATION`),
+    ///   a broken idempotence guarantee (`_FATAL`, `OUT_OF_ORDER_SEQUENCE_NUMBER`, `INVALID_PRODUCER_EPOCH`,
+    ///   `_INCONSISTENT`), records purged by a closing producer (`_PURGE_QUEUE`, `_PURGE_INFLIGHT`), and
+    ///   this module's ``Code/closed``, ``Code/fatal`` and ``Code/messageTooLarge``. Codes librdkafka adds
+    ///   later are permanent too: a stop that names its cause is safer than a loop that hides one.
+    public var producerFailureKind: ProducerFailureKind {
+        if code == .queueFull { return .transient }
+        guard code == .delivery || code == .produce, let librdkafkaCode else { return .permanent }
+        return Self.transientProducerCodes.contains(librdkafkaCode) ? .transient : .permanent
+    }
+
+    private static let transientProducerCodes: Set<Int32> = Set([
+        RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, RD_KAFKA_RESP_ERR__TIMED_OUT, RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE,
+        RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, RD_KAFKA_RESP_ERR__RESOLVE,
+        RD_KAFKA_RESP_ERR__QUEUE_FULL, RD_KAFKA_RESP_ERR__WAIT_COORD, RD_KAFKA_RESP_ERR__RETRY,
+        RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION,
+        RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+        RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE,
+        RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR, RD_KAFKA_RESP_ERR_NOT_CONTROLLER,
+        RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
+        RD_KAFKA_RESP_ERR_NOT_COORDINATOR, RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH,
+        RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH, RD_KAFKA_RESP_ERR_PREFERRED_LEADER_NOT_AVAILABLE,
+        RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED,
+    ].map(\.rawValue))
+
+    /// An error as a delivery report with librdkafka's `response` would carry it, for classification tests.
+    static func deliveryFailure(librdkafkaName name: String) -> KafkaError? {
+        for raw in Int32(-200)...Int32(200) {
+            let response = rd_kafka_resp_err_t(rawValue: raw)
+            if String(cString: rd_kafka_err2name(response)) == name {
+                return KafkaError(.delivery, "a test delivery", response: response)
+            }
+        }
+        return nil
+    }
+}

@@ -16,8 +16,13 @@ import Synchronization
 ///   may be called from any task; none blocks a thread of Swift's cooperative pool.
 ///
 /// Backpressure: when librdkafka's local queue (`queueCapacity` messages) is full, `send` waits
-/// (sleeping 1 to 50 ms between attempts) for room up to `enqueueTimeout`, then throws
-/// ``KafkaError/Code/queueFull``.
+/// (sleeping 1 to 50 ms between attempts) for room: until the producer closes, or at most
+/// `enqueueTimeout` when one is set, then throws ``KafkaError/Code/queueFull``.
+///
+/// Outages: by default librdkafka retries a record until a broker takes it, so a broker outage makes
+/// records wait, not fail. ``status`` (and the `statusHandler`, once per change) says when records have
+/// gone unacknowledged for longer than `acknowledgementWaitThreshold`, and when they are acknowledged again.
+/// ``KafkaError/producerFailureKind`` tells a failure that passes from one that does not.
 ///
 /// A record larger than the producer takes (``maximumMessageBytes``) is refused at enqueue, and one
 /// larger than the broker takes fails in its delivery report; both with ``KafkaError/Code/messageTooLarge``.
@@ -28,19 +33,29 @@ import Synchronization
 public final class KafkaProducer: Sendable {
     private let client: RDKafkaClient
     private let core: ProducerCore
-    private let enqueueTimeout: Duration
+    private let enqueueTimeout: Duration?
     private let queueCapacity: Int
     /// The largest record the producer enqueues (librdkafka's effective `message.max.bytes`: the key, the
     /// value, the headers and a small framing overhead count against it), in bytes.
     public let maximumMessageBytes: Int
 
     /// Creates the producer and starts its poll thread.
+    /// - Parameter statusHandler: told on the poll thread when records start waiting for the brokers and
+    ///   when they are acknowledged again (see ``KafkaProducerStatus``); it must return quickly.
     /// - Throws: ``KafkaError/Code/invalidConfiguration`` naming every rejected property.
-    public init(configuration: KafkaProducerConfiguration, eventHandler: KafkaEventHandler? = nil) throws(KafkaError) {
-        let core = ProducerCore()
+    public init(
+        configuration: KafkaProducerConfiguration, eventHandler: KafkaEventHandler? = nil,
+        statusHandler: KafkaProducerStatusHandler? = nil
+    ) throws(KafkaError) {
+        let core = ProducerCore(
+            waitThreshold: configuration.acknowledgementWaitThreshold, statusHandler: statusHandler)
         let properties = configuration.librdkafkaProperties()
+        let observingHandler: KafkaEventHandler = { [core] event in
+            if case .error(let error) = event { core.noteClientError(error) }
+            eventHandler?(event)
+        }
         let callbacks = RDKafkaCallbacks(
-            eventHandler: eventHandler, redactor: SecretRedactor(properties: properties),
+            eventHandler: observingHandler, redactor: SecretRedactor(properties: properties),
             onFatal: { [core] error in core.state.withLock { $0.fatal = error } }
         )
         client = try RDKafkaClient.make(.producer, properties: properties, callbacks: callbacks)
@@ -80,23 +95,26 @@ public final class KafkaProducer: Sendable {
     /// Enqueues one record and returns once librdkafka holds it; `onDelivery` is called exactly once,
     /// on the producer's poll thread, with where it landed or why it failed. For the hot path.
     ///
-    /// Waits (without blocking a thread) while the local queue is full, at most `enqueueTimeout`.
+    /// Waits (without blocking a thread) while the local queue is full: until the producer closes, or at
+    /// most `enqueueTimeout` when one is configured.
     /// - Throws: ``KafkaError/Code/queueFull``, ``KafkaError/Code/messageTooLarge``, ``KafkaError/Code/produce``,
     ///   ``KafkaError/Code/fatal`` or ``KafkaError/Code/closed``; `onDelivery` is not called when this throws.
     public func send(
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
     ) async throws(KafkaError) {
-        let deadline = ContinuousClock.now.advanced(by: enqueueTimeout)
+        let started = ContinuousClock.now
+        let deadline = enqueueTimeout.map { started.advanced(by: $0) }
         var pause = Duration.milliseconds(1)
         while true {
+            // Throws .closed once the producer closes: that is what ends an unbounded wait.
             if try trySend(topic: topic, key: key, value: value, headers: headers, partition: partition,
                            onDelivery: onDelivery) { return }
-            if ContinuousClock.now >= deadline || Task.isCancelled {
+            if deadline.map({ ContinuousClock.now >= $0 }) ?? false || Task.isCancelled {
                 throw KafkaError(
                     code: .queueFull,
                     message: "the producer's local queue (queueCapacity \(queueCapacity) messages) stayed full for "
-                        + "\(enqueueTimeout)\(Task.isCancelled ? " (task cancelled)" : ""); "
+                        + "\(ContinuousClock.now - started)\(Task.isCancelled ? " (task cancelled)" : ""); "
                         + "the brokers are slow or unreachable, or queueCapacity is too small",
                     librdkafkaCode: RD_KAFKA_RESP_ERR__QUEUE_FULL.rawValue, librdkafkaName: "_QUEUE_FULL"
                 )
@@ -118,12 +136,17 @@ public final class KafkaProducer: Sendable {
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
     ) throws(KafkaError) -> Bool {
         try core.beginEnqueue()
-        let callback = Unmanaged.passRetained(DeliveryCallback(onDelivery)).toOpaque()
+        let core = self.core
+        let counted: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { result in
+            core.noteDelivery(succeeded: (try? result.get()) != nil)
+            onDelivery(result)
+        }
+        let callback = Unmanaged.passRetained(DeliveryCallback(counted)).toOpaque()
         let failure = Self.produce(
             client.handle, topic: topic, partition: partition ?? RD_KAFKA_PARTITION_UA,
             key: key, value: value, headers: headers, opaque: callback
         )
-        core.endEnqueue()
+        core.endEnqueue(accepted: failure == nil)
         guard let failure else { return true }
         Unmanaged<DeliveryCallback>.fromOpaque(callback).release()
         switch rd_kafka_error_code(failure) {
@@ -203,6 +226,10 @@ public final class KafkaProducer: Sendable {
 
     /// Records enqueued or in flight, not yet reported (`rd_kafka_outq_len`).
     public var queuedMessageCount: Int { Int(rd_kafka_outq_len(client.handle)) }
+
+    /// Records handed to the producer whose delivery report has not come yet, and whether they wait
+    /// for the brokers.
+    public var status: KafkaProducerStatus { core.currentStatus(now: .now) }
 
     /// For tests of fatal-error handling: makes librdkafka raise a fabricated fatal error
     /// (`rd_kafka_test_fatal_error`), reported like a real one.
@@ -408,6 +435,31 @@ private final class DeliveryPromise: Sendable {
     }
 }
 
+/// What a producer's records are doing: how many wait for their delivery report, and whether they
+/// wait for the brokers (none acknowledged for longer than the configured threshold).
+public struct KafkaProducerStatus: Sendable, Equatable, CustomStringConvertible {
+    /// Records handed to the producer (enqueued) whose delivery report has not come yet.
+    public var unacknowledged: Int
+    /// Whether records have gone unacknowledged, with none acknowledged, for longer than the
+    /// producer's `acknowledgementWaitThreshold`.
+    public var isWaitingForBrokers: Bool
+    /// While waiting: how long since the last acknowledgement (or since the first of the waiting
+    /// records was enqueued, if later).
+    public var waitingFor: Duration?
+    /// librdkafka's last connection error since the last acknowledgement, if any.
+    public var cause: String?
+
+    public var description: String {
+        guard isWaitingForBrokers else { return "\(unacknowledged) records unacknowledged" }
+        let seconds = Double((waitingFor ?? .zero).wholeMilliseconds) / 1000
+        return "\(unacknowledged) records unacknowledged for \(seconds) s" + (cause.map { " (\($0))" } ?? "")
+    }
+}
+
+/// Receives a producer's status when its records start waiting for the brokers and when they are
+/// acknowledged again, on the producer's poll thread. It must return quickly.
+public typealias KafkaProducerStatusHandler = @Sendable (KafkaProducerStatus) -> Void
+
 /// The producer's shared state behind one lock, and its poll loop.
 final class ProducerCore: Sendable {
     enum Lifecycle { case running, closing, closed }
@@ -419,9 +471,25 @@ final class ProducerCore: Sendable {
         var activeEnqueues = 0
         var flushRequests: [(timeout: Duration, continuation: CheckedContinuation<KafkaError?, Never>)] = []
         var closeWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Records enqueued (or being enqueued) without a delivery report yet.
+        var unacknowledged = 0
+        /// The last acknowledgement, or the enqueue that ended a time with nothing unacknowledged.
+        var lastProgress = ContinuousClock.now
+        /// Whether a delivery failed since the last acknowledgement: records failed by a delivery timeout
+        /// and sent again have waited all along, so the enqueue of those does not restart the clock.
+        var failedSinceProgress = false
+        var isWaiting = false
+        var lastConnectionError: String?
     }
 
     let state = Mutex(State())
+    let waitThreshold: Duration
+    let statusHandler: KafkaProducerStatusHandler?
+
+    init(waitThreshold: Duration = .seconds(5), statusHandler: KafkaProducerStatusHandler? = nil) {
+        self.waitThreshold = waitThreshold
+        self.statusHandler = statusHandler
+    }
 
     func beginEnqueue() throws(KafkaError) {
         try state.withLock { state throws(KafkaError) in
@@ -430,11 +498,77 @@ final class ProducerCore: Sendable {
                 throw KafkaError(code: .closed, message: "the producer is closed")
             }
             state.activeEnqueues += 1
+            // Counted before librdkafka holds it: its report may come before produceva returns.
+            if state.unacknowledged == 0, !state.failedSinceProgress { state.lastProgress = .now }
+            state.unacknowledged += 1
         }
     }
 
-    func endEnqueue() {
-        state.withLock { $0.activeEnqueues -= 1 }
+    func endEnqueue(accepted: Bool) {
+        state.withLock { state in
+            state.activeEnqueues -= 1
+            if !accepted { state.unacknowledged -= 1 }
+        }
+    }
+
+    // MARK: Status
+
+    func currentStatus(now: ContinuousClock.Instant) -> KafkaProducerStatus {
+        state.withLock { Self.status(of: $0, now: now) }
+    }
+
+    private static func status(of state: State, now: ContinuousClock.Instant) -> KafkaProducerStatus {
+        KafkaProducerStatus(
+            unacknowledged: state.unacknowledged, isWaitingForBrokers: state.isWaiting,
+            waitingFor: state.isWaiting ? now - state.lastProgress : nil,
+            cause: state.isWaiting ? state.lastConnectionError : nil)
+    }
+
+    /// Counts a delivery report; a success while records waited ends the wait. On the poll thread.
+    func noteDelivery(succeeded: Bool) {
+        let now = ContinuousClock.now
+        let ended: KafkaProducerStatus? = state.withLock { state in
+            state.unacknowledged -= 1
+            guard succeeded else {
+                state.failedSinceProgress = true
+                return nil
+            }
+            state.lastProgress = now
+            state.failedSinceProgress = false
+            state.lastConnectionError = nil
+            guard state.isWaiting else { return nil }
+            state.isWaiting = false
+            return Self.status(of: state, now: now)
+        }
+        if let ended { statusHandler?(ended) }
+    }
+
+    private static let connectionErrors: Set<Int32> = Set([
+        RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__RESOLVE, RD_KAFKA_RESP_ERR__SSL,
+        RD_KAFKA_RESP_ERR__AUTHENTICATION, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN,
+    ].map(\.rawValue))
+
+    /// Keeps librdkafka's last connection error, the likely cause of a wait.
+    func noteClientError(_ error: KafkaError) {
+        guard let code = error.librdkafkaCode, Self.connectionErrors.contains(code) else { return }
+        state.withLock { $0.lastConnectionError = error.message }
+    }
+
+    /// Starts a wait when records went unacknowledged for the threshold (only an acknowledgement ends it:
+    /// records failed by a delivery timeout leave nothing unacknowledged until they are sent again).
+    /// On the poll thread, after each poll.
+    func checkWaiting() {
+        let now = ContinuousClock.now
+        let changed: KafkaProducerStatus? = state.withLock { state in
+            guard !state.isWaiting, state.unacknowledged > 0,
+                now - state.lastProgress >= waitThreshold
+            else {
+                return nil
+            }
+            state.isWaiting = true
+            return Self.status(of: state, now: now)
+        }
+        if let changed { statusHandler?(changed) }
     }
 
     func requestFlush(timeout: Duration, client: RDKafkaClient,
@@ -469,6 +603,7 @@ final class ProducerCore: Sendable {
         let rk = client.handle
         while true {
             rd_kafka_poll(rk, 100)
+            core.checkWaiting()
             let (flushes, closing) = core.state.withLock { state in
                 defer { state.flushRequests = [] }
                 return (state.flushRequests, state.lifecycle != .running)

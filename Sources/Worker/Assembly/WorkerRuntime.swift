@@ -3,6 +3,7 @@
 import Foundation
 import APNs
 import Kafka
+import Synchronization
 public import PushRules
 
 /// A running worker. Create it, `start()` it, and `shutdown(timeout:)` it on SIGTERM.
@@ -12,6 +13,7 @@ public final class WorkerRuntime: Sendable {
     public let metrics: WorkerMetrics
     let source: KafkaEventSource
     let producer: KafkaProducer
+    let sink: KafkaResultSink
     let transport: APNsPushTransport
     let group: EventLoopGroup
     let logger: Logger
@@ -100,7 +102,19 @@ public final class WorkerRuntime: Sendable {
             topics: [configuration.kafka.requestsTopic, configuration.kafka.retryTopic],
             eventHandler: eventHandler, statusHandler: statusHandler, rebalanceObserver: rebalanceObserver,
             report: { message in kafkaLogger.warning(message, [:], rateLimitKey: "offset store") })
-        producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler)
+        // The producer waits through broker outages (no delivery timeout unless `kafka.properties` sets
+        // one; a full queue waits for room): the records wait, their offsets hold, and the log, /readyz
+        // and the unacknowledged gauge say so.
+        readiness.setReady(Readiness.Condition.kafkaProducer)
+        // The sink needs the producer; the status handler reads the sink's count (which includes records
+        // waiting to be sent again) once the sink exists.
+        let sinkSlot = ResultSinkSlot()
+        producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler,
+            statusHandler: { status in
+                Self.report(status, unacknowledged: sinkSlot.sink?.unacknowledged ?? status.unacknowledged,
+                            readiness: readiness, logger: kafkaLogger)
+            })
 
         var pipelineConfiguration = PipelineConfiguration()
         pipelineConfiguration.outcomesTopic = configuration.kafka.outcomesTopic
@@ -119,10 +133,13 @@ public final class WorkerRuntime: Sendable {
         let planner = RulesPlanner(
             store: rules, configuredApps: Set(configuration.apps.keys),
             onMatch: { ids in for id in ids { ruleMatches.labels(id).increment() } })
+        let sink = KafkaResultSink(
+            producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "record too large") })
+        self.sink = sink
+        sinkSlot.sink = sink
+        metrics.registry.onCollect { metrics.resultsUnacknowledged.set(sink.unacknowledged) }
         pipeline = Pipeline(
-            configuration: pipelineConfiguration, source: source,
-            sink: KafkaResultSink(
-                producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "record too large") }),
+            configuration: pipelineConfiguration, source: source, sink: sink,
             planner: planner, transport: transport, observer: metricsObserver,
             processingExecutor: recordExecutor)
 
@@ -292,7 +309,19 @@ public final class WorkerRuntime: Sendable {
         // the connections close under its pushes) for work that the group's next owner does again.
         shutdownProgress.enter("closing the producer")
         let producer = self.producer
-        let producerTime = max(0, ShutdownDeadline.seconds(until: deadline.exitBy) - 0.75)
+        let unacknowledged = sink.unacknowledged
+        let producerStatus = producer.status
+        if unacknowledged > 0 {
+            shutdownLogger.warning("results unacknowledged by Kafka at shutdown: their input records stay "
+                + "uncommitted and the group's next owner processes them again", [
+                "results_unacknowledged": .int(Int64(unacknowledged)),
+                "producer": .string(producerStatus.description),
+            ])
+        }
+        // While the brokers are away a flush cannot succeed: close at once, so that purging what is
+        // left (every delivery callback runs once) has the rest of the margin.
+        let producerTime = producerStatus.isWaitingForBrokers
+            ? 0 : max(0, ShutdownDeadline.seconds(until: deadline.exitBy) - 1.5)
         let producerClosed = await waitAtMost(until: deadline.exitBy.advanced(by: .milliseconds(-500))) {
             try? await producer.close(timeout: .milliseconds(Int(producerTime * 1000)))
             return true
@@ -356,6 +385,20 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
+    /// Updates readiness from a change of the producer's status, and logs it once.
+    static func report(_ status: KafkaProducerStatus, unacknowledged: Int, readiness: Readiness, logger: Logger) {
+        if status.isWaitingForBrokers {
+            let seconds = Int((status.waitingFor ?? .zero).components.seconds)
+            let cause = status.cause.map { ": \($0)" } ?? ""
+            let message = "results wait for Kafka: \(unacknowledged) records unacknowledged for \(seconds) s"
+            readiness.setNotReady(Readiness.Condition.kafkaProducer, reason: message + cause)
+            logger.warning(message + cause, ["results_unacknowledged": .int(Int64(unacknowledged))])
+        } else {
+            readiness.setReady(Readiness.Condition.kafkaProducer)
+            logger.notice("results acknowledged again", ["results_unacknowledged": .int(Int64(unacknowledged))])
+        }
+    }
+
     static func list(_ partitions: [KafkaTopicPartition]) -> JSONValue {
         .array(partitions.sorted().map { .string("\($0.topic)[\($0.partition)]") })
     }
@@ -373,4 +416,19 @@ public struct ShutdownReport: Sendable {
     /// Whether the shutdown did what it promises: what finished is published and committed, the group
     /// was left, and the rest is left uncommitted for the next owner.
     public var isClean: Bool { publishFailure == nil && problems.isEmpty }
+}
+
+/// The result sink, for the producer's status handler that exists before it.
+final class ResultSinkSlot: Sendable {
+    private let slot = Mutex<KafkaResultSink?>(nil)
+    var sink: KafkaResultSink? {
+        get { slot.withLock { $0 } }
+        set { slot.withLock { $0 = newValue } }
+    }
+}
+
+extension Readiness.Condition {
+    /// Results handed to the Kafka producer are acknowledged: none has waited past the producer's
+    /// threshold with nothing acknowledged meanwhile (the brokers are away for the producer).
+    public static let kafkaProducer = "kafka.producer"
 }

@@ -83,6 +83,11 @@ public final class WorkerMetrics: Sendable {
     /// credential of some of their pushes (`reason`: Apple's, e.g. `InvalidProviderToken`).
     public let recordsParked: CounterFamily
 
+    // Results waiting for Kafka: a broker outage on the output side holds them, it does not fail them.
+    /// `apns_worker_results_unacknowledged`: result records (outcomes, invalid tokens, dead letters) handed
+    /// to the producer whose delivery Kafka has not acknowledged yet.
+    public let resultsUnacknowledged: Gauge
+
     /// Response times of APNs: a few ms on a warm connection, up to the request timeout.
     public static let responseDurationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     /// End-to-end latency includes Kafka lag and retries with backoff: up to many minutes.
@@ -168,6 +173,10 @@ public final class WorkerMetrics: Sendable {
             p + "records_parked_total",
             help: "Records parked on the retry topic because APNs refused their pushes' credential, by reason.",
             labelNames: ["reason"])
+
+        resultsUnacknowledged = try registry.gauge(
+            p + "results_unacknowledged",
+            help: "Result records handed to the Kafka producer and not acknowledged by Kafka yet.").labels()
     }
 
     /// Counts one APNs request attempt with its labels folded into their bounded sets.

@@ -176,10 +176,23 @@ final class HandlerSlot: Sendable {
 }
 
 /// Publishes results with the idempotent producer; acknowledgements are its delivery reports.
+///
+/// A failure that passes (``KafkaError/producerFailureKind`` `.transient`: the brokers were away) is never
+/// acknowledged as a failure: the record is sent again until Kafka takes it or the producer closes, so
+/// that an outage holds the record's offset instead of stopping the worker. Only failures that would
+/// recur, and records purged by the closing producer, reach the pipeline as failures.
 public final class KafkaResultSink: ResultSink {
     let producer: KafkaProducer
     /// Told, once per refused record, why a record was too large for Kafka (for the log).
     let report: @Sendable (String) -> Void
+    /// Pause before sending again a record whose delivery failed while the brokers were away; librdkafka
+    /// has already waited its whole `message.timeout.ms` by then, so this only keeps a loop from spinning.
+    static let resendPause = Duration.milliseconds(500)
+    private let outstanding = Atomic<Int>(0)
+
+    /// Records published and not acknowledged yet (in librdkafka's queue, waiting for room in it, or
+    /// waiting to be sent again after a delivery timeout): what `apns_worker_results_unacknowledged` shows.
+    public var unacknowledged: Int { outstanding.load(ordering: .relaxed) }
 
     /// - Parameter report: told about each record Kafka refused as too large (the smaller dead letters
     ///   the pipeline publishes in their place are not reported again).
@@ -189,16 +202,35 @@ public final class KafkaResultSink: ResultSink {
     }
 
     public func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        let producer = self.producer
         let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
+        outstanding.add(1, ordering: .relaxed)
+        send(record, headers: headers) { [self] result in
+            outstanding.subtract(1, ordering: .relaxed)
+            acknowledged(result)
+        }
+    }
+
+    private func send(
+        _ record: OutboundRecord, headers: [KafkaHeader],
+        acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void
+    ) {
+        let producer = self.producer
         let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { [self] result in
             switch result {
-            case .success: acknowledged(.success(()))
-            case .failure(let error): acknowledged(.failure(translated(error, record)))
+            case .success:
+                acknowledged(.success(()))
+            case .failure(let error) where error.producerFailureKind == .transient:
+                // librdkafka gave up after a finite message.timeout.ms while the brokers were away.
+                Task {
+                    try? await Task.sleep(for: Self.resendPause)
+                    self.send(record, headers: headers, acknowledged: acknowledged)
+                }
+            case .failure(let error):
+                acknowledged(.failure(translated(error, record)))
             }
         }
         // Enqueued at once when librdkafka's queue has room (the common case: no task per record); only a
-        // full queue makes a task that waits for room, bounded by the producer's enqueue timeout.
+        // full queue makes a task that waits for room, until there is some or the producer closes.
         do throws(KafkaError) {
             if try producer.trySend(topic: record.topic, key: record.key, value: record.value, headers: headers,
                                     onDelivery: onDelivery) { return }
