@@ -104,11 +104,12 @@ import Testing
         }
         watcher.start()
         defer { watcher.stop() }
-        // Same size, same second: only the content hash can tell.
-        try Data(Self.rules("two").utf8).write(to: URL(fileURLWithPath: path))
+        // Same size, same second: only the content hash can tell. Written atomically (as a Kubernetes
+        // ConfigMap swap is): a write in place could be read half done, a version of its own to reject.
+        try Data(Self.rules("two").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         try await Self.waitUntil { results.withLock { $0 } == ["replaced"] }
         #expect(try Self.alert(store) == "two")
-        try Data(Self.rules("\"{{ x }}\"").utf8).write(to: URL(fileURLWithPath: path))
+        try Data(Self.rules("\"{{ x }}\"").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         try await Self.waitUntil { results.withLock { $0 } == ["replaced", "rejected"] }
         #expect(try Self.alert(store) == "two")
         // A rejected version is reported once, not on every tick.
