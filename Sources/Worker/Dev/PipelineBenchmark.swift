@@ -137,9 +137,7 @@ public enum PipelineBenchmark {
     }
 
     static func peakRSSMegabytes() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Double(usage.ru_maxrss) / 1024
+        Double(ProcessMemory.peakResidentKiB()) / 1024
     }
 }
 

@@ -2,6 +2,7 @@
 // and the machine's load average.
 import Foundation
 import Glibc
+import Worker
 
 /// Latencies in nanoseconds, log-linear buckets (32 per power of two, about 3% wide); fixed size, so
 /// recording a million samples allocates nothing.
@@ -63,8 +64,9 @@ enum ProcessReadings {
 
     /// Peak resident set size in KiB (of this process, or the largest waited-for child).
     static func peakRSSKiB(children: Bool = false) -> Int {
+        guard children else { return ProcessMemory.peakResidentKiB() }
         var usage = rusage()
-        getrusage(children ? RUSAGE_CHILDREN.rawValue : RUSAGE_SELF.rawValue, &usage)
+        getrusage(RUSAGE_CHILDREN.rawValue, &usage)
         return usage.ru_maxrss
     }
 
