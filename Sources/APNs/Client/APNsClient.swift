@@ -397,7 +397,8 @@ public final class APNsClient: Sendable {
                 let holdStart = clock.now
                 var wait = policy.maximumHoldTime - excused
                 if let left = timeToExpiration(of: request) { wait = min(wait, left) }
-                let admission = await breaker.admit(deadline: MonotonicClock.now() &+ max(wait, .zero).nanosecondsClamped)
+                let deadline = MonotonicClock.now() &+ max(wait, .zero).nanosecondsClamped
+                let admission = await breaker.admit(deadline: deadline)
                 excused += holdStart.duration(to: clock.now)
                 switch admission {
                 case .go(let isProbe):
@@ -411,7 +412,7 @@ public final class APNsClient: Sendable {
                 }
             }
             // Every attempt after the first carries a fresh apns-id; the first is the request's own.
-            if last != nil || !attempts.isEmpty { current.apnsID = .random() }
+            if last != nil { current.apnsID = .random() }
             let attempt = await attemptOnce(current, clock: clock, start: clock.now, probe: probe)
             if attempt.record.httpStatus == 200, let response = attempt.response {
                 Self.keep(attempt, in: &attempts)
@@ -445,7 +446,8 @@ public final class APNsClient: Sendable {
     private func heldPastLimit(_ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], waited: Duration,
                                policy: RetryPolicy) -> DeliveryResult {
         DeliveryResult(status: .expired, response: last?.response, attempts: attempts,
-            summary: "waited \(Self.format(waited)) for APNs, past the \(Self.format(policy.maximumHoldTime)) hold limit",
+            summary: "waited \(Self.format(waited)) for APNs, past the \(Self.format(policy.maximumHoldTime)) "
+                + "hold limit",
             expiryReason: "holdLimitReached")
     }
 

@@ -72,7 +72,8 @@ public struct RetryPolicy: Sendable, Hashable {
     public init(maximumAttempts: Int = 5, maximumTotalTime: Duration = .seconds(60),
                 backoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(200), maximum: .seconds(30)),
                 retriesPossiblyProcessedRequests: Bool = true, maximumHoldTime: Duration = .seconds(3600),
-                resendBackoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(10), maximum: .seconds(1))) {
+                resendBackoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(10),
+                                                                       maximum: .seconds(1))) {
         self.maximumAttempts = max(1, maximumAttempts)
         self.maximumTotalTime = maximumTotalTime
         self.backoff = backoff

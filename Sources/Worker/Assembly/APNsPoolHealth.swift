@@ -49,7 +49,8 @@ final class APNsPoolHealth: Sendable {
             readiness.setReady(Readiness.Condition.apns)
         } else {
             let reasons = stillDown.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
-            readiness.setNotReady(Readiness.Condition.apns, reason: "APNs pools down: " + reasons.joined(separator: "; "))
+            readiness.setNotReady(
+                Readiness.Condition.apns, reason: "APNs pools down: " + reasons.joined(separator: "; "))
         }
     }
 

@@ -84,7 +84,9 @@ public enum CredentialClients {
                 }
             }
             if let poolHealth {
-                clientConfiguration.onBreakerTransition = { _, transition in poolHealth.transition(pool: pool, transition) }
+                clientConfiguration.onBreakerTransition = { _, transition in
+                    poolHealth.transition(pool: pool, transition)
+                }
             }
             let made = try APNsClient(configuration: clientConfiguration, group: group)
             byCredential[name, default: [:]][environment] = made
@@ -104,7 +106,8 @@ public enum CredentialClients {
         RetryPolicy(
             maximumAttempts: retry.maxAttempts, maximumTotalTime: .milliseconds(Int(retry.maxTotalTime * 1000)),
             backoff: ExponentialBackoff(
-                initial: .milliseconds(Int(retry.baseBackoff * 1000)), maximum: .milliseconds(Int(retry.maxBackoff * 1000))),
+                initial: .milliseconds(Int(retry.baseBackoff * 1000)),
+                maximum: .milliseconds(Int(retry.maxBackoff * 1000))),
             maximumHoldTime: .milliseconds(Int(retry.maxHold * 1000)))
     }
 }

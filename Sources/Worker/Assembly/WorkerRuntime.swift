@@ -155,7 +155,8 @@ public final class WorkerRuntime: Sendable {
         for (bundle, byEnvironment) in clients {
             guard let app = configuration.apps[bundle] else { continue }
             for (environment, client) in byEnvironment {
-                let pool = APNsPoolHealth.poolName(environment: environment, credential: app.credentialName(for: environment))
+                let pool = APNsPoolHealth.poolName(
+                    environment: environment, credential: app.credentialName(for: environment))
                 breakers[pool] = client.breaker(for: environment)
             }
         }

@@ -187,7 +187,8 @@ extension WorkerConfiguration {
             kafka.group = decoder.string(object, "group", "kafka") ?? kafka.group
             kafka.groupInstanceID = decoder.string(object, "group_instance_id", "kafka", allowEmpty: true) ?? ""
             if let topics = decoder.object(object["topics"], "kafka.topics") {
-                decoder.checkKeys(topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])
+                decoder.checkKeys(
+                    topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])
                 kafka.requestsTopic = decoder.string(topics, "requests", "kafka.topics") ?? kafka.requestsTopic
                 kafka.outcomesTopic = decoder.string(topics, "outcomes", "kafka.topics") ?? kafka.outcomesTopic
                 kafka.invalidTokensTopic = decoder.string(topics, "invalid_tokens", "kafka.topics") ?? kafka.invalidTokensTopic
@@ -326,7 +327,9 @@ extension WorkerConfiguration {
         // retry
         var retry = Retry()
         if let object = decoder.object(root["retry"], "retry") {
-            decoder.checkKeys(object, at: "retry", known: ["max_attempts", "base_backoff", "max_backoff", "max_total_time", "max_hold", "park_delay"])
+            decoder.checkKeys(object, at: "retry", known: [
+                "max_attempts", "base_backoff", "max_backoff", "max_total_time", "max_hold", "park_delay",
+            ])
             retry.maxAttempts = decoder.integer(object, "max_attempts", "retry", range: 1...20) ?? retry.maxAttempts
             retry.baseBackoff = decoder.duration(object, "base_backoff", "retry", range: 0.001...60) ?? retry.baseBackoff
             retry.maxBackoff = decoder.duration(object, "max_backoff", "retry", range: 0.001...3600) ?? retry.maxBackoff

@@ -109,7 +109,8 @@ public final class WorkerMetrics: Sendable {
             p + "retries_total", help: "APNs requests scheduled again after a retryable failure, by reason.",
             labelNames: ["reason"])
         outcomes = try registry.counter(
-            p + "outcomes_total", help: "Outcome records produced, by status (delivered, rejected, failed, expired, skipped).",
+            p + "outcomes_total",
+            help: "Outcome records produced, by status (delivered, rejected, failed, expired, skipped).",
             labelNames: ["status"])
         deadLetters = try registry.counter(
             p + "dead_letters_total", help: "Input records sent to the dead-letter topic, by error class.",

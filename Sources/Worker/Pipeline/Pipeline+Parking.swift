@@ -46,7 +46,9 @@ extension Pipeline {
 
     /// The retry-topic record for an event's pushes that APNs refused for their credential, or nil when
     /// there are none: the event with only those devices, and headers saying why and when.
-    func parkedRecord(_ prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord) -> OutboundRecord? {
+    func parkedRecord(_ prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord)
+        -> OutboundRecord?
+    {
         var waiting: [EventDevice] = []
         var reason = "credential"
         var app = prepared.event.app ?? ""
@@ -61,11 +63,11 @@ extension Pipeline {
             app = push.app
         }
         guard !waiting.isEmpty else { return nil }
-        let count = (reparkCount(record) ?? 0) + 1
-        let notBefore = Int64((wallClockSeconds() + configuration.parkDelay) * 1000)
         // The first park names where the event came from; later ones keep that. Park headers on an input
         // record are a producer's, not ours: dropped, so that none can be forged.
         let reparking = record.topic == configuration.retryTopic
+        let count = (reparking ? Self.header(ParkHeader.count, of: record).flatMap { Int($0) } ?? 0 : 0) + 1
+        let notBefore = Int64((wallClockSeconds() + configuration.parkDelay) * 1000)
         var headers = record.headers.filter { !$0.name.hasPrefix(ParkHeader.prefix) || reparking }
         let renewed = [ParkHeader.reason, ParkHeader.app, ParkHeader.count, ParkHeader.notBefore]
         headers.removeAll { renewed.contains($0.name) }
@@ -95,12 +97,6 @@ extension Pipeline {
             return waiting.contains(token)
         })
         return JSONValue.object(event).compactBytes
-    }
-
-    /// How often a record from the retry topic was parked before.
-    private func reparkCount(_ record: SourceRecord) -> Int? {
-        guard record.topic == configuration.retryTopic else { return nil }
-        return Self.header(ParkHeader.count, of: record).flatMap { Int($0) }
     }
 
     static func header(_ name: String, of record: SourceRecord) -> String? {

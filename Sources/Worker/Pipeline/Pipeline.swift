@@ -300,7 +300,9 @@ public final class Pipeline: SourceHandler {
                     topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
                     value: invalid.json.compactBytes))
         }
-        guard let parked = parkedRecord(prepared, sent: sent, source: record) else { return (outputs, results.map(\.0)) }
+        guard let parked = parkedRecord(prepared, sent: sent, source: record) else {
+            return (outputs, results.map(\.0))
+        }
         outputs.append(parked)
         return (outputs, results.filter { $0.1?.status != .credentialRefused }.map(\.0))
     }
