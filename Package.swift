@@ -31,27 +31,65 @@ let package = Package(
         // notification by about 8% in `bench pipeline`.
         .systemLibrary(name: "CJemalloc", pkgConfig: "jemalloc", providers: [.apt(["libjemalloc-dev"])]),
 
+        // The process's basics every threaded module shares: the monotonic clock, named threads, the
+        // timer heap.
+        .target(name: "Platform", swiftSettings: strict),
+        // JSON values, parser and compact writer, RFC 3339 times, spelling suggestions for unknown keys.
+        .target(name: "JSON", swiftSettings: strict, linkerSettings: [.linkedLibrary("m")]),
+        // An epoll event loop, TLS, HTTP/2 connections and their pool: knows HTTP/2, not APNs.
+        .target(name: "HTTP2", dependencies: ["Platform", "CNghttp2", "COpenSSL"], swiftSettings: strict),
+        // The APNs request model and its rules, credentials, the client and its retry policy.
+        .target(name: "APNs", dependencies: ["JSON", "HTTP2", "Platform", "COpenSSL"], swiftSettings: strict),
+        // An APNs-compatible HTTP/2 server with fault injection, for tests, `dev` and benchmarks.
         .target(
-            name: "APNs", dependencies: ["CNghttp2", "COpenSSL"], swiftSettings: strict,
-            linkerSettings: [.linkedLibrary("m")]
-        ),
-        .target(name: "APNsSimulator", dependencies: ["APNs", "CNghttp2", "COpenSSL"], swiftSettings: strict),
-        .target(name: "PushRules", dependencies: ["APNs", "CYAML"], swiftSettings: strict),
-        .target(name: "Kafka", dependencies: ["CRdKafka"], swiftSettings: strict),
+            name: "APNsSimulator", dependencies: ["APNs", "JSON", "HTTP2", "Platform", "CNghttp2", "COpenSSL"],
+            swiftSettings: strict),
+        // Rules files: loading, matching, templates, localization; an event compiled to APNs requests.
+        .target(name: "PushRules", dependencies: ["APNs", "JSON", "CYAML"], swiftSettings: strict),
+        // Swift wrappers over librdkafka; every rd_kafka_ call lives under Kafka/RDKafka/.
+        .target(name: "Kafka", dependencies: ["Platform", "CRdKafka"], swiftSettings: strict),
+        // The production pipeline, its configuration and observability. No simulator.
         .target(
             name: "Worker",
-            dependencies: ["APNs", "APNsSimulator", "PushRules", "Kafka", "CMicroHTTPD"],
+            dependencies: ["APNs", "JSON", "HTTP2", "Platform", "PushRules", "Kafka", "CMicroHTTPD"],
             swiftSettings: strict
         ),
+        // `dev` and `bench pipeline`: the worker wired to kafka-mock and the simulator.
+        .target(
+            name: "WorkerDev",
+            dependencies: ["Worker", "APNs", "APNsSimulator", "JSON", "HTTP2", "Kafka", "PushRules"],
+            resources: [.embedInCode("Resources/rules.yaml")],
+            swiftSettings: strict),
         .target(name: "ChildProcesses", swiftSettings: strict),
         .executableTarget(
-            name: "apns-worker", dependencies: ["Worker", "ChildProcesses", "CJemalloc"], swiftSettings: strict),
+            name: "apns-worker",
+            dependencies: [
+                "Worker", "WorkerDev", "APNs", "APNsSimulator", "HTTP2", "JSON", "Kafka", "PushRules", "Platform",
+                "ChildProcesses", "CJemalloc",
+            ],
+            swiftSettings: strict),
 
-        .testTarget(name: "APNsTests", dependencies: ["APNs", "ChildProcesses"], swiftSettings: strict),
-        .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs"], swiftSettings: strict),
-        .testTarget(name: "PushRulesTests", dependencies: ["PushRules", "APNs"], swiftSettings: strict),
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], swiftSettings: strict),
-        .testTarget(name: "WorkerTests", dependencies: ["Worker"], swiftSettings: strict),
+        // What the test targets share: a plain HTTP/2 test server, polling, ports, child processes.
+        .target(
+            name: "TestSupport", dependencies: ["HTTP2", "Platform", "ChildProcesses", "CNghttp2", "COpenSSL"],
+            path: "Tests/TestSupport", swiftSettings: strict),
+        .testTarget(name: "PlatformTests", dependencies: ["Platform"], swiftSettings: strict),
+        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTP2Tests", dependencies: ["HTTP2", "Platform", "TestSupport", "ChildProcesses"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "APNsTests", dependencies: ["APNs", "JSON", "HTTP2", "Platform", "TestSupport", "ChildProcesses"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "JSON", "HTTP2"],
+            swiftSettings: strict),
+        .testTarget(name: "PushRulesTests", dependencies: ["PushRules", "APNs", "JSON"], swiftSettings: strict),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "Platform"], swiftSettings: strict),
+        .testTarget(
+            name: "WorkerTests",
+            dependencies: ["Worker", "WorkerDev", "APNs", "APNsSimulator", "JSON", "HTTP2", "Kafka", "PushRules"],
+            swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -2,6 +2,7 @@
 // name the key path, what was there and what would be right. See `SimulatorConfiguration.fileFormat`.
 public import APNs
 
+public import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,6 +1,7 @@
 // The small command-line parser this project needs, in the spirit of swift-argument-parser: each
 // command declares its options beside their help; unknown flags and missing values are errors.
 import APNs
+import JSON
 
 /// One option a command accepts.
 struct OptionSpec: Sendable {

@@ -2,6 +2,7 @@
 import Testing
 
 @testable import APNsSimulator
+import Platform
 
 @Suite struct FaultInjectorTests {
     func decisions(_ faults: SimulatorFaults, streams: ClosedRange<Int>, seed: UInt64 = 7) -> [FaultDecision] {
@@ -123,23 +124,6 @@ import Testing
         #expect(throws: SimulatorError.self) { try faults.validate() }
         faults.script = [ScriptedFault(.request(1), .setMaxConcurrentStreams(0))]
         #expect(throws: SimulatorError.self) { try faults.validate() }
-    }
-}
-
-@Suite struct TimerHeapTests {
-    @Test func popsInDeadlineOrderAndOnlyWhenDue() {
-        var heap = TimerHeap()
-        let response = SimulatorResponse(status: 200, apnsID: "x")
-        for (deadline, stream) in [(50, 1), (10, 3), (30, 5), (10, 7), (20, 9)] {
-            heap.push(deadline: UInt64(deadline), streamID: Int32(stream), response: response)
-        }
-        #expect(heap.millisecondsUntilNext(now: 0) == 1)  // 10 ns, rounded up to a whole millisecond
-        #expect(heap.popDue(now: 5) == nil)
-        var order: [Int32] = []
-        while let entry = heap.popDue(now: 100) { order.append(entry.streamID) }
-        #expect(order == [3, 7, 9, 5, 1])  // ties keep insertion order
-        #expect(heap.isEmpty)
-        #expect(heap.millisecondsUntilNext(now: 0) == -1)
     }
 }
 

@@ -3,6 +3,7 @@ import APNs
 import Testing
 
 @testable import APNsSimulator
+import JSON
 
 /// The shape as the full parser sees it.
 func shapeByFullParse(_ text: String) -> PayloadShape {

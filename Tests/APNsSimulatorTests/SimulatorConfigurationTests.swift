@@ -3,6 +3,7 @@ import APNs
 import Testing
 
 @testable import APNsSimulator
+import JSON
 
 @Suite struct SimulatorConfigurationTests {
     func configuration(_ json: String) throws -> SimulatorConfiguration {

@@ -3,6 +3,8 @@
 import Synchronization
 import Testing
 @testable import APNs
+import HTTP2
+import Platform
 
 @Suite("APNs pool circuit breaker")
 struct CircuitBreakerTests {

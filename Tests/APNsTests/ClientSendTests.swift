@@ -4,6 +4,9 @@ import Foundation
 import Synchronization
 import Testing
 @testable import APNs
+import HTTP2
+import JSON
+import TestSupport
 
 @Suite("APNs client against the test server", .serialized)
 struct ClientSendTests {

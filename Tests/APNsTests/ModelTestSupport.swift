@@ -1,5 +1,6 @@
 // Shared values for the request-model tests.
 import APNs
+import JSON
 
 enum Sample {
     /// A 32-byte token in canonical form.

@@ -1,5 +1,6 @@
 import Testing
 import APNs
+import JSON
 
 @Suite struct PayloadSizeTests {
     @Test(arguments: [Character("a"), "日", "😀"])

@@ -1,5 +1,6 @@
 import Testing
 import APNs
+import JSON
 
 @Suite struct PushTypeTests {
     static let table: [(PushType, suffix: String, priorities: [Int], defaultPriority: Int, limit: Int)] = [

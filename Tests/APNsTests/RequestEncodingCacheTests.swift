@@ -2,6 +2,7 @@
 // tests pin that what is cached always answers as a fresh encoding and a fresh check would.
 import Testing
 @testable import APNs
+import JSON
 
 @Suite struct RequestEncodingCacheTests {
     @Test func theClientsHTTP2RequestIsTheWireRequest() {

@@ -2,6 +2,7 @@
 // their comments say for the sample events.
 import APNs
 import Foundation
+import JSON
 import Testing
 @testable import PushRules
 

@@ -1,5 +1,6 @@
 // `explain`: for each rule, whether it matched and, condition by condition, what the event had.
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

@@ -1,6 +1,7 @@
 // Shared helpers for the golden tests: load inline rules, evaluate an inline event, and compare the
 // decisions, one compact JSON line each (apns-id left out: it is fresh per attempt).
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

@@ -1,6 +1,7 @@
 // Hostile events: quotes, newlines, template syntax, deep nesting, huge strings, invalid UTF-8,
 // wrong shapes. Each gives a valid payload or a clear rejection, never a crash.
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

@@ -1,5 +1,6 @@
 // Golden tests of `match`: every operator, lists, nesting, arrays in events, $or, rule order.
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

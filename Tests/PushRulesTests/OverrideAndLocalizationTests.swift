@@ -1,6 +1,7 @@
 // Golden tests of the event's `apns` overrides (accepted, ignored, invalid) and of server-side
 // localization with its fallback chain.
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

@@ -2,6 +2,7 @@
 // with an ellipsis; escapes and multibyte characters are counted as sent; when nothing helps, the
 // push is rejected with PayloadTooLarge and nothing is sent.
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

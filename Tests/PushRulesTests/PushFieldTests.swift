@@ -1,6 +1,7 @@
 // Golden tests of every APNs field a rule can set: headers (topic with suffix, push type, priority,
 // expiration, collapse id) and payload keys, per push type.
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

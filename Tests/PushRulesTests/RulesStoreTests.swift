@@ -2,6 +2,7 @@
 // says why; the watcher notices changes by content.
 import APNs
 import Foundation
+import JSON
 import Synchronization
 import Testing
 @testable import PushRules

@@ -1,6 +1,7 @@
 // Golden tests of templates: every filter, strict missing values, typed single expressions, and
 // output built as JSON values (event text can never break or inject into the payload).
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

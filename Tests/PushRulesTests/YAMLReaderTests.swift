@@ -1,6 +1,7 @@
 // The YAML reader: positions of every node, YAML 1.1 scalar resolution, aliases with a budget,
 // and JSON read through the same path.
 import APNs
+import JSON
 import Testing
 @testable import PushRules
 

@@ -1,5 +1,6 @@
 import Foundation
 import APNs
+import JSON
 import PushRules
 import Testing
 @testable import Worker

@@ -1,13 +1,16 @@
 import Foundation
 import PushRules
 import Testing
-@testable import Worker
+import WorkerDev
 
 @Suite struct EmbeddedRulesTests {
-    @Test func embeddedExampleRulesMatchTheExampleFile() throws {
-        let path = #filePath.replacingOccurrences(of: "Tests/WorkerTests/EmbeddedRulesTests.swift", with: "examples/rules.yaml")
+    /// SwiftPM embeds examples/rules.yaml through the link in Sources/WorkerDev/Resources; this proves the
+    /// link still points at the file and that `dev` starts with rules that compile.
+    @Test func embeddedExampleRulesAreTheExampleFile() throws {
+        let path = #filePath.replacingOccurrences(
+            of: "Tests/WorkerTests/EmbeddedRulesTests.swift", with: "examples/rules.yaml")
         let file = try String(contentsOfFile: path, encoding: .utf8)
-        #expect(file == embeddedExampleRules, "copy examples/rules.yaml into Sources/Worker/Dev/EmbeddedExampleRules.swift")
+        #expect(file == embeddedExampleRules, "Sources/WorkerDev/Resources/rules.yaml must link to examples/rules.yaml")
         _ = try RuleSet(text: embeddedExampleRules)
     }
 }

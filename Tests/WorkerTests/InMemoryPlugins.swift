@@ -2,6 +2,7 @@
 // acknowledges asynchronously (and can fail), and a transport answering from a closure.
 import APNs
 import Foundation
+import JSON
 import Synchronization
 @testable import Worker
 

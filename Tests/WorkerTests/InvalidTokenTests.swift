@@ -5,6 +5,8 @@
 import APNs
 import APNsSimulator
 import Foundation
+import HTTP2
+import JSON
 import Testing
 @testable import Worker
 

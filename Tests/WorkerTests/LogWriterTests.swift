@@ -1,4 +1,5 @@
 import APNs
+import JSON
 import Synchronization
 import Testing
 @testable import Worker

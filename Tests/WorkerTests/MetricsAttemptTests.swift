@@ -4,6 +4,7 @@
 import APNs
 import APNsSimulator
 import Foundation
+import HTTP2
 import Synchronization
 import Testing
 @testable import Worker

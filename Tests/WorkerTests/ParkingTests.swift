@@ -4,6 +4,7 @@
 import APNs
 import APNsSimulator
 import Foundation
+import JSON
 import Kafka
 import PushRules
 import Testing

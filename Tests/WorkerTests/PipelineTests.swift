@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import JSON
 import Synchronization
 import Testing
 @testable import Worker

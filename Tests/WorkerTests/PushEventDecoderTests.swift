@@ -1,5 +1,6 @@
 import Testing
 import APNs
+import JSON
 @testable import Worker
 
 @Suite struct PushEventDecoderTests {

@@ -3,6 +3,7 @@
 // exist and items beyond them still run at once; stop ends the lanes.
 import APNs
 import Foundation
+import HTTP2
 import Synchronization
 import Testing
 @testable import Worker

@@ -3,6 +3,7 @@
 import Foundation
 import Testing
 import APNs
+import JSON
 @testable import Worker
 
 @Suite struct ResultRecordEncodingTests {

@@ -3,6 +3,7 @@
 import APNs
 import APNsSimulator
 import Foundation
+import JSON
 import Kafka
 import PushRules
 import Synchronization

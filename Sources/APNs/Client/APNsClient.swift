@@ -1,6 +1,8 @@
 // Sends APNs requests over pooled HTTP/2 connections with one credential: one pool per environment,
 // provider tokens from a shared signer (or mutual TLS), and the retry loop that records every attempt.
 import Foundation
+public import HTTP2
+import Platform
 
 /// How a client proves who it is to APNs.
 public enum APNsCredential: Sendable {

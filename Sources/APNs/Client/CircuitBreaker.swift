@@ -2,6 +2,8 @@
 // pool fail in ways that say nothing about the push itself (no connection, TLS failures, timeouts, 5xx,
 // 429), the pool's breaker opens: its pushes wait, spending no attempts, until a probe finds APNs
 // answering again. Kafka holds the rest of the work meanwhile, so waiting is cheap and nothing is burnt.
+public import HTTP2
+import Platform
 import Synchronization
 
 /// The circuit breaker of one pool (environment × credential).

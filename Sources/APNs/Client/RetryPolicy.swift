@@ -1,5 +1,6 @@
 // When a notification is sent again, and after how long: a pure decision from the last attempt's outcome,
 // kept apart from the transport so it can be tested and tuned alone.
+public import HTTP2
 
 /// What one attempt came to, as the retry policy sees it.
 public enum AttemptOutcome: Sendable {

@@ -1,6 +1,7 @@
 // The APNs token-auth signing key: an EC P-256 private key from Apple's .p8 file (PKCS#8 PEM) with
 // the Key ID and Team ID it belongs to, able to make ES256 provider tokens.
 import COpenSSL
+import JSON
 
 /// An APNs provider-token signing key (the `.p8` file) with its Key ID and Team ID.
 ///

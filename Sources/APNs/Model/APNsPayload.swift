@@ -1,6 +1,7 @@
 // Payload rules APNs enforces or that decide whether a notification does anything: the size limit
 // on the bytes actually sent, the `aps` dictionary's keys and their types, and the per-push-type
 // rules for background pushes and Live Activities. Works on JSONValue, no Foundation.
+public import JSON
 
 /// Checks notification payloads against APNs' rules.
 public enum APNsPayload {

@@ -1,5 +1,6 @@
 // Building a request from unchecked text (a command line, a rules template), reporting every
 // problem at once instead of stopping at the first, so the person fixes them all in one go.
+public import JSON
 
 extension APNsRequest {
     /// Builds a request from text fields, or throws every problem found.

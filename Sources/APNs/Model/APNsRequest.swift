@@ -1,4 +1,6 @@
 // One notification to one device, and its rendering into exactly what goes on the wire.
+import HTTP2
+public import JSON
 import Synchronization
 
 /// A notification for one device: the typed headers and the JSON payload.

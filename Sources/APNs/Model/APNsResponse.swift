@@ -1,5 +1,6 @@
 // What APNs answered to one request: status, ids, and for errors the reason and (410) the time
 // the token stopped being valid.
+import JSON
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else

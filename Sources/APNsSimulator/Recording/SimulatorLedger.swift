@@ -1,5 +1,6 @@
 // What the simulator accepted (a bounded ring of records) and what it counted (connections, answers
 // by status and reason, peak concurrent streams per connection), for tests to assert on.
+public import JSON
 public import APNs
 
 /// One notification the simulator accepted (answered 200).

@@ -4,6 +4,7 @@
 import APNs
 import CNghttp2
 import COpenSSL
+import Platform
 import Synchronization
 
 #if canImport(Glibc)
@@ -44,7 +45,7 @@ final class SimulatorConnection: @unchecked Sendable {
     @exclusivity(unchecked) private var handshakeDone = false
     @exclusivity(unchecked) private var context: ConnectionContext
     @exclusivity(unchecked) private var streams: [Int32: StreamState] = [:]
-    @exclusivity(unchecked) private var timers = TimerHeap()
+    @exclusivity(unchecked) private var timers = TimerHeap<(streamID: Int32, response: SimulatorResponse)>()
     @exclusivity(unchecked) private var output: [UInt8] = []
     @exclusivity(unchecked) private var outputOffset = 0
     @exclusivity(unchecked) private var readBuffer = [UInt8](repeating: 0, count: 32 * 1024)
@@ -110,7 +111,7 @@ final class SimulatorConnection: @unchecked Sendable {
             fds[0].events = events
             fds[0].revents = 0
             fds[1].revents = 0
-            let timeout = readAgain && !pendingOutput ? 0 : timers.millisecondsUntilNext(now: monotonicNanoseconds())
+            let timeout = readAgain && !pendingOutput ? 0 : timers.millisecondsUntilNext(now: MonotonicClock.now())
             let ready = poll(&fds, 2, timeout)
             if ready < 0 && errno != EINTR { break }
             if fds[1].revents != 0 { drainWakePipe() }
@@ -164,11 +165,11 @@ final class SimulatorConnection: @unchecked Sendable {
     private func closeGracefully() {
         if let ssl { _ = SSL_shutdown(ssl) }
         Glibc.shutdown(socket, Int32(SHUT_WR))
-        let deadline = monotonicNanoseconds() + 300_000_000
+        let deadline = MonotonicClock.now() + 300_000_000
         var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
         var scratch = [UInt8](repeating: 0, count: 4096)
         while true {
-            let now = monotonicNanoseconds()
+            let now = MonotonicClock.now()
             guard now < deadline else { return }
             fd.revents = 0
             guard poll(&fd, 1, Int32((deadline - now) / 1_000_000) + 1) > 0 else { return }
@@ -368,7 +369,7 @@ final class SimulatorConnection: @unchecked Sendable {
     // MARK: - Timers
 
     private func fireDueTimers() {
-        let now = monotonicNanoseconds()
+        let now = MonotonicClock.now()
         while let due = timers.popDue(now: now) {
             guard let stream = streams[due.streamID] else { continue }  // reset by the client meanwhile
             submit(due.response, on: stream)
@@ -482,8 +483,8 @@ final class SimulatorConnection: @unchecked Sendable {
             if plan.delayNanoseconds == 0 {
                 submit(response, on: stream)
             } else {
-                timers.push(deadline: monotonicNanoseconds() &+ plan.delayNanoseconds, streamID: stream.id,
-                    response: response)
+                timers.push(
+                    deadline: MonotonicClock.now() &+ plan.delayNanoseconds, (streamID: stream.id, response: response))
             }
         }
         if plan.goAway == .includingThisStream { submitGoAway(lastStreamID: stream.id) }
@@ -570,11 +571,4 @@ func makeWakePipe() throws(SimulatorError) -> [Int32] {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
     }
     return fds
-}
-
-/// Nanoseconds of CLOCK_MONOTONIC.
-func monotonicNanoseconds() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
 }

@@ -1,5 +1,6 @@
 // The listening socket and its accept thread, and the registry of connection threads so that
 // stop() can close every connection and join every thread before it returns.
+import Platform
 import Synchronization
 
 #if canImport(Glibc)
@@ -12,13 +13,13 @@ import Darwin
 final class SimulatorListener: Sendable {
     private struct Entry {
         let connection: SimulatorConnection
-        var thread: JoinableThread?
+        var thread: NamedThread?
     }
     private struct Registry {
         var entries: [Int: Entry] = [:]
         var stopping = false
         var nextID = 1
-        var acceptThread: JoinableThread?
+        var acceptThread: NamedThread?
         var stopped = false
     }
 
@@ -103,13 +104,18 @@ final class SimulatorListener: Sendable {
 
     /// Starts the accept thread.
     func start() throws(SimulatorError) {
-        let thread = try JoinableThread(name: "apns-sim-accept") { [self] in acceptLoop() }
+        let thread: NamedThread
+        do {
+            thread = try NamedThread(name: "apns-sim-accept") { [self] in acceptLoop() }
+        } catch {
+            throw SimulatorError(.system, error.description)
+        }
         registry.withLock { $0.acceptThread = thread }
     }
 
     /// Closes the listener and every connection (each sends GOAWAY first), and joins every thread.
     func stop() {
-        let acceptThread: JoinableThread? = registry.withLock { registry in
+        let acceptThread: NamedThread? = registry.withLock { registry in
             if registry.stopping { return nil }
             registry.stopping = true
             defer { registry.acceptThread = nil }
@@ -178,9 +184,9 @@ final class SimulatorListener: Sendable {
             return
         }
         registry.withLock { $0.entries[id] = Entry(connection: connection, thread: nil) }
-        let thread: JoinableThread
+        let thread: NamedThread
         do {
-            thread = try JoinableThread(name: "apns-sim-conn") { [self] in
+            thread = try NamedThread(name: "apns-sim-conn") { [self] in
                 connection.run()
                 connectionFinished(id)
             }
@@ -200,7 +206,7 @@ final class SimulatorListener: Sendable {
     /// Called on a connection's thread as it ends: unless stop() is collecting threads to join,
     /// forget the connection and let its thread end on its own.
     private func connectionFinished(_ id: Int) {
-        let thread: JoinableThread? = registry.withLock { registry in
+        let thread: NamedThread? = registry.withLock { registry in
             if registry.stopping { return nil }
             return registry.entries.removeValue(forKey: id)?.thread
         }

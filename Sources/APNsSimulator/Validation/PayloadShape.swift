@@ -3,6 +3,7 @@
 // JSONValue was its costliest step. Grammar as RFC 8259 (what the APNs module's JSON parser accepts);
 // a differential test keeps the two in agreement.
 import APNs
+import JSON
 
 /// What a payload is, as far as APNs' "a JSON object with aps" rule goes.
 enum PayloadShape: Sendable, Hashable {

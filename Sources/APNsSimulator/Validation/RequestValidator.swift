@@ -2,6 +2,7 @@
 // push type, topic, priority, expiration, collapse id, payload, device token and its state. The first
 // failing check decides the answer, with Apple's status and reason (APNsErrorReason from the model).
 import APNs
+import JSON
 
 /// A request that passed every check.
 struct AcceptedRequest: Sendable, Hashable {

@@ -1,5 +1,6 @@
 // Runs blocking librdkafka calls on threads of their own, never on Swift's cooperative pool.
 import Foundation
+import Platform
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -8,19 +9,12 @@ import Glibc
 enum DedicatedThread {
     /// Starts a long-lived thread (a client's poll loop).
     static func start(name: String, _ body: @escaping @Sendable () -> Void) {
-        let thread = Thread {
-            // The OS thread name (Linux keeps 15 bytes), for top -H and per-thread CPU. Not
-            // `Thread.current.name`: Foundation drops it when the new thread runs before `start()` has
-            // stored its handle (see APNs' CurrentThread, which this module does not depend on).
-            let descriptor = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-            if descriptor >= 0 {
-                let bytes = Array(name.utf8.prefix(15))
-                _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-                close(descriptor)
-            }
-            body()
+        do {
+            try NamedThread.detached(name: name, body)
+        } catch {
+            // Without its poll thread a client would hang silently; no caller can do better than stop.
+            fatalError("\(error): librdkafka's calls need a thread of their own")
         }
-        thread.start()
     }
 
     /// Sleeps the calling thread; only for threads this module owns (the poll threads).

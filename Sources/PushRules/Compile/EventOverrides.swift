@@ -2,6 +2,7 @@
 // matching rule accepts them (`accept_overrides`), so a producer cannot, say, raise every push to
 // priority 10 unless the operator allowed it.
 import APNs
+import JSON
 
 /// An APNs field an event may override.
 enum OverrideField: String, Sendable, CaseIterable {

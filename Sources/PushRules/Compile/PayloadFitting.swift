@@ -2,6 +2,7 @@
 // (grapheme cluster) boundary with an ellipsis, so the result is always valid UTF-8 and never splits
 // an emoji or an accented letter. The arithmetic counts bytes as the JSON writer escapes them.
 import APNs
+import JSON
 
 enum PayloadFitting {
     static let ellipsis = "…"

@@ -1,5 +1,6 @@
 // Decisions as JSON objects, one per line in `apns-worker rules render`: a request exactly as it
 // would be sent (method, URL, headers, body), or the skip / rejection and why.
+public import JSON
 public import APNs
 
 extension PushDecision {

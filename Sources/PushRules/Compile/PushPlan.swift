@@ -2,6 +2,7 @@
 // and what may be overridden or shortened. Rendering one event goes template → JSON → overrides →
 // size fitting; each request is then checked by the APNs request model before it is handed out.
 import APNs
+import JSON
 
 /// How to build the push of one rule. A class: it is large, and evaluation passes it around a lot.
 final class PushPlan: Sendable {

@@ -2,6 +2,7 @@
 // what the worker calls per event; `explain` backs `apns-worker rules explain`.
 public import APNs
 import Foundation
+public import JSON
 import Synchronization
 
 /// One rule, compiled. A class so that the matched rules of an event are collected without copying.

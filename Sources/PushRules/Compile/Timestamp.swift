@@ -1,5 +1,6 @@
 // RFC 3339 timestamps as the rules engine uses them: whole UNIX seconds.
 import APNs
+import JSON
 
 enum Timestamp {
     /// Whole UNIX seconds (fractions dropped), or nil when `text` is not an RFC 3339 date-time.

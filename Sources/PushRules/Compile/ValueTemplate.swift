@@ -2,6 +2,7 @@
 // and `attributes` trees. Each template leaf knows the field it fills and the type APNs wants there,
 // so a wrong value fails with "alert.badge: ..." instead of a vague payload error later.
 import APNs
+import JSON
 
 indirect enum ValueTemplate: Sendable {
     struct Member: Sendable {

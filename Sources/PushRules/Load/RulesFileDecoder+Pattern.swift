@@ -1,6 +1,7 @@
 // Compiling `match` patterns: nested mappings become conditions on key paths; lists OR; operator
 // objects ({prefix: ...}, {numeric: [...]}, ...) test one value; `$or` lists alternative patterns.
 import APNs
+import JSON
 
 extension RulesFileDecoder {
     static let operators = ["prefix", "suffix", "equals-ignore-case", "anything-but", "numeric", "exists"]

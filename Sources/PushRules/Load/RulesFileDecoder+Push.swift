@@ -2,6 +2,7 @@
 // Apple would otherwise make per request: priority and topic for the push type, the `aps` keys
 // each push type carries, Live Activity requirements, collapse id length.
 import APNs
+import JSON
 
 /// The notification fields a rule (or `defaults`) can set.
 enum PushField {

@@ -2,6 +2,7 @@
 // possible) and typed fields, whose constant values are checked at load rather than per event.
 import APNs
 import Foundation
+import JSON
 
 extension RulesFileDecoder {
     /// "the boolean no", "a number (3)": how a scalar was read, for messages.

@@ -1,6 +1,7 @@
 // Turns a parsed rules file into a RuleSet, checking everything and collecting every problem (with
 // its position, its rule and what would be right) instead of stopping at the first.
 import APNs
+import JSON
 
 struct RulesFileDecoder {
     struct Loaded {

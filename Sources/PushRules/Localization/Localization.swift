@@ -1,6 +1,7 @@
 // Server-side localized strings: tables of templates per locale, chosen by the recipient's locale
 // through a fallback chain (fr-CA → fr → the default locale), read in templates with `'key' | t`.
 import APNs
+import JSON
 import Synchronization
 
 /// The locale tables of a rule set. Every key exists in the default locale's table (the loader

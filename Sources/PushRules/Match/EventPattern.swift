@@ -2,6 +2,7 @@
 // of the event, keys AND, a list of values ORs, and operator objects test one value. Loading turns the
 // nested pattern into flat conditions on key paths, so matching is a short walk per condition.
 import APNs
+import JSON
 
 /// A compiled pattern: every condition must hold.
 struct EventPattern: Sendable {

@@ -2,6 +2,7 @@
 // types means an event is tested only against the rules that can match it, in file order, so
 // matching stays fast however many rules a file has.
 import APNs
+import JSON
 
 struct RuleIndex: Sendable {
     /// For each type some rule names exactly: the rules that can match an event of that type.

@@ -2,6 +2,7 @@
 // Kubernetes tooling do, minus the parts that surprise people more than they help: sexagesimal
 // numbers (`1:30`), leading-zero octals (`0755`) and `.inf`/`.nan` (which JSON cannot hold) stay text.
 import APNs
+import JSON
 
 enum ScalarResolution {
     static func resolvePlain(_ text: String) -> JSONValue {

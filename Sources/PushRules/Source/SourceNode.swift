@@ -1,6 +1,7 @@
 // The document tree of a rules file: YAML or JSON, with the line and column of every node kept so that
 // every problem found while loading can point at the text that caused it.
 import APNs
+import JSON
 
 /// A place in a rules file: 1-based line and column (columns count characters, not bytes).
 public struct SourcePosition: Sendable, Hashable, Comparable, CustomStringConvertible {

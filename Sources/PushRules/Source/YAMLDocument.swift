@@ -1,5 +1,6 @@
 // A YAML (or JSON) document as a JSONValue plus where each key was written, for other files the
 // worker reads (worker.yaml) so their errors can point at file:line:column too.
+public import JSON
 public import APNs
 
 /// A parsed YAML document whose keys remember their positions.

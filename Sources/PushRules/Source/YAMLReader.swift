@@ -3,6 +3,7 @@
 // "billion laughs" document fails cleanly instead of exhausting memory.
 internal import CYAML
 import APNs
+import JSON
 
 /// A syntax error in a rules file, with where it happened.
 struct YAMLSyntaxError: Error, Sendable {

@@ -2,6 +2,7 @@
 // rules load, into this small AST, and rendered per event straight into JSON values: output is never
 // made by pasting text into JSON, so nothing in an event can break or inject into a payload.
 import APNs
+import JSON
 
 /// A compiled template. A template that is one expression and nothing else keeps the expression's
 /// type (number, boolean, object); any other template renders to a string.

@@ -1,6 +1,7 @@
 // The filters a template expression can apply, e.g. `| truncate(40)`. Missing values pass through
 // every filter except `default`, so `{{ x | upper | default('') }}` works as it reads.
 import APNs
+import JSON
 
 enum TemplateFilter: Sendable {
     case defaultValue(TemplateOperand)

@@ -1,6 +1,7 @@
 // Parses template text into a Template once, when the rules load, checking variables, filters and
 // their arguments so that a typo is a load error with its position rather than a failure per event.
 import APNs
+import JSON
 
 /// A template that cannot be compiled. `offset` counts Unicode scalars from the template's start.
 struct TemplateSyntaxError: Error, Sendable {

@@ -1,6 +1,7 @@
 // What the worker tells operators about its APNs pools: each circuit breaker's changes, logged once
 // with their cause, the `apns` readiness condition, and the breaker and held-push gauges.
 import APNs
+import JSON
 import Synchronization
 
 /// The health of every APNs pool (environment × credential) of the worker.

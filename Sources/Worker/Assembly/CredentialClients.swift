@@ -2,6 +2,7 @@
 // (so a bad credential stops the worker with its name and the fix), and makes one client per
 // (credential, environment), shared by the apps that use the credential.
 import Foundation
+import HTTP2
 public import APNs
 
 /// What the worker authenticates with, loaded.

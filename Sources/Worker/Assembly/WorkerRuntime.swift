@@ -2,6 +2,8 @@
 // and out, the pipeline, metrics and readiness; and takes it down again in order on shutdown.
 import Foundation
 import APNs
+import HTTP2
+import JSON
 import Kafka
 import Synchronization
 public import PushRules

@@ -1,6 +1,7 @@
 // Turns the parsed worker.yaml (after environment overrides) into WorkerConfiguration, collecting
 // every problem with the key path where it is and what would be right.
 import Foundation
+public import JSON
 public import APNs
 
 /// One problem in the configuration: where (a key path such as `kafka.topics.requests`, and the

@@ -3,6 +3,7 @@
 //   APNS_WORKER_<KEY>__<KEY>... e.g. APNS_WORKER_KAFKA__BROKERS, APNS_WORKER_APPS__0__CREDENTIAL__KEY_ID.
 // Inside a librdkafka property map, '_' stands for '.' (APNS_WORKER_KAFKA__PROPERTIES__SASL_MECHANISM
 // sets sasl.mechanism), since librdkafka property names have dots and no underscores.
+public import JSON
 public import APNs
 
 public enum EnvironmentOverrides {

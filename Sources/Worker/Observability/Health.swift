@@ -2,6 +2,7 @@
 // Readiness: every named condition the worker declared (config, credentials, consumer group, APNs) holds.
 
 public import APNs
+public import JSON
 import Synchronization
 
 /// A health verdict and the JSON body that explains it.

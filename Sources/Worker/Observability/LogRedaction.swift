@@ -1,5 +1,6 @@
 // Keeps secrets out of logs (and out of readiness reasons): fields named like secrets are replaced whole,
 // and anything in free text that looks like a JWT or a PEM block is cut out.
+public import JSON
 
 public import APNs
 

@@ -4,6 +4,8 @@
 import APNs
 import Dispatch
 import Foundation
+import JSON
+import Platform
 import Synchronization
 
 /// The shared end of every `Logger`: level, rate limiting, redaction, formatting and output.

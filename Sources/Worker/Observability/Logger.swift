@@ -1,4 +1,5 @@
 // The logging front end that components receive as a parameter: a shared LogWriter plus context fields.
+public import JSON
 
 public import APNs
 

@@ -2,6 +2,7 @@
 // processed, with headers saying why, and (when Kafka refuses a record as too large) the smaller forms
 // that take its place so that its partition still moves on.
 import APNs
+import JSON
 
 /// Header names a dead letter carries beside the original record's own headers.
 public enum DeadLetterHeader {

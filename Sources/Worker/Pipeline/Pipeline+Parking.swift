@@ -4,6 +4,7 @@
 // and when to try again; its offset moves on. The worker consumes the retry topic too and tries the
 // record again once its time has come; pushes already delivered are never sent again.
 import APNs
+import JSON
 
 /// The headers of a parked record (documented in README's "Parked records").
 enum ParkHeader {

@@ -4,6 +4,7 @@
 import APNs
 import Synchronization
 
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -66,16 +67,9 @@ extension PipelineObserver {
 }
 
 /// Seconds since 1970.
-func wallClockSeconds() -> Double {
+package func wallClockSeconds() -> Double {
     var time = timespec()
     clock_gettime(CLOCK_REALTIME, &time)
-    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-}
-
-/// Seconds on a clock that never jumps, for deadlines.
-public func monotonicSeconds() -> Double {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
     return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
 }
 
@@ -482,8 +476,8 @@ public final class Pipeline: SourceHandler {
     ) async -> Int {
         state.withLock { $0.receiving = false }
         source.stopReceiving()
-        let deadline = monotonicSeconds() + timeout
-        while monotonicSeconds() < deadline, recordsInFlight > 0 {
+        let deadline = MonotonicClock.seconds() + timeout
+        while MonotonicClock.seconds() < deadline, recordsInFlight > 0 {
             try? await Task.sleep(for: .milliseconds(5))
         }
         let (left, unfinished) = state.withLock { state -> (Int, [TopicPartition: Int]) in
@@ -495,7 +489,7 @@ public final class Pipeline: SourceHandler {
         }
         leftBehind?(unfinished)
         // Within the drain's time only: what is still unfinished at its end stays uncommitted anyway.
-        _ = await sink.flush(timeout: max(0, deadline - monotonicSeconds()))
+        _ = await sink.flush(timeout: max(0, deadline - MonotonicClock.seconds()))
         try? await source.close()
         // Idle lanes end now; a lane still busy with an abandoned record ends when that record does.
         lanes.stop()

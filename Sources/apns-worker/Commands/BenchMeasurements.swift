@@ -3,6 +3,7 @@
 import Foundation
 import Glibc
 import Worker
+import WorkerDev
 
 /// Latencies in nanoseconds, log-linear buckets (32 per power of two, about 3% wide); fixed size, so
 /// recording a million samples allocates nothing.
@@ -83,11 +84,5 @@ enum ProcessReadings {
         var loads = [Double](repeating: 0, count: 3)
         getloadavg(&loads, 3)
         return (loads[0], Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-    }
-
-    static func monotonicNanoseconds() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
     }
 }

@@ -1,6 +1,7 @@
 // `apns-worker bench pipeline`: end-to-end throughput, CPU, latency and memory.
 import Foundation
 import Worker
+import WorkerDev
 
 struct BenchPipelineCommand: Command {
     static let name = "bench pipeline"

@@ -2,6 +2,7 @@
 // (match + render + validate + serialize) with a realistic rules file.
 import APNs
 import Foundation
+import JSON
 import PushRules
 
 struct BenchRulesCommand: Command {

@@ -3,6 +3,9 @@
 // same request shape against the same server for comparison.
 import APNs
 import Foundation
+import HTTP2
+import JSON
+import Platform
 import Synchronization
 
 struct BenchSendCommand: Command {
@@ -134,10 +137,10 @@ struct BenchSendCommand: Command {
         }
         let sampler = RSSSampler(total: count)
         let cpuBefore = ProcessReadings.cpuMicroseconds()
-        let start = ProcessReadings.monotonicNanoseconds()
+        let start = MonotonicClock.now()
         let run = await drive(client, workload: workload, count: count, concurrency: connections * streams,
             sampler: sampler, executor: executor, policy: policy)
-        let elapsed = Double(ProcessReadings.monotonicNanoseconds() - start) / 1e9
+        let elapsed = Double(MonotonicClock.now() - start) / 1e9
         let cpu = ProcessReadings.cpuMicroseconds() - cpuBefore
         sampler.stop()
         let ours = Figures(rate: Double(count) / elapsed, cpuMicrosecondsPerRequest: Double(cpu) / Double(count),
@@ -245,7 +248,7 @@ struct BenchSendCommand: Command {
                     while true {
                         let index = next.take()
                         if index >= count { break }
-                        let started = ProcessReadings.monotonicNanoseconds()
+                        let started = MonotonicClock.now()
                         var failure: String?
                         if let transportTemplate = workload.transportTemplate {
                             do {
@@ -261,7 +264,7 @@ struct BenchSendCommand: Command {
                             if delivery.attempts.count > 1 { result.retried += 1 }
                             if delivery.status != .delivered { failure = delivery.summary }
                         }
-                        result.histogram.record(nanoseconds: ProcessReadings.monotonicNanoseconds() - started)
+                        result.histogram.record(nanoseconds: MonotonicClock.now() - started)
                         if let failure {
                             result.failures += 1
                             if result.firstError == nil { result.firstError = failure }

@@ -2,6 +2,7 @@
 // says what it is, what it may push to, when it expires, and what should be fixed.
 import APNs
 import Foundation
+import JSON
 
 struct CredentialsInspectCommand: Command {
     static let name = "credentials inspect"

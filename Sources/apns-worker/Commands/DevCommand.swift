@@ -4,6 +4,7 @@ import Worker
 
 #if canImport(Glibc)
 import Glibc
+import WorkerDev
 #endif
 
 struct DevCommand: Command {

@@ -2,6 +2,7 @@
 // requests an event would become, or show rule by rule why an event did or did not match.
 import APNs
 import Foundation
+import JSON
 import PushRules
 
 /// Shared by the rules commands: loading files with errors a person can act on.

@@ -6,6 +6,7 @@ import Worker
 
 #if canImport(Glibc)
 import Glibc
+import JSON
 #endif
 
 struct RunCommand: Command {

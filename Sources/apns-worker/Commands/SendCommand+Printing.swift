@@ -1,6 +1,7 @@
 // How `apns-worker send` prints a request: as one JSON object, or as a curl command that is safe
 // to paste into a POSIX shell.
 import APNs
+import JSON
 
 extension SendCommand {
     /// `{"method":..., "url":..., "headers":{...}, "body":<payload>}` on one line.

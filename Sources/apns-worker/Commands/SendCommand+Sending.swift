@@ -2,6 +2,8 @@
 // credential, sends the one notification with retries, and prints the result as one JSON object.
 import APNs
 import Foundation
+import HTTP2
+import JSON
 
 extension SendCommand {
     /// Connection and credential options for sending.

@@ -49,17 +49,8 @@ public struct JSONObjectWriter: ~Copyable {
         quoted(key, seconds) { RFC3339.append($1, to: &$0) }
     }
 
-    /// An apns-id in its canonical lowercase text (`APNsID.string`), written straight from its 16 bytes, or null.
-    public mutating func apnsID(_ key: StaticString, _ id: APNsID?) {
-        quoted(key, id) { bytes, id in
-            let start = bytes.count
-            bytes.append(contentsOf: repeatElement(0, count: APNsID.textLength))
-            bytes.withUnsafeMutableBufferPointer { id.write(into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
-        }
-    }
-
     /// `"key":"<text>"` with the text written by `write` (it needs no escaping), or `"key":null`.
-    private mutating func quoted<Value>(_ key: StaticString, _ value: Value?, _ write: (inout [UInt8], Value) -> Void) {
+    package mutating func quoted<Value>(_ key: StaticString, _ value: Value?, _ write: (inout [UInt8], Value) -> Void) {
         self.key(key)
         guard let value else {
             bytes.append(contentsOf: "null".utf8)

@@ -1,4 +1,4 @@
-// Names the calling OS thread, for top -H, /proc/<pid>/task/*/comm and the benches' per-thread CPU.
+// The calling OS thread: its name (for top -H, /proc/<pid>/task/*/comm and the benches' per-thread CPU) and SIGPIPE.
 //
 // Not `Thread.current.name = ...`: swift-corelibs-foundation applies that name to the OS thread only
 // once `Thread.start()` has stored the new thread's handle, which the parent does after pthread_create
@@ -19,5 +19,16 @@ public enum CurrentThread {
         defer { close(descriptor) }
         let bytes = Array(name.utf8.prefix(15))
         _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+
+    /// Makes writes to a socket the peer closed fail with EPIPE instead of killing the process: OpenSSL's
+    /// socket BIO writes with write(2), which cannot pass MSG_NOSIGNAL, and a library must not ignore
+    /// SIGPIPE for the whole process. The signal is thread-directed, so blocking it on the thread is
+    /// enough; it then stays pending there, harmless.
+    public static func blockSIGPIPE() {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
     }
 }

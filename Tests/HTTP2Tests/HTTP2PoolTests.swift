@@ -4,7 +4,8 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
-@testable import APNs
+@testable import HTTP2
+import TestSupport
 
 @Suite("HTTP/2 pool against the test server", .serialized)
 struct HTTP2PoolTests {

@@ -1,11 +1,13 @@
 // The event loops as task executors: the worker runs each record's task on a loop, so a queue of such
 // tasks must not keep the loop from its sockets and timers, and a sender on a loop should use that
 // loop's connection.
-@testable import APNs
+@testable import HTTP2
 import Foundation
 import Glibc
+import Platform
 import Synchronization
 import Testing
+import TestSupport
 
 @Suite("Event loops as task executors")
 struct EventLoopExecutorTests {

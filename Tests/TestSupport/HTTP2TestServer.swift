@@ -7,15 +7,16 @@ import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization
-@testable import APNs
+@testable import HTTP2
+import Platform
 
 /// A self-signed certificate and key for `localhost` / 127.0.0.1 in a temporary directory.
-struct TestCertificate: Sendable {
-    let directory: String
-    let certificateFile: String
-    let keyFile: String
+package struct TestCertificate: Sendable {
+    package let directory: String
+    package let certificateFile: String
+    package let keyFile: String
 
-    static func make(commonName: String = "localhost", subjectAltName: String = "DNS:localhost,IP:127.0.0.1")
+    package static func make(commonName: String = "localhost", subjectAltName: String = "DNS:localhost,IP:127.0.0.1")
         throws -> TestCertificate
     {
         let directory = NSTemporaryDirectory() + "h2test-\(UUID().uuidString)"
@@ -32,13 +33,13 @@ struct TestCertificate: Sendable {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+package struct TestFailure: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 @discardableResult
-func runProcess(_ path: String, _ arguments: [String]) throws -> Int32 {
+package func runProcess(_ path: String, _ arguments: [String]) throws -> Int32 {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
@@ -51,7 +52,7 @@ func runProcess(_ path: String, _ arguments: [String]) throws -> Int32 {
 
 
 /// Waits until `condition` holds, polling every 10 ms, for at most `timeout`.
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+package func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
     let clock = ContinuousClock()
     let end = clock.now + timeout
     while clock.now < end {
@@ -62,9 +63,9 @@ func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async 
 }
 
 /// A scriptable HTTP/2 server over TLS on 127.0.0.1.
-final class HTTP2TestServer: @unchecked Sendable {
+package final class HTTP2TestServer: @unchecked Sendable {
     /// What the server does with one complete request.
-    enum Reply: Sendable {
+    package enum Reply: Sendable {
         case respond(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], delay: Duration = .zero)
         /// Never answer.
         case stall
@@ -72,46 +73,59 @@ final class HTTP2TestServer: @unchecked Sendable {
         case reset(UInt32)
     }
 
-    struct Request: Sendable {
-        var connection: Int
-        var streamID: Int32
-        var method: String
-        var path: String
-        var headers: [(String, String)]
-        var body: [UInt8]
+    package struct Request: Sendable {
+        package var connection: Int
+        package var streamID: Int32
+        package var method: String
+        package var path: String
+        package var headers: [(String, String)]
+        package var body: [UInt8]
     }
 
-    struct Options: Sendable {
+    package struct Options: Sendable {
         /// SETTINGS_MAX_CONCURRENT_STREAMS announced at the start; nil announces none.
-        var maximumConcurrentStreams: UInt32? = 100
+        package var maximumConcurrentStreams: UInt32? = 100
         /// After this many requests on a connection, announce a new limit.
-        var lowerLimit: (afterRequests: Int, to: UInt32)?
+        package var lowerLimit: (afterRequests: Int, to: UInt32)?
         /// Once this many requests arrived on the first connection, send GOAWAY whose last-stream-id is the
         /// id of the `lastProcessed`-th request; only requests up to it are answered. Later connections
         /// behave normally.
-        var goaway: (afterRequests: Int, lastProcessed: Int)?
+        package var goaway: (afterRequests: Int, lastProcessed: Int)?
         /// The ALPN protocol to select; nil selects none.
-        var alpn: String? = "h2"
+        package var alpn: String? = "h2"
         /// Connections whose number (1-based) is listed here go silent once the client's SETTINGS
         /// arrive: nothing more is read or written, so neither requests nor PINGs are answered.
-        var silentConnections: Set<Int> = []
-        var reply: @Sendable (Request) -> Reply = { _ in .respond(status: 200) }
+        package var silentConnections: Set<Int> = []
+        package var reply: @Sendable (Request) -> Reply = { _ in .respond(status: 200) }
+
+        package init(
+            maximumConcurrentStreams: UInt32? = 100, lowerLimit: (afterRequests: Int, to: UInt32)? = nil,
+            goaway: (afterRequests: Int, lastProcessed: Int)? = nil, alpn: String? = "h2",
+            silentConnections: Set<Int> = [], reply: @escaping @Sendable (Request) -> Reply = { _ in .respond(status: 200) }
+        ) {
+            self.maximumConcurrentStreams = maximumConcurrentStreams
+            self.lowerLimit = lowerLimit
+            self.goaway = goaway
+            self.alpn = alpn
+            self.silentConnections = silentConnections
+            self.reply = reply
+        }
     }
 
-    struct Counters: Sendable {
-        var connections = 0
-        var requests = 0
-        var activeStreams = 0
-        var maximumActiveStreams = 0
+    package struct Counters: Sendable {
+        package var connections = 0
+        package var requests = 0
+        package var activeStreams = 0
+        package var maximumActiveStreams = 0
         /// New streams opened while the announced (and acknowledged) limit was already reached.
-        var limitViolations = 0
-        var resetsReceived = 0
-        var requestsPerConnection: [Int: Int] = [:]
-        var paths: [String] = []
+        package var limitViolations = 0
+        package var resetsReceived = 0
+        package var requestsPerConnection: [Int: Int] = [:]
+        package var paths: [String] = []
     }
 
-    let port: Int
-    let certificate: TestCertificate
+    package let port: Int
+    package let certificate: TestCertificate
     private let options: Options
     private let listenFD: Int32
     private let context: OpaquePointer
@@ -120,7 +134,7 @@ final class HTTP2TestServer: @unchecked Sendable {
     private let threads = Mutex(0)
     private let alpnWire: [UInt8]
 
-    init(options: Options = Options(), certificate: TestCertificate? = nil, port: Int? = nil) throws {
+    package init(options: Options = Options(), certificate: TestCertificate? = nil, port: Int? = nil) throws {
         self.options = options
         self.certificate = try certificate ?? TestCertificate.make()
         let chosenPort = port ?? freeLoopbackPort()
@@ -152,10 +166,10 @@ final class HTTP2TestServer: @unchecked Sendable {
         SSL_CTX_free(context)
     }
 
-    var snapshot: Counters { counters.withLock { $0 } }
+    package var snapshot: Counters { counters.withLock { $0 } }
 
     /// Stops accepting, closes every connection, and waits for the threads to end.
-    func stop() async {
+    package func stop() async {
         stopped.store(true, ordering: .releasing)
         shutdown(listenFD, Int32(SHUT_RDWR))
         _ = await eventually(timeout: .seconds(5)) { threads.withLock { $0 } == 0 }
@@ -215,14 +229,14 @@ final class HTTP2TestServer: @unchecked Sendable {
 
 /// One accepted connection, served on its own thread with blocking TLS and a 5 ms poll.
 private final class TestServerConnection {
-    struct PendingStream {
+    package struct PendingStream {
         var method = ""
         var path = ""
         var headers: [(String, String)] = []
         var body: [UInt8] = []
     }
 
-    struct ScheduledReply {
+    package struct ScheduledReply {
         var at: ContinuousClock.Instant
         var streamID: Int32
         var status: Int
@@ -230,33 +244,33 @@ private final class TestServerConnection {
         var body: [UInt8]
     }
 
-    let server: HTTP2TestServer
-    let fd: Int32
-    let number: Int
-    var ssl: OpaquePointer?
-    var session: OpaquePointer?
-    var pending: [Int32: PendingStream] = [:]
-    var open: Set<Int32> = []
-    var scheduled: [ScheduledReply] = []
-    var bodies: [Int32: ([UInt8], Int)] = [:]
-    var arrivedStreamIDs: [Int32] = []
-    var highestStreamSeen: Int32 = 0
-    var announcedLimit: UInt32?
-    var acknowledgedLimit: UInt32?
-    var limitChangeSent = false
-    var goawaySent = false
-    var lastProcessedStreamID: Int32 = Int32.max
-    var heldUntilGoaway: [Int32] = []
-    var goneSilent = false
+    package let server: HTTP2TestServer
+    package let fd: Int32
+    package let number: Int
+    package var ssl: OpaquePointer?
+    package var session: OpaquePointer?
+    package var pending: [Int32: PendingStream] = [:]
+    package var open: Set<Int32> = []
+    package var scheduled: [ScheduledReply] = []
+    package var bodies: [Int32: ([UInt8], Int)] = [:]
+    package var arrivedStreamIDs: [Int32] = []
+    package var highestStreamSeen: Int32 = 0
+    package var announcedLimit: UInt32?
+    package var acknowledgedLimit: UInt32?
+    package var limitChangeSent = false
+    package var goawaySent = false
+    package var lastProcessedStreamID: Int32 = Int32.max
+    package var heldUntilGoaway: [Int32] = []
+    package var goneSilent = false
 
-    init(server: HTTP2TestServer, fd: Int32, number: Int) {
+    package init(server: HTTP2TestServer, fd: Int32, number: Int) {
         self.server = server
         self.fd = fd
         self.number = number
     }
 
-    func run() {
-        blockSIGPIPEOnThisThread()
+    package func run() {
+        CurrentThread.blockSIGPIPE()
         server.threadStarted()
         defer {
             if let session { nghttp2_session_del(session) }

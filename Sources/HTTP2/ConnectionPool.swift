@@ -3,6 +3,7 @@
 // busy, replaces dead connections, and backs off when connecting fails.
 import Synchronization
 import Glibc
+import Platform
 
 /// HTTP/2 connections to one endpoint, shared by many concurrent callers.
 ///
@@ -58,7 +59,7 @@ public final class ConnectionPool: Sendable {
             self.init(host: host, port: port, tls: tls)
         }
 
-        static func parse(url: String) throws(HTTP2ClientError) -> (String, Int) {
+        package static func parse(url: String) throws(HTTP2ClientError) -> (String, Int) {
             func bad(_ why: String) -> HTTP2ClientError {
                 HTTP2ClientError(.invalidConfiguration,
                     "invalid endpoint URL '\(url)': \(why); expected https://host[:port], e.g. "

@@ -6,7 +6,8 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
-@testable import APNs
+@testable import HTTP2
+import TestSupport
 
 /// A server for a test, started through `SpawnedProcess` (an empty signal mask, output to `log`); killed
 /// with SIGKILL and reaped by `stop()`.

@@ -1,11 +1,12 @@
-// Delayed answers, ordered by deadline: a binary min-heap per connection (no locks: one thread owns it).
+// Deadlines ordered for a loop that owns them: a binary min-heap, no locks (one thread owns it). The
+// HTTP/2 event loop keeps its timers here, the simulator's connections their delayed answers.
 
-struct TimerHeap {
-    struct Entry {
-        var deadline: UInt64
+/// Values due at monotonic-nanosecond deadlines; equal deadlines come out in the order they went in.
+public struct TimerHeap<Value> {
+    public struct Entry {
+        public var deadline: UInt64
         var sequence: UInt64
-        var streamID: Int32
-        var response: SimulatorResponse
+        public var value: Value
 
         func precedes(_ other: Entry) -> Bool {
             deadline != other.deadline ? deadline < other.deadline : sequence < other.sequence
@@ -15,12 +16,16 @@ struct TimerHeap {
     private var entries: [Entry] = []
     private var nextSequence: UInt64 = 0
 
-    var isEmpty: Bool { entries.isEmpty }
-    var count: Int { entries.count }
+    public init() {}
 
-    mutating func push(deadline: UInt64, streamID: Int32, response: SimulatorResponse) {
-        entries.append(Entry(deadline: deadline, sequence: nextSequence, streamID: streamID, response: response))
-        nextSequence += 1
+    public var isEmpty: Bool { entries.isEmpty }
+    public var count: Int { entries.count }
+    /// The earliest deadline, if any.
+    public var nextDeadline: UInt64? { entries.first?.deadline }
+
+    public mutating func push(deadline: UInt64, _ value: Value) {
+        entries.append(Entry(deadline: deadline, sequence: nextSequence, value: value))
+        nextSequence &+= 1
         var child = entries.count - 1
         while child > 0 {
             let parent = (child - 1) / 2
@@ -30,8 +35,8 @@ struct TimerHeap {
         }
     }
 
-    /// Removes and returns the earliest entry whose deadline is at or before `now`.
-    mutating func popDue(now: UInt64) -> Entry? {
+    /// Removes and returns the earliest value whose deadline is at or before `now`.
+    public mutating func popDue(now: UInt64) -> Value? {
         guard let first = entries.first, first.deadline <= now else { return nil }
         let last = entries.removeLast()
         if !entries.isEmpty {
@@ -48,11 +53,11 @@ struct TimerHeap {
                 parent = smallest
             }
         }
-        return first
+        return first.value
     }
 
     /// The poll(2) timeout until the next deadline: -1 (forever) when empty, rounded up to whole ms.
-    func millisecondsUntilNext(now: UInt64) -> Int32 {
+    public func millisecondsUntilNext(now: UInt64) -> Int32 {
         guard let first = entries.first else { return -1 }
         if first.deadline <= now { return 0 }
         let milliseconds = (first.deadline - now + 999_999) / 1_000_000

@@ -1,7 +1,7 @@
 // HTTP2Request keeps its pseudo-headers and fields packed in one buffer; these tests pin that every
 // property reads back what was set, in order, with its HPACK flag, whichever way the request was made.
 import Testing
-@testable import APNs
+@testable import HTTP2
 
 @Suite struct HTTP2RequestPackingTests {
     @Test func propertiesReadBackWhatTheInitialiserPacked() {

@@ -49,19 +49,3 @@ public struct ExponentialBackoff: Sendable, Hashable {
         return result
     }
 }
-
-extension Duration {
-    /// The duration in seconds as a Double.
-    var seconds: Double {
-        let (whole, attoseconds) = components
-        return Double(whole) + Double(attoseconds) / 1e18
-    }
-
-    /// The duration in whole nanoseconds, saturating at the bounds of UInt64 (negative is zero).
-    var nanosecondsClamped: UInt64 {
-        let (whole, attoseconds) = components
-        if whole < 0 { return 0 }
-        if whole >= Int64(UInt64.max / 1_000_000_000) { return UInt64.max / 2 }
-        return UInt64(whole) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
-    }
-}

@@ -4,9 +4,11 @@
 import APNs
 import APNsSimulator
 import Foundation
+import JSON
 import Kafka
 import PushRules
 import Synchronization
+import Worker
 
 public enum DevEnvironment {
     public struct Options: Sendable {

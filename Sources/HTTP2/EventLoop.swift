@@ -4,6 +4,7 @@
 import CNghttp2
 import Foundation
 import Glibc
+import Platform
 import Synchronization
 
 /// A small fixed set of event-loop threads that run HTTP/2 connections.
@@ -60,16 +61,6 @@ extension EventLoop: TaskExecutor {
     }
 }
 
-/// Makes writes to a socket the peer closed fail with EPIPE instead of killing the process: OpenSSL
-/// writes with write(2), which cannot pass MSG_NOSIGNAL, and a library must not ignore SIGPIPE for the
-/// whole process. The signal is thread-directed, so blocking it here is enough.
-func blockSIGPIPEOnThisThread() {
-    var signals = sigset_t()
-    sigemptyset(&signals)
-    sigaddset(&signals, SIGPIPE)
-    pthread_sigmask(SIG_BLOCK, &signals, nil)
-}
-
 /// One event-loop thread. Everything not marked otherwise runs on that thread only.
 final class EventLoop: @unchecked Sendable {
     /// Work handed to the loop from other threads.
@@ -90,12 +81,6 @@ final class EventLoop: @unchecked Sendable {
         var stopped = false
     }
 
-    private struct Timer {
-        var deadline: UInt64
-        var sequence: UInt64
-        var action: () -> Void
-    }
-
     let index: Int
     /// The loop thread's pthread_self, set when it starts.
     private let ownerThread = Atomic<UInt>(0)
@@ -113,8 +98,7 @@ final class EventLoop: @unchecked Sendable {
     // dynamic exclusivity checks (a thread-local access set per access) buy nothing on this hot path.
     @exclusivity(unchecked) private var connections: [UInt64: HTTP2Connection] = [:]
     @exclusivity(unchecked) private var nextRegistration: UInt64 = 1
-    @exclusivity(unchecked) private var timers: [Timer] = []
-    @exclusivity(unchecked) private var timerSequence: UInt64 = 0
+    @exclusivity(unchecked) private var timers = TimerHeap<() -> Void>()
     @exclusivity(unchecked) private var nextTick: UInt64 = 0
     @exclusivity(unchecked) private var dirty: [HTTP2Connection] = []
     @exclusivity(unchecked) private var reports: [HTTP2Connection] = []
@@ -148,7 +132,11 @@ final class EventLoop: @unchecked Sendable {
     }
 
     fileprivate func start() {
-        Thread { [self] in self.run() }.start()
+        do {
+            try NamedThread.detached(name: "apns-h2-loop-\(index % 100)") { [self] in self.run() }
+        } catch {
+            fatalError("\(error): an event loop is needed to send anything")
+        }
     }
 
     /// Whether `thread` (a `pthread_self()`) is this loop's thread.
@@ -275,17 +263,13 @@ final class EventLoop: @unchecked Sendable {
     }
 
     func addTimer(deadline: UInt64, _ action: @escaping () -> Void) {
-        timerSequence += 1
-        timers.append(Timer(deadline: deadline, sequence: timerSequence, action: action))
-        siftUp(timers.count - 1)
+        timers.push(deadline: deadline, action)
     }
 
     // MARK: The loop
 
     private func run() {
         ownerThread.store(UInt(pthread_self()), ordering: .relaxed)
-        CurrentThread.setName("apns-h2-loop-\(index % 100)")
-        blockSIGPIPEOnThisThread()
         let capacity = 128
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
@@ -433,7 +417,7 @@ final class EventLoop: @unchecked Sendable {
     private func sleepTimeout() -> Int32 {
         var deadline = UInt64.max
         if nextTick != 0 { deadline = nextTick }
-        if let first = timers.first { deadline = min(deadline, first.deadline) }
+        if let next = timers.nextDeadline { deadline = min(deadline, next) }
         if deadline == UInt64.max { return -1 }
         let now = MonotonicClock.now()
         if deadline <= now { return 0 }
@@ -441,47 +425,6 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func runDueTimers() {
-        while let first = timers.first, first.deadline <= iterationTime {
-            let timer = popTimer()
-            timer.action()
-        }
-    }
-
-    private func popTimer() -> Timer {
-        let top = timers[0]
-        let last = timers.removeLast()
-        if !timers.isEmpty {
-            timers[0] = last
-            siftDown(0)
-        }
-        return top
-    }
-
-    private func precedes(_ a: Int, _ b: Int) -> Bool {
-        (timers[a].deadline, timers[a].sequence) < (timers[b].deadline, timers[b].sequence)
-    }
-
-    private func siftUp(_ start: Int) {
-        var child = start
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard precedes(child, parent) else { return }
-            timers.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    private func siftDown(_ start: Int) {
-        var parent = start
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < timers.count, precedes(left, smallest) { smallest = left }
-            if right < timers.count, precedes(right, smallest) { smallest = right }
-            if smallest == parent { return }
-            timers.swapAt(parent, smallest)
-            parent = smallest
-        }
+        while let action = timers.popDue(now: iterationTime) { action() }
     }
 }

@@ -10,6 +10,7 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+import Worker
 #endif
 
 public enum PipelineBenchmark {

@@ -5,6 +5,7 @@ import CNghttp2
 import COpenSSL
 import Dispatch
 import Glibc
+import Platform
 import Synchronization
 
 /// What a connection tells its pool. Called on the connection's loop thread.

@@ -2,6 +2,7 @@
 // messages, shipped orders, background refreshes) over a fixed population of devices, some of
 // which the simulator is told are dead, plus the occasional malformed record for the DLQ.
 import APNs
+import JSON
 
 /// Makes deterministic sample events; the same seed gives the same stream.
 public struct SampleEventGenerator: Sendable {

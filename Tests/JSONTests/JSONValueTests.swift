@@ -1,5 +1,5 @@
 import Testing
-@testable import APNs
+@testable import JSON
 
 @Suite struct JSONValueTests {
     @Test func roundTripsKeepingKeyOrderAndIntegers() throws {

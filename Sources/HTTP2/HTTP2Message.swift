@@ -25,7 +25,7 @@ public struct HTTP2Header: Sendable, Hashable {
 /// occasional edit, not for a hot path).
 public struct HTTP2Request: Sendable {
     /// `:method`, `:scheme`, `:authority`, `:path`, then the regular fields.
-    var fields: PackedHeaderList
+    package var fields: PackedHeaderList
     /// The request body; empty sends HEADERS with END_STREAM and no DATA frame.
     public var body: [UInt8]
 
@@ -43,7 +43,7 @@ public struct HTTP2Request: Sendable {
     }
 
     /// A request from fields already packed in sending order, pseudo-headers first (see `fields`).
-    init(fields: PackedHeaderList, body: [UInt8]) {
+    package init(fields: PackedHeaderList, body: [UInt8]) {
         self.fields = fields
         self.body = body
     }
@@ -88,7 +88,7 @@ public struct HTTP2Request: Sendable {
 
 /// Header fields packed in one byte buffer, in order: per field a flags byte (bit 0: HPACK may index
 /// it), the name's and the value's lengths (4 bytes each, little endian), then the name and value bytes.
-struct PackedHeaderList: Sendable {
+package struct PackedHeaderList: Sendable {
     private(set) var storage: [UInt8]
     private(set) var count: Int
 
@@ -113,11 +113,11 @@ struct PackedHeaderList: Sendable {
     }
 
     /// The bytes one field takes.
-    static func size(nameCount: Int, valueCount: Int) -> Int { fieldHeaderSize + nameCount + valueCount }
+    package static func size(nameCount: Int, valueCount: Int) -> Int { fieldHeaderSize + nameCount + valueCount }
 
     /// A list of exactly `byteCount` bytes of fields, written by `fill` into one allocation (the APNs
     /// client sizes its requests up front and writes them this way).
-    init(byteCount: Int, _ fill: (inout Writer) -> Void) {
+    package init(byteCount: Int, _ fill: (inout Writer) -> Void) {
         var fields = 0
         storage = [UInt8](unsafeUninitializedCapacity: byteCount) { buffer, initialized in
             var writer = Writer(buffer: buffer)
@@ -130,21 +130,21 @@ struct PackedHeaderList: Sendable {
     }
 
     /// Writes fields into a buffer of known size; see `init(byteCount:_:)`.
-    struct Writer: ~Copyable {
+    package struct Writer: ~Copyable {
         fileprivate let buffer: UnsafeMutableBufferPointer<UInt8>
         fileprivate var offset = 0
         fileprivate var count = 0
 
         fileprivate init(buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
-        mutating func append(name: StaticString, value: String, indexable: Bool) {
+        package mutating func append(name: StaticString, value: String, indexable: Bool) {
             var value = value
             value.withUTF8 { bytes in
                 append(name: name, valueCount: bytes.count, indexable: indexable) { _ = $0.initialize(fromContentsOf: bytes) }
             }
         }
 
-        mutating func append(name: String, value: String, indexable: Bool) {
+        package mutating func append(name: String, value: String, indexable: Bool) {
             var name = name, value = value
             name.withUTF8 { nameBytes in
                 value.withUTF8 { bytes in
@@ -156,7 +156,7 @@ struct PackedHeaderList: Sendable {
         }
 
         /// A field whose value `write` renders in place: exactly `valueCount` bytes.
-        mutating func append(
+        package mutating func append(
             name: StaticString, valueCount: Int, indexable: Bool, write: (UnsafeMutableBufferPointer<UInt8>) -> Void
         ) {
             append(nameBytes: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount),
@@ -318,7 +318,7 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
 
     public var isEmpty: Bool { count == 0 }
 
-    mutating func append(name: some Collection<UInt8>, value: some Collection<UInt8>) {
+    package mutating func append(name: some Collection<UInt8>, value: some Collection<UInt8>) {
         if storage.isEmpty { storage.reserveCapacity(192) }
         Self.appendLength(name.count, to: &storage)
         storage.append(contentsOf: name)
