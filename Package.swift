@@ -7,8 +7,8 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
     // Lets the optimizer inline and specialize across our modules (JSON values, the request model and
-    // the transport are used from every other module): about 5% less CPU per notification in
-    // `bench pipeline`. Release only; debug builds and tests are unaffected.
+    // the transport are used from every other module; docs/performance.md has what it saves). Release
+    // only; debug builds and tests are unaffected.
     .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
 ]
 
@@ -26,9 +26,9 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // The executable's malloc. The worker allocates on its event loops and frees on librdkafka's and the
-        // producer's threads, and every record's task takes a 1 KiB allocator slab; glibc's malloc spent
-        // ~10% of a loop thread there. jemalloc's per-thread caches and size classes cut the worker's CPU per
-        // notification by about 8% in `bench pipeline`.
+        // producer's threads, and every record's task takes a 1 KiB allocator slab; glibc's malloc was a
+        // large share of a loop thread's time there, and jemalloc's per-thread caches and size classes cut
+        // the worker's CPU per notification (docs/performance.md).
         .systemLibrary(name: "CJemalloc", pkgConfig: "jemalloc", providers: [.apt(["libjemalloc-dev"])]),
 
         // The process's basics every threaded module shares: the monotonic clock, named threads, the

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: Swift unit and integration tests, then the black-box system tests
-# (interop with curl/h2load/nghttpd/h2o, schemas, the Helm chart) under pytest.
+# Runs the whole test suite: the house rules (scripts/lint.sh), a build with no compiler warnings, Swift
+# unit and integration tests, then the black-box system tests (interop with curl/h2load/nghttpd/h2o,
+# schemas, the Helm chart) under pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 
+lint_status=0
+scripts/lint.sh || lint_status=$?
+
+# Warnings are errors here, but only here: a warning must not stop a developer's local build.
+# (A clean checkout compiles every file, so every warning shows.)
 set +e
-swift build --build-tests 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\]'
+swift build --build-tests 2>&1 | tee /tmp/apns-worker-build.log | grep -Ev '^\[[0-9]+/[0-9]+\]'
 build_status=${PIPESTATUS[0]}
 if [[ $build_status -ne 0 ]]; then
     echo "test.sh: the build failed"
     exit 1
 fi
+warnings=$(grep -c ': warning: ' /tmp/apns-worker-build.log)
 # Passing tests' lines are dropped to keep the log readable; failures and summaries stay.
 export APNS_WORKER_RECORDS_DIR="$PWD/.build/produced-records"
 rm -rf "$APNS_WORKER_RECORDS_DIR"
@@ -23,16 +30,19 @@ grep -E 'Test run with|Executed [0-9]+ tests' /tmp/apns-worker-swift-test.log | 
 system_status=0
 if compgen -G "Tests/System/test_*.py" >/dev/null; then
     set +e
-    swift build -c release --product apns-worker 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\]'
+    swift build -c release --product apns-worker 2>&1 | tee /tmp/apns-worker-release-build.log \
+        | grep -Ev '^\[[0-9]+/[0-9]+\]'
     release_status=${PIPESTATUS[0]}
+    warnings=$((warnings + $(grep -c ': warning: ' /tmp/apns-worker-release-build.log)))
     set -e
     [[ $release_status -eq 0 ]] || { echo "test.sh: the release build failed"; exit 1; }
     APNS_WORKER_BIN="$(swift build -c release --show-bin-path)/apns-worker" .venv/bin/pytest -q Tests/System \
         || system_status=$?
 fi
 
-if [[ $swift_status -ne 0 || $system_status -ne 0 ]]; then
-    echo "test.sh: FAILED (swift test: $swift_status, system tests: $system_status)"
+if [[ $swift_status -ne 0 || $system_status -ne 0 || $lint_status -ne 0 || $warnings -ne 0 ]]; then
+    echo "test.sh: FAILED (swift test: $swift_status, system tests: $system_status, lint: $lint_status," \
+        "compiler warnings: $warnings)"
     exit 1
 fi
 echo "test.sh: all suites passed"

@@ -137,11 +137,10 @@ final class DevStack: Sendable {
         var document = JSONObject()
         // librdkafka's mock broker behaves as if it held an empty fetch for the whole fetch.wait.max.ms
         // (500 ms by default) even when records arrive meanwhile; a real broker answers as soon as there
-        // is data. Measured with `bench pipeline`: live p50 / p99 of ~390 / ~610 ms at 500 ms, ~47 / ~85 ms
-        // at 50 ms, ~19 / ~32 ms at 10 ms. The wait also delays a partition that resumes fetching (after a
-        // slow record held too many of its records): at 50 ms one backlog run in five sat idle for 0.4-0.8 s,
-        // at 10 ms none in eight did. The dev stack uses 10 ms, so its figures are about the worker, not the
-        // mock; the empty fetches it costs are negligible.
+        // is data, so the wait would dominate the live latency `dev` and `bench pipeline` show, and delay
+        // a partition that resumes fetching after a pause. The dev stack uses 10 ms, so its figures are
+        // about the worker, not the mock; the empty fetches it costs are negligible (figures:
+        // docs/performance.md).
         document["kafka"] = [
             "brokers": .array(brokers), "group": .string(group), "properties": ["reconnect.backoff.max.ms": "1000", "fetch.wait.max.ms": "10"],
         ]

@@ -165,9 +165,8 @@ public struct APNsRequest: Sendable, Hashable {
     /// HPACK may index the fields a connection repeats (authorization, topic, push type, priority), not
     /// `:path`, `apns-id`, `apns-expiration` and `apns-collapse-id`, which change with every request or
     /// event: indexing them churns the 4 KiB header table and evicts the ~200-byte bearer token, which then
-    /// goes out again as a Huffman-coded literal on the next request (measured: nghttp2's send side cost
-    /// 2.6 times as much per request in `bench pipeline`, whose rules set a collapse id per event, as in
-    /// `bench send`).
+    /// goes out again as a Huffman-coded literal on the next request (docs/performance.md has what that
+    /// cost in `bench pipeline`, whose rules set a collapse id per event).
     func http2Request(authorizationValue: String?, authority: String) -> HTTP2Request {
         let hex = deviceToken.hex.utf8
         let pathPrefix: StaticString = "/3/device/"

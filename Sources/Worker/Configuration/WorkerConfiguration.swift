@@ -79,8 +79,8 @@ public struct WorkerConfiguration: Sendable {
     }
 
     public struct Pipeline: Sendable {
-        /// Default: `1000`. The pipeline holds about 27 KB per record in flight (`bench pipeline`), and
-        /// past about a thousand a larger cap brings no more throughput, only memory and crash redo.
+        /// Default: `1000`. Every record in flight holds memory (`bench pipeline` reports how much), and
+        /// at low APNs latency a larger cap brings no more throughput, only memory and crash redo.
         public var maxInFlightRecords = 1000
         /// Default: half of `maxInFlightRecords`.
         public var resumeBelow: Int?

@@ -1,7 +1,7 @@
 // The pipeline's pause, kept in front of the consumer rather than in librdkafka: pausing a partition
 // in librdkafka drops what it prefetched, and after the resume the next records arrive only once a new
-// fetch returns (about 350 ms on the mock cluster), an idle gap in every pause cycle that cut a
-// backlog's throughput by two thirds at the default cap. Closing this gate instead stops handing
+// fetch returns, an idle gap in every pause cycle that cut a backlog's throughput sharply at the
+// default cap (docs/performance.md). Closing this gate instead stops handing
 // records over; librdkafka keeps its prefetched records (bounded by `queued.max.messages.kbytes`), and
 // the consumer's own stall guard pauses partitions in librdkafka when the gate stays closed for longer
 // than its `stallTimeout`, so a long pause still stops fetching and frees the prefetched memory.

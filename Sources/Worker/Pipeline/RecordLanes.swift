@@ -1,10 +1,10 @@
 // Long-lived tasks that process records one after another, instead of a new task per record.
 //
 // A task costs more than its creation: the runtime mallocs a 1 KiB allocator slab for the task's first
-// async frame and frees it when the task ends, and sets up and tears down its executor preference. With a
-// task per record (and a task group per multi-device event) that machinery took 11% of an event loop's time
-// in `bench pipeline`; with lanes, 7%. A lane keeps its task, its slab and its executor, and waits for its
-// next record on a continuation.
+// async frame and frees it when the task ends, and sets up and tears down its executor preference; with a
+// task per record (and a task group per multi-device event) that machinery was a visible share of an
+// event loop's time in `bench pipeline` (docs/performance.md). A lane keeps its task, its slab and its
+// executor, and waits for its next record on a continuation.
 import Synchronization
 
 /// Runs a handler for every submitted item, each on a lane: a task that takes items one at a time and

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The house rules a reviewer would otherwise check by hand: swift-format's style (.swift-format: 4 spaces,
+# 120 columns), files small enough to hold one facet, librdkafka reached only through Kafka/RDKafka, and
+# the module graph of ARCHITECTURE.md (the production Worker never links the simulator).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+status=0
+
+if ! swift format lint --strict --recursive --parallel Sources Tests Package.swift; then
+    echo "lint.sh: swift format found the problems above; run: swift format format -i -r Sources Tests Package.swift"
+    status=1
+fi
+
+oversized=$(find Sources -name '*.swift' -exec awk 'END { if (NR > 500) print FILENAME " (" NR " lines)" }' {} \;)
+if [[ -n "$oversized" ]]; then
+    echo "lint.sh: files over 500 lines (split them by facet, as Type+Facet.swift):"
+    echo "$oversized"
+    status=1
+fi
+
+outside=$(grep -rn 'rd_kafka_' Sources | grep -v '^Sources/Kafka/RDKafka/' || true)
+if [[ -n "$outside" ]]; then
+    echo "lint.sh: librdkafka is called outside Sources/Kafka/RDKafka/:"
+    echo "$outside"
+    status=1
+fi
+
+if ! swift package dump-package | python3 -c '
+import json, sys
+targets = {t["name"]: t for t in json.load(sys.stdin)["targets"]}
+def names(target):
+    return {next(iter(d.values()))[0] for d in target["dependencies"]}
+problems = []
+if "APNsSimulator" in names(targets["Worker"]):
+    problems.append("Worker depends on APNsSimulator: the production pipeline must not link the simulator")
+for name in ("JSON", "Platform"):
+    if names(targets[name]):
+        problems.append(f"{name} depends on {sorted(names(targets[name]))}: it sits at the bottom of the graph")
+if "APNs" in names(targets["HTTP2"]):
+    problems.append("HTTP2 depends on APNs: it knows HTTP/2, not APNs")
+for problem in problems:
+    print("lint.sh: " + problem)
+sys.exit(1 if problems else 0)
+'; then
+    status=1
+fi
+
+exit $status
