@@ -1,5 +1,4 @@
 // Reads a consumer group's committed offsets from the broker, without joining the group.
-internal import CRdKafka
 
 /// Reads the offsets a consumer group has committed, for tests and tools.
 public enum KafkaCommittedOffsets {
@@ -23,22 +22,10 @@ public enum KafkaCommittedOffsets {
         }
     }
 
-    /// Blocking: asks the group coordinator with `rd_kafka_committed`.
+    /// Blocking: asks the group coordinator.
     static func query(
         client: RDKafkaClient, partitions: [KafkaTopicPartition], timeout: Duration
     ) throws(KafkaError) -> [KafkaTopicPartition: Int64] {
-        guard !partitions.isEmpty else { return [:] }
-        let list = RDKafkaTopicPartitionList(partitions)
-        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
-        let response = rd_kafka_committed(client.handle, list.pointer, milliseconds)
-        guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(.query, "reading committed offsets", response: response)
-        }
-        if let error = list.firstError(.query, "reading the committed offset of") { throw error }
-        var offsets: [KafkaTopicPartition: Int64] = [:]
-        for entry in list.entries where entry.offset >= 0 {
-            offsets[entry.topicPartition] = entry.offset
-        }
-        return offsets
+        try client.committedOffsets(for: partitions, timeout: timeout)
     }
 }

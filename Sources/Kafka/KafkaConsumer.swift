@@ -1,6 +1,6 @@
 // A group consumer over librdkafka: a dedicated poll thread feeds a small bounded hand-off that an
 // async sequence drains; rebalances, pauses, offset storage, commits and lag are methods here.
-internal import CRdKafka
+import Platform
 
 /// A Kafka group consumer.
 ///
@@ -45,8 +45,8 @@ internal import CRdKafka
 /// cannot finish by then is abandoned on the poll thread (it goes on there, and the handle is never
 /// freed while it does). ``limitRevocations(until:)`` makes a revoke wait part of a shutdown's budget.
 public final class KafkaConsumer: Sendable {
-    private let client: RDKafkaClient
-    private let core: ConsumerCore
+    let client: RDKafkaClient
+    let core: ConsumerCore
 
     /// Creates the consumer and starts its poll thread. It joins the group on ``subscribe(topics:)``.
     ///
@@ -74,12 +74,11 @@ public final class KafkaConsumer: Sendable {
         let callbacks = RDKafkaCallbacks(
             eventHandler: { [core] event in core.observe(event) }, redactor: SecretRedactor(properties: properties),
             onFatal: { [core] error in core.fail(error) },
-            onRebalance: { [core] rk, code, list in core.rebalance(rk, code, list) }
+            onRebalance: { [core] rebalance in core.rebalance(rebalance) }
         )
         let client = try RDKafkaClient.make(.consumer, properties: properties, callbacks: callbacks)
-        // Route the main queue (errors, statistics, rebalances) through rd_kafka_consumer_poll.
-        rd_kafka_poll_set_consumer(client.handle)
-        core.state.withLock { $0.handle = client.handle }
+        client.redirectMainQueueToConsumerPoll()
+        core.state.withLock { $0.handle = client.borrowed }
         self.client = client
         self.core = core
         DedicatedThread.start(name: "kafka-consumer") { [client, core] in
@@ -98,13 +97,7 @@ public final class KafkaConsumer: Sendable {
     /// Returns at once (it waits only for librdkafka's main thread, no network I/O); assignments
     /// arrive through the rebalance handler.
     public func subscribe(topics: [String]) throws(KafkaError) {
-        let list = RDKafkaTopicPartitionList(
-            topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) }
-        )
-        let response = rd_kafka_subscribe(client.handle, list.pointer)
-        guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(.subscription, "subscribing to \(topics.joined(separator: ", "))", response: response)
-        }
+        try client.subscribe(topics: topics)
         core.state.withLock { $0.subscribed = true }
     }
 
@@ -122,12 +115,7 @@ public final class KafkaConsumer: Sendable {
     /// The partitions currently assigned to this consumer, as librdkafka sees them. Waits only for
     /// librdkafka's main thread (microseconds), no network I/O.
     public func assignment() throws(KafkaError) -> [KafkaTopicPartition] {
-        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-        let response = rd_kafka_assignment(client.handle, &list)
-        guard response == RD_KAFKA_RESP_ERR_NO_ERROR, let list else {
-            throw KafkaError(.query, "reading the assignment", response: response)
-        }
-        return RDKafkaTopicPartitionList(taking: list).entries.map(\.topicPartition).sorted()
+        try client.assignment().map(\.topicPartition).sorted()
     }
 
     // MARK: Flow control
@@ -143,108 +131,6 @@ public final class KafkaConsumer: Sendable {
     /// - Throws: ``KafkaError/Code/partitionState`` if a partition is not assigned to this consumer.
     public func resume(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try core.resumeByOwner(partitions)
-    }
-
-    // MARK: Offsets
-
-    /// Stores the offset to commit for a partition: `nextOffset` is the offset of the NEXT record to
-    /// read, i.e. the last finished record's offset + 1. librdkafka commits it later (auto-commit,
-    /// ``commit()``, revoke, close). Non-blocking; any thread.
-    ///
-    /// - Throws: ``KafkaError/Code/offsetStore`` if the partition is not assigned to this consumer
-    ///   (any more), so a late store after a revoke cannot move the group's offset.
-    public func storeOffset(topic: String, partition: Int32, nextOffset: Int64) throws(KafkaError) {
-        try storeOffsets([KafkaTopicPartition(topic: topic, partition: partition): nextOffset])
-    }
-
-    /// Stores several next-to-read offsets at once; see ``storeOffset(topic:partition:nextOffset:)``.
-    public func storeOffsets(_ nextOffsets: [KafkaTopicPartition: Int64]) throws(KafkaError) {
-        guard !nextOffsets.isEmpty else { return }
-        let list = RDKafkaTopicPartitionList(offsets: nextOffsets.map { ($0.key, $0.value) })
-        let response = rd_kafka_offsets_store(client.handle, list.pointer)
-        if let error = list.firstError(.offsetStore, "storing the offset of") { throw error }
-        guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(.offsetStore, "storing offsets", response: response)
-        }
-    }
-
-    /// Commits the stored offsets of the current assignment and waits for the broker's answer.
-    /// The blocking call runs on a dedicated thread. Succeeds when nothing new was stored.
-    public func commit() async throws(KafkaError) {
-        let client = client
-        try await DedicatedThread.run(name: "kafka-commit") { () throws(KafkaError) in
-            try Self.commitStored(client)
-        }
-    }
-
-    /// Commits the stored offsets like ``commit()``, but waits only until `deadline`.
-    /// - Throws: ``KafkaError/Code/timeout`` when the broker has not answered by then (the commit may
-    ///   still complete later), or the commit's error.
-    public func commit(deadline: ContinuousClock.Instant) async throws(KafkaError) {
-        let client = client
-        let started = ContinuousClock.now
-        let done: Void? = try await DedicatedThread.run(name: "kafka-commit", until: deadline) {
-            () throws(KafkaError) in try Self.commitStored(client)
-        }
-        guard done != nil else {
-            throw KafkaError(code: .timeout, message: "committing stored offsets got no answer within "
-                + "\(ContinuousClock.now - started) (\(core.status))")
-        }
-    }
-
-    private static func commitStored(_ client: RDKafkaClient) throws(KafkaError) {
-        let response = rd_kafka_commit(client.handle, nil, 0)
-        guard response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET else {
-            throw KafkaError(.commit, "committing stored offsets", response: response)
-        }
-    }
-
-    /// Starts committing the stored offsets and returns at once. A failure (like that of a background
-    /// auto-commit) is reported to the event handler as ``KafkaEvent/error(_:)`` with code
-    /// ``KafkaError/Code/commit``.
-    public func scheduleCommit() throws(KafkaError) {
-        let response = rd_kafka_commit(client.handle, nil, 1)
-        guard response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET else {
-            throw KafkaError(.commit, "scheduling a commit", response: response)
-        }
-    }
-
-    /// The group's committed offsets (next offset to read) for `partitions`, asked of the broker.
-    /// Partitions without a committed offset are absent. The blocking call runs on a dedicated thread.
-    public func committedOffsets(
-        for partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)
-    ) async throws(KafkaError) -> [KafkaTopicPartition: Int64] {
-        let client = client
-        return try await DedicatedThread.run(name: "kafka-committed") { () throws(KafkaError) in
-            try KafkaCommittedOffsets.query(client: client, partitions: partitions, timeout: timeout)
-        }
-    }
-
-    /// Lag per assigned partition from librdkafka's local view: the position (next record to hand
-    /// out) against the high watermark of the last fetch. Non-blocking; no broker call.
-    public func partitionLags() throws(KafkaError) -> [KafkaPartitionLag] {
-        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-        let response = rd_kafka_assignment(client.handle, &list)
-        guard response == RD_KAFKA_RESP_ERR_NO_ERROR, let list else {
-            throw KafkaError(.query, "reading the assignment", response: response)
-        }
-        let assignment = RDKafkaTopicPartitionList(taking: list)
-        let positionResponse = rd_kafka_position(client.handle, assignment.pointer)
-        guard positionResponse == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(.query, "reading positions", response: positionResponse)
-        }
-        return assignment.entries.map { entry in
-            var low: Int64 = 0
-            var high: Int64 = 0
-            let known = rd_kafka_get_watermark_offsets(
-                client.handle, entry.topicPartition.topic, entry.topicPartition.partition, &low, &high
-            ) == RD_KAFKA_RESP_ERR_NO_ERROR
-            return KafkaPartitionLag(
-                topicPartition: entry.topicPartition,
-                position: entry.offset >= 0 ? entry.offset : nil,
-                highWatermark: known && high >= 0 ? high : nil
-            )
-        }.sorted { $0.topicPartition < $1.topicPartition }
     }
 
     // MARK: Shutdown
@@ -297,55 +183,6 @@ public final class KafkaConsumer: Sendable {
 
     private func requestClose() {
         core.requestClose()
-    }
-
-    // MARK: Poll thread
-
-    private static let pollTimeoutMilliseconds: Int32 = 100
-    /// How long a closing member waits for its first assignment; a group join normally completes
-    /// well within it (the coordinator's rebalance delay is 3 s by default).
-    private static let firstAssignmentWait: Duration = .seconds(5)
-
-    private static func pollLoop(client: RDKafkaClient, core: ConsumerCore) {
-        let rk = client.handle
-        while core.isRunning {
-            if !core.waitForRoom() { core.throttle() }
-            guard let message = rd_kafka_consumer_poll(rk, pollTimeoutMilliseconds) else { continue }
-            defer { rd_kafka_message_destroy(message) }
-            let response = message.pointee.err
-            if response == RD_KAFKA_RESP_ERR_NO_ERROR {
-                core.deliver(KafkaConsumerMessage(copying: message))
-            } else if response == RD_KAFKA_RESP_ERR__FATAL {
-                let error = client.recordedFatalError ?? KafkaError(.fatal, "consumer", response: response)
-                core.fail(error)
-                core.eventHandler?(.fatal(error))
-            } else if response != RD_KAFKA_RESP_ERR__PARTITION_EOF {
-                var context = String(cString: rd_kafka_message_errstr(message))
-                if let topic = message.pointee.rkt {
-                    let name = String(cString: rd_kafka_topic_name(topic))
-                    context = "\(name)[\(message.pointee.partition)]: " + context
-                }
-                core.eventHandler?(.error(KafkaError(.client, client.callbacks.redactor.redact(context),
-                                                     response: response)))
-            }
-        }
-        // A member still waiting for its first assignment is given up to firstAssignmentWait to get
-        // it (see ConsumerCore.mustAwaitFirstAssignment); records fetched meanwhile are not handed
-        // over, so their offsets are never stored and the group's next owner reads them.
-        var waitUntil = ContinuousClock.now.advanced(by: firstAssignmentWait)
-        if let closeBy = core.state.withLock({ $0.closeDeadline }) { waitUntil = min(waitUntil, closeBy) }
-        core.setClosingStage("waiting for the first assignment (the group join is under way)")
-        while core.mustAwaitFirstAssignment && ContinuousClock.now < waitUntil {
-            if let message = rd_kafka_consumer_poll(rk, pollTimeoutMilliseconds) { rd_kafka_message_destroy(message) }
-        }
-        // Closed by its deadline before the first assignment came: destroying the handle would abort the
-        // process (see mustAwaitFirstAssignment), so it is left to the process's exit instead.
-        if core.mustAwaitFirstAssignment { client.keepsHandleAtDeinit() }
-        // Serves the final revoke (the rebalance handler runs here), commits and leaves the group.
-        core.setClosingStage("in rd_kafka_consumer_close (final revoke, commit, leaving the group)")
-        let response = rd_kafka_consumer_close(rk)
-        let error = response == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(.closed, "closing", response: response)
-        core.finishClosing(error: error)
     }
 }
 

@@ -1,7 +1,5 @@
 // Errors from librdkafka and from this module's own checks. Each carries a code to compare on,
 // a message that says what went wrong and where, and librdkafka's own error name when it came from there.
-internal import CRdKafka
-
 /// An error from the Kafka module.
 ///
 /// Compare errors by ``code``: `error.code == .queueFull`. The ``message`` is for people; it never
@@ -62,7 +60,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible, Equatable {
     public var code: Code
     /// What went wrong and where, for people.
     public var message: String
-    /// librdkafka's numeric error (`rd_kafka_resp_err_t`), when librdkafka reported the error.
+    /// librdkafka's numeric error (its response code), when librdkafka reported the error.
     public var librdkafkaCode: Int32?
     /// librdkafka's name for ``librdkafkaCode``, for example `_QUEUE_FULL` or `UNKNOWN_TOPIC_OR_PART`.
     public var librdkafkaName: String?
@@ -81,27 +79,6 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible, Equatable {
 
     /// Errors are equal when their codes are.
     public static func == (lhs: KafkaError, rhs: KafkaError) -> Bool { lhs.code == rhs.code }
-}
-
-extension KafkaError {
-    /// An error for a librdkafka response code: "`context`: librdkafka's text".
-    init(_ code: Code, _ context: String, response: rd_kafka_resp_err_t) {
-        let text = String(cString: rd_kafka_err2str(response))
-        self.init(
-            code: code, message: "\(context): \(text)",
-            librdkafkaCode: response.rawValue, librdkafkaName: String(cString: rd_kafka_err2name(response))
-        )
-    }
-
-    /// Takes over and destroys an `rd_kafka_error_t`.
-    init(_ code: Code, _ context: String, consuming error: OpaquePointer) {
-        defer { rd_kafka_error_destroy(error) }
-        let response = rd_kafka_error_code(error)
-        self.init(
-            code: code, message: "\(context): \(String(cString: rd_kafka_error_string(error)))",
-            librdkafkaCode: response.rawValue, librdkafkaName: String(cString: rd_kafka_err2name(response))
-        )
-    }
 }
 
 extension KafkaError {
@@ -137,32 +114,6 @@ extension KafkaError {
     public var producerFailureKind: ProducerFailureKind {
         if code == .queueFull { return .transient }
         guard code == .delivery || code == .produce, let librdkafkaCode else { return .permanent }
-        return Self.transientProducerCodes.contains(librdkafkaCode) ? .transient : .permanent
-    }
-
-    private static let transientProducerCodes: Set<Int32> = Set([
-        RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, RD_KAFKA_RESP_ERR__TIMED_OUT, RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE,
-        RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, RD_KAFKA_RESP_ERR__RESOLVE,
-        RD_KAFKA_RESP_ERR__QUEUE_FULL, RD_KAFKA_RESP_ERR__WAIT_COORD, RD_KAFKA_RESP_ERR__RETRY,
-        RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION,
-        RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
-        RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE,
-        RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR, RD_KAFKA_RESP_ERR_NOT_CONTROLLER,
-        RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
-        RD_KAFKA_RESP_ERR_NOT_COORDINATOR, RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH,
-        RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH, RD_KAFKA_RESP_ERR_PREFERRED_LEADER_NOT_AVAILABLE,
-        RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED,
-    ].map(\.rawValue))
-
-    /// An error as a delivery report with librdkafka's `response` would carry it, for classification tests.
-    static func deliveryFailure(librdkafkaName name: String) -> KafkaError? {
-        for raw in Int32(-200)...Int32(200) {
-            let response = rd_kafka_resp_err_t(rawValue: raw)
-            if String(cString: rd_kafka_err2name(response)) == name {
-                return KafkaError(.delivery, "a test delivery", response: response)
-            }
-        }
-        return nil
+        return RDKafkaResponse.transientProducerCodes.contains(librdkafkaCode) ? .transient : .permanent
     }
 }

@@ -123,9 +123,9 @@ public enum KafkaRebalanceEvent: Sendable {
 /// but not yet handed out. The handler should finish or abandon in-flight work of these
 /// partitions by ``deadline`` and store offsets for what finished; afterwards the consumer commits
 /// the stored offsets synchronously (with the cooperative protocol retrying while the group completes
-/// the round, until the deadline and for at least a second) and releases the partitions. Abandoned records, and finished ones
-/// whose commit failed (reported as a ``KafkaError/Code/commit`` error event), are redelivered to
-/// the next owner: at-least-once.
+/// the round, until the deadline and for at least a second) and releases the partitions. Abandoned
+/// records, and finished ones whose commit failed (reported as a ``KafkaError/Code/commit`` error
+/// event), are redelivered to the next owner: at-least-once.
 public struct KafkaRevocation: Sendable {
     public var partitions: [KafkaTopicPartition]
     /// When the consumer stops waiting for the handler and releases the partitions.

@@ -6,7 +6,8 @@ import Testing
 
 @Suite("KafkaConsumer")
 struct KafkaConsumerTests {
-    @Test("a cooperative-sticky member closed before its first assignment gets it first (librdkafka 2.0.2 aborts in destroy otherwise)")
+    // librdkafka 2.0.2 aborts in destroy otherwise.
+    @Test("a cooperative-sticky member closed before its first assignment gets it first")
     func closingBeforeTheFirstAssignmentWaitsForIt() async throws {
         let cluster = try startCluster(topic: "in", partitions: 2)
         let events = Recorder<String>()
@@ -16,7 +17,7 @@ struct KafkaConsumerTests {
                 if case .assigned(let partitions) = event { events.append("assigned \(partitions.count)") }
             })
         try consumer.subscribe(topics: ["in"])
-        // At once: the join has not completed yet. Without the wait, rd_kafka_destroy can find the
+        // At once: the join has not completed yet. Without the wait, destroying the handle can find the
         // sticky assignor chosen but its state missing, and abort the whole test process.
         try await consumer.close()
         #expect(events.all.first == "assigned 2", "\(events.all)")

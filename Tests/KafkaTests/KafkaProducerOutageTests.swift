@@ -80,7 +80,7 @@ struct KafkaProducerOutageTests {
         try await producer.close(timeout: .seconds(5))
     }
 
-    @Test("records that a short delivery timeout fails while brokers are away and that are sent again count as one wait")
+    @Test("records a short delivery timeout fails while brokers are away, sent again, count as one wait")
     func timedOutRecordsSentAgainAreOneWait() async throws {
         let cluster = try startCluster(brokers: 1, topic: "out", partitions: 1)
         var configuration = testProducerConfiguration(cluster)

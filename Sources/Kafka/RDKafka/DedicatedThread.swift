@@ -1,7 +1,6 @@
 // Runs blocking librdkafka calls on threads of their own, never on Swift's cooperative pool.
 import Foundation
 import Platform
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,18 +61,5 @@ enum DedicatedThread {
             }
         }
         return try result?.get()
-    }
-}
-
-/// A continuation that the first of several racing parties resumes; later resumes are ignored.
-final class ResumeOnce<Value: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<Value, Never>?>
-
-    init(_ continuation: CheckedContinuation<Value, Never>) {
-        self.continuation = Mutex(continuation)
-    }
-
-    func resume(returning value: Value) {
-        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }

@@ -1,39 +1,8 @@
 // The one owner of an rd_kafka_t: builds the rd_kafka_conf_t from a property list (turning each
 // rejected property into a KafkaError), installs the callbacks, and destroys the handle in deinit.
+// The calls each kind of client makes are in RDKafkaClient+Producer and RDKafkaClient+Consumer.
 internal import CRdKafka
 import Synchronization
-
-/// What the C callbacks of one client call into. The conf's opaque points at this object, which
-/// the client keeps alive until after `rd_kafka_destroy`.
-final class RDKafkaCallbacks: Sendable {
-    typealias RebalanceCallback = @Sendable (
-        OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
-    ) -> Void
-
-    let eventHandler: KafkaEventHandler?
-    let redactor: SecretRedactor
-    /// Called on the poll thread when librdkafka reports a fatal error.
-    let onFatal: @Sendable (KafkaError) -> Void
-    let onRebalance: RebalanceCallback?
-
-    init(
-        eventHandler: KafkaEventHandler?, redactor: SecretRedactor,
-        onFatal: @escaping @Sendable (KafkaError) -> Void = { _ in },
-        onRebalance: RebalanceCallback? = nil
-    ) {
-        self.eventHandler = eventHandler
-        self.redactor = redactor
-        self.onFatal = onFatal
-        self.onRebalance = onRebalance
-    }
-
-    func emit(_ event: KafkaEvent) { eventHandler?(event) }
-
-    static func from(_ opaque: UnsafeMutableRawPointer?) -> RDKafkaCallbacks? {
-        guard let opaque else { return nil }
-        return Unmanaged<RDKafkaCallbacks>.fromOpaque(opaque).takeUnretainedValue()
-    }
-}
 
 /// Owns one `rd_kafka_t`. librdkafka's API is thread-safe, so the handle may be used from any thread.
 final class RDKafkaClient: @unchecked Sendable {
@@ -42,6 +11,9 @@ final class RDKafkaClient: @unchecked Sendable {
     let handle: OpaquePointer
     let callbacks: RDKafkaCallbacks
     private let destroysHandle = Atomic<Bool>(true)
+
+    /// The handle, for state that must not keep the client alive.
+    var borrowed: RDKafkaHandle { RDKafkaHandle(pointer: handle) }
 
     private init(handle: OpaquePointer, callbacks: RDKafkaCallbacks) {
         self.handle = handle
@@ -62,7 +34,7 @@ final class RDKafkaClient: @unchecked Sendable {
         }
         // rd_kafka_destroy blocks while it joins librdkafka's threads (and closes a consumer that
         // was not closed), so it runs on a thread of its own; the callbacks stay alive until it is done.
-        let handle = UncheckedHandle(pointer: handle)
+        let handle = RDKafkaHandle(pointer: handle)
         let callbacks = callbacks
         DedicatedThread.start(name: "rdkafka-destroy") {
             rd_kafka_destroy(handle.pointer)
@@ -75,7 +47,8 @@ final class RDKafkaClient: @unchecked Sendable {
         _ kind: Kind, properties: [(String, String)], callbacks: RDKafkaCallbacks
     ) throws(KafkaError) -> RDKafkaClient {
         let conf = try makeConf(
-            properties: properties.filter { RDKafkaPropertyScopes.applies($0.0, to: kind) }, redactor: callbacks.redactor)
+            properties: properties.filter { RDKafkaPropertyScopes.applies($0.0, to: kind) },
+            redactor: callbacks.redactor)
         rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(callbacks).toOpaque())
         installCallbacks(on: conf, for: kind, callbacks: callbacks)
         let (handle, reason) = withErrorBuffer { buffer, size in
@@ -117,56 +90,6 @@ final class RDKafkaClient: @unchecked Sendable {
         return conf
     }
 
-    private static func installCallbacks(on conf: OpaquePointer, for kind: Kind, callbacks: RDKafkaCallbacks) {
-        rd_kafka_conf_set_log_cb(conf) { rk, level, facility, line in
-            guard let rk, let callbacks = RDKafkaCallbacks.from(rd_kafka_opaque(rk)) else { return }
-            let message = KafkaLogMessage(
-                level: level, facility: facility.map { String(cString: $0) } ?? "",
-                message: callbacks.redactor.redact(line.map { String(cString: $0) } ?? "")
-            )
-            // Without an offset-commit callback librdkafka reports failed background (auto or
-            // scheduled) commits only as this log line; synchronous commits return their error.
-            if message.facility == "COMMITFAIL" {
-                callbacks.emit(.error(KafkaError(code: .commit, message: message.message)))
-            } else {
-                callbacks.emit(.log(message))
-            }
-        }
-        rd_kafka_conf_set_error_cb(conf) { rk, code, reason, opaque in
-            guard let rk, let callbacks = RDKafkaCallbacks.from(opaque) else { return }
-            let response = rd_kafka_resp_err_t(rawValue: code)
-            if response == RD_KAFKA_RESP_ERR__FATAL {
-                let error = RDKafkaClient.recordedFatalError(of: rk, redactor: callbacks.redactor)
-                callbacks.onFatal(error)
-                callbacks.emit(.fatal(error))
-                return
-            }
-            let text = callbacks.redactor.redact(reason.map { String(cString: $0) } ?? "")
-            callbacks.emit(.error(KafkaError(.client, text, response: response)))
-        }
-        rd_kafka_conf_set_stats_cb(conf) { _, json, length, opaque in
-            guard let json, let callbacks = RDKafkaCallbacks.from(opaque) else { return 0 }
-            let text = String(decoding: UnsafeRawBufferPointer(start: json, count: length), as: UTF8.self)
-            callbacks.emit(.statistics(text))
-            return 0  // 0: librdkafka frees the JSON buffer
-        }
-        if kind == .producer {
-            // Each message's opaque is a retained DeliveryCallback; the report consumes it.
-            rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
-                guard let message, let opaque = message.pointee._private else { return }
-                Unmanaged<DeliveryCallback>.fromOpaque(opaque).takeRetainedValue().report(message)
-            }
-        }
-        if kind == .consumer {
-            if callbacks.onRebalance != nil {
-                rd_kafka_conf_set_rebalance_cb(conf) { rk, code, partitions, opaque in
-                    guard let rk, let partitions, let callbacks = RDKafkaCallbacks.from(opaque) else { return }
-                    callbacks.onRebalance?(rk, code, partitions)
-                }
-            }
-        }
-    }
-
     /// The fatal error librdkafka recorded, as a KafkaError.
     static func recordedFatalError(of rk: OpaquePointer, redactor: SecretRedactor) -> KafkaError {
         let (response, reason) = withErrorBuffer { buffer, size in rd_kafka_fatal_error(rk, buffer, size) }
@@ -181,8 +104,9 @@ final class RDKafkaClient: @unchecked Sendable {
     }
 }
 
-/// A C handle carried to another thread; librdkafka handles are thread-safe.
-struct UncheckedHandle: @unchecked Sendable {
+/// A borrowed `rd_kafka_t`: valid while the ``RDKafkaClient`` that owns it lives. It carries the
+/// handle to another thread (librdkafka handles are thread-safe) and to callbacks that get it from C.
+struct RDKafkaHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 

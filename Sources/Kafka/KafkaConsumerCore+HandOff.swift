@@ -1,0 +1,147 @@
+// The bounded hand-off between the poll thread and the readers: the poll thread delivers and waits
+// for room, readers take records, and a hand-off that stays full pauses fetching until it drains.
+import Dispatch
+
+/// Received records waiting to be handed out, oldest first.
+struct MessageQueue {
+    private var storage: [KafkaConsumerMessage] = []
+    private var head = 0
+
+    var count: Int { storage.count - head }
+    var isEmpty: Bool { count == 0 }
+
+    mutating func append(_ message: KafkaConsumerMessage) { storage.append(message) }
+
+    mutating func popFirst() -> KafkaConsumerMessage? {
+        guard head < storage.count else { return nil }
+        let message = storage[head]
+        head += 1
+        if head >= 64, head * 2 >= storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+        return message
+    }
+
+    mutating func removeAll(where shouldRemove: (KafkaConsumerMessage) -> Bool) {
+        storage = storage[head...].filter { !shouldRemove($0) }
+        head = 0
+    }
+}
+
+extension ConsumerCore {
+    // MARK: Poll-thread side
+
+    /// Hands a received record to a waiting reader or buffers it.
+    func deliver(_ message: KafkaConsumerMessage) {
+        state.withLock { state in
+            // A record of a partition revoked meanwhile is dropped: it is redelivered to its new owner.
+            guard state.assignment.contains(message.topicPartition) else { return }
+            if !state.waiters.isEmpty {
+                state.waiters.removeFirst().continuation.resume(returning: message)
+                return
+            }
+            state.buffer.append(message)
+            if state.isThrottled {
+                // Only a partition assigned while throttled can still deliver; pause it too.
+                let partition = message.topicPartition
+                if !state.pausedForBuffer.contains(partition), !state.pausedByOwner.contains(partition) {
+                    Self.setPaused(true, [partition], handle: state.handle)
+                    state.pausedForBuffer.insert(partition)
+                }
+            }
+        }
+    }
+
+    /// Waits (on the poll thread) until the hand-off has room, at most `stallTimeout`.
+    /// Returns `false` if it is still full: the caller then throttles so it can keep polling.
+    func waitForRoom() -> Bool {
+        let deadline = DispatchTime.now() + .milliseconds(Int(clamping: stallTimeout.wholeMilliseconds))
+        while true {
+            let hasRoom = state.withLock { state in
+                if state.buffer.count < capacity || state.isThrottled || state.lifecycle != .running { return true }
+                state.pollerIsWaiting = true
+                return false
+            }
+            if hasRoom { return true }
+            if roomAvailable.wait(timeout: deadline) == .timedOut {
+                return state.withLock { state in
+                    state.pollerIsWaiting = false
+                    return state.buffer.count < capacity || state.lifecycle != .running
+                }
+            }
+        }
+    }
+
+    /// Pauses every assigned partition the owner has not paused, because the hand-off stayed full.
+    /// librdkafka drops what it prefetched for them and refetches from the next undelivered offset.
+    func throttle() {
+        state.withLock { state in
+            guard !state.isThrottled, state.buffer.count >= capacity else { return }
+            let toPause = state.assignment.subtracting(state.pausedByOwner)
+            Self.setPaused(true, toPause, handle: state.handle)
+            state.pausedForBuffer = toPause
+            state.isThrottled = true
+        }
+    }
+
+    /// Wakes the poll thread if it waits for room (called with the lock held).
+    func wakePoller(_ state: inout State) {
+        guard state.pollerIsWaiting else { return }
+        state.pollerIsWaiting = false
+        roomAvailable.signal()
+    }
+
+    // MARK: Async side
+
+    func next() async throws -> KafkaConsumerMessage? {
+        // A buffered record is taken without suspending (the common case under load): a continuation
+        // and a cancellation handler per record cost a task switch each.
+        let taken = state.withLock { state -> (KafkaConsumerMessage?, id: UInt64) in
+            if let message = takeBuffered(&state) { return (message, 0) }
+            state.nextWaiterID += 1
+            return (nil, state.nextWaiterID)
+        }
+        if let message = taken.0 { return message }
+        let id = taken.id
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                state.withLock { state in
+                    if let message = takeBuffered(&state) {
+                        continuation.resume(returning: message)
+                    } else if let failure = state.failure {
+                        continuation.resume(throwing: failure)
+                    } else if state.lifecycle == .closed || Task.isCancelled {
+                        continuation.resume(returning: nil)
+                    } else {
+                        state.waiters.append((id, continuation))
+                    }
+                }
+            }
+        } onCancel: {
+            state.withLock { state in
+                if let index = state.waiters.firstIndex(where: { $0.id == id }) {
+                    state.waiters.remove(at: index).continuation.resume(returning: nil)
+                }
+            }
+        }
+    }
+
+    /// The oldest buffered record, if any; taking it may resume throttled partitions and wake the poller.
+    private func takeBuffered(_ state: inout State) -> KafkaConsumerMessage? {
+        guard let message = state.buffer.popFirst() else { return nil }
+        resumeIfDrained(&state)
+        if state.buffer.count < capacity { wakePoller(&state) }
+        return message
+    }
+
+    /// Resumes the partitions the hand-off paused once it has drained below the threshold.
+    func resumeIfDrained(_ state: inout State) {
+        guard state.isThrottled, state.buffer.count <= resumeThreshold else { return }
+        Self.setPaused(false, state.pausedForBuffer.subtracting(state.pausedByOwner), handle: state.handle)
+        state.pausedForBuffer = []
+        state.isThrottled = false
+    }
+
+    var bufferedCount: Int { state.withLock { $0.buffer.count } }
+}

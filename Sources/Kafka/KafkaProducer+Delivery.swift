@@ -1,0 +1,92 @@
+// What follows a record once librdkafka holds it: its delivery callback (the message's opaque), the
+// promise `send` awaits, and the size shown when a record is too large.
+import Synchronization
+
+/// One message's delivery callback, passed to librdkafka as the message opaque (retained once).
+final class DeliveryCallback {
+    private let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+
+    init(_ onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
+        self.onDelivery = onDelivery
+    }
+
+    /// Called once, on the poll thread, from the delivery-report callback.
+    func report(_ raw: RDKafkaDelivery) {
+        let topic = raw.topic
+        if raw.response.isSuccess {
+            onDelivery(.success(KafkaDeliveryReport(
+                topic: topic, partition: raw.partition, offset: raw.offset >= 0 ? raw.offset : nil
+            )))
+        } else if raw.response == .messageSizeTooLarge {
+            // The broker's limit (its message.max.bytes, or the topic's max.message.bytes) is below the producer's.
+            let size = RecordSize(keyBytes: raw.keyBytes, valueBytes: raw.valueBytes)
+            onDelivery(.failure(KafkaError(
+                .messageTooLarge, "the broker refused a record of \(size) for \(place(topic, raw.partition))",
+                response: raw.response)))
+        } else {
+            onDelivery(.failure(KafkaError(
+                .delivery, "delivering a record to \(place(topic, raw.partition))", response: raw.response)))
+        }
+    }
+
+    private func place(_ topic: String, _ partition: Int32) -> String {
+        partition >= 0 ? "\(topic)[\(partition)]" : "topic '\(topic)'"
+    }
+}
+
+/// How large a record is, for the messages of ``KafkaError/Code/messageTooLarge``.
+struct RecordSize: CustomStringConvertible {
+    var keyBytes: Int
+    var valueBytes: Int
+    var headerBytes: Int?
+
+    init(keyBytes: Int, valueBytes: Int, headerBytes: Int? = nil) {
+        self.keyBytes = keyBytes
+        self.valueBytes = valueBytes
+        self.headerBytes = headerBytes
+    }
+
+    init(key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader]) {
+        self.init(
+            keyBytes: key?.count ?? 0, valueBytes: value?.count ?? 0,
+            headerBytes: headers.reduce(0) { $0 + $1.name.utf8.count + ($1.value?.count ?? 0) })
+    }
+
+    var description: String {
+        let total = keyBytes + valueBytes + (headerBytes ?? 0)
+        let parts = "key \(keyBytes), value \(valueBytes)" + (headerBytes.map { ", headers \($0)" } ?? "")
+        return "\(total) bytes (\(parts))"
+    }
+}
+
+/// A delivery result that may arrive before or after someone waits for it.
+final class DeliveryPromise: Sendable {
+    private enum State {
+        case waiting(CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>?)
+        case done(Result<KafkaDeliveryReport, KafkaError>)
+    }
+    private let state = Mutex(State.waiting(nil))
+
+    func fulfill(_ result: Result<KafkaDeliveryReport, KafkaError>) {
+        let waiter: CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>? = state.withLock { state in
+            guard case .waiting(let waiter) = state else { return nil }
+            state = .done(result)
+            return waiter
+        }
+        waiter?.resume(returning: result)
+    }
+
+    var result: Result<KafkaDeliveryReport, KafkaError> {
+        get async {
+            await withCheckedContinuation { continuation in
+                let ready: Result<KafkaDeliveryReport, KafkaError>? = state.withLock { state in
+                    switch state {
+                    case .done(let result): return result
+                    case .waiting: state = .waiting(continuation); return nil
+                    }
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        }
+    }
+}

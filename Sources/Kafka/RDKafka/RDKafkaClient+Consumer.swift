@@ -1,0 +1,146 @@
+// The consumer's librdkafka calls: subscribing, polling for records, the assignment and positions,
+// storing and committing offsets, pausing partitions and closing.
+internal import CRdKafka
+
+/// What one consumer poll returned, copied out of the C message (which is freed before this is seen).
+enum RDKafkaConsumerEvent {
+    case message(KafkaConsumerMessage)
+    /// The end of a partition was reached; nothing to do.
+    case partitionEnd
+    /// The client hit a fatal error.
+    case fatal
+    /// A consumer error; `context` is librdkafka's text, prefixed with the partition when it has one.
+    case error(RDKafkaResponse, context: String)
+}
+
+extension RDKafkaClient {
+    /// Routes the main queue (errors, statistics, rebalances) through ``consumerPoll(milliseconds:)``.
+    func redirectMainQueueToConsumerPoll() {
+        rd_kafka_poll_set_consumer(handle)
+    }
+
+    /// Subscribes to `topics`, replacing any earlier subscription. Waits only for librdkafka's main thread.
+    func subscribe(topics: [String]) throws(KafkaError) {
+        let list = RDKafkaTopicPartitionList(
+            topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) }
+        )
+        let response = rd_kafka_subscribe(handle, list.pointer)
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(.subscription, "subscribing to \(topics.joined(separator: ", "))", response: response)
+        }
+    }
+
+    /// Waits at most `milliseconds` for a record or a consumer event, serving callbacks meanwhile.
+    func consumerPoll(milliseconds: Int32) -> RDKafkaConsumerEvent? {
+        guard let message = rd_kafka_consumer_poll(handle, milliseconds) else { return nil }
+        defer { rd_kafka_message_destroy(message) }
+        let response = message.pointee.err
+        if response == RD_KAFKA_RESP_ERR_NO_ERROR { return .message(KafkaConsumerMessage(copying: message)) }
+        if response == RD_KAFKA_RESP_ERR__FATAL { return .fatal }
+        if response == RD_KAFKA_RESP_ERR__PARTITION_EOF { return .partitionEnd }
+        var context = String(cString: rd_kafka_message_errstr(message))
+        if let topic = message.pointee.rkt {
+            let name = String(cString: rd_kafka_topic_name(topic))
+            context = "\(name)[\(message.pointee.partition)]: " + context
+        }
+        return .error(RDKafkaResponse(response), context: context)
+    }
+
+    /// Like ``consumerPoll(milliseconds:)``, but drops what it receives without reading it.
+    func consumerPollDiscarding(milliseconds: Int32) {
+        if let message = rd_kafka_consumer_poll(handle, milliseconds) { rd_kafka_message_destroy(message) }
+    }
+
+    /// Serves the final revoke, commits and leaves the group. Blocking, and unbounded while the
+    /// cluster is away.
+    func closeConsumer() -> RDKafkaResponse {
+        RDKafkaResponse(rd_kafka_consumer_close(handle))
+    }
+
+    /// The assigned partitions with librdkafka's current position (next offset to hand out; negative
+    /// when unknown). Waits only for librdkafka's main thread.
+    func assignment(withPositions: Bool = false) throws(KafkaError) -> [RDKafkaPartitionEntry] {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        let response = rd_kafka_assignment(handle, &list)
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR, let list else {
+            throw KafkaError(.query, "reading the assignment", response: response)
+        }
+        let assignment = RDKafkaTopicPartitionList(taking: list)
+        if withPositions {
+            let positionResponse = rd_kafka_position(handle, assignment.pointer)
+            guard positionResponse == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                throw KafkaError(.query, "reading positions", response: positionResponse)
+            }
+        }
+        return assignment.entries
+    }
+
+    /// The high watermark of `partition` as of the last fetch (no broker call), if known.
+    func cachedHighWatermark(of partition: KafkaTopicPartition) -> Int64? {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let known = rd_kafka_get_watermark_offsets(
+            handle, partition.topic, partition.partition, &low, &high
+        ) == RD_KAFKA_RESP_ERR_NO_ERROR
+        return known && high >= 0 ? high : nil
+    }
+
+    /// Stores next-to-read offsets for librdkafka to commit. Non-blocking.
+    /// - Throws: ``KafkaError/Code/offsetStore``, naming the first partition refused.
+    func storeOffsets(_ nextOffsets: [KafkaTopicPartition: Int64]) throws(KafkaError) {
+        let list = RDKafkaTopicPartitionList(offsets: nextOffsets.map { ($0.key, $0.value) })
+        let response = rd_kafka_offsets_store(handle, list.pointer)
+        if let error = list.firstError(.offsetStore, "storing the offset of") { throw error }
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(.offsetStore, "storing offsets", response: response)
+        }
+    }
+
+    /// See ``RDKafkaHandle/commitStoredOffsets(blocking:)``.
+    func commitStoredOffsets(blocking: Bool) -> RDKafkaResponse? {
+        borrowed.commitStoredOffsets(blocking: blocking)
+    }
+
+    /// The group's committed offsets (next offset to read) for `partitions`, asked of the group
+    /// coordinator; partitions without one are absent. Blocking, at most `timeout`.
+    func committedOffsets(
+        for partitions: [KafkaTopicPartition], timeout: Duration
+    ) throws(KafkaError) -> [KafkaTopicPartition: Int64] {
+        guard !partitions.isEmpty else { return [:] }
+        let list = RDKafkaTopicPartitionList(partitions)
+        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
+        let response = rd_kafka_committed(handle, list.pointer, milliseconds)
+        guard response == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(.query, "reading committed offsets", response: response)
+        }
+        if let error = list.firstError(.query, "reading the committed offset of") { throw error }
+        var offsets: [KafkaTopicPartition: Int64] = [:]
+        for entry in list.entries where entry.offset >= 0 {
+            offsets[entry.topicPartition] = entry.offset
+        }
+        return offsets
+    }
+}
+
+extension RDKafkaHandle {
+    /// Commits the stored offsets of the current assignment: `blocking`, waits for the broker's
+    /// answer; otherwise starts the commit and returns at once.
+    /// - Returns: nil when committed or when nothing new was stored; librdkafka's answer otherwise.
+    func commitStoredOffsets(blocking: Bool) -> RDKafkaResponse? {
+        let response = rd_kafka_commit(pointer, nil, blocking ? 0 : 1)
+        if response == RD_KAFKA_RESP_ERR_NO_ERROR || response == RD_KAFKA_RESP_ERR__NO_OFFSET { return nil }
+        return RDKafkaResponse(response)
+    }
+
+    /// Pauses or resumes fetching `partitions`. Non-blocking.
+    /// - Returns: the first failure, as ``KafkaError/Code/partitionState``.
+    func setPaused(_ pause: Bool, _ partitions: Set<KafkaTopicPartition>) -> KafkaError? {
+        guard !partitions.isEmpty else { return nil }
+        let list = RDKafkaTopicPartitionList(partitions)
+        let response = pause
+            ? rd_kafka_pause_partitions(pointer, list.pointer) : rd_kafka_resume_partitions(pointer, list.pointer)
+        let action = pause ? "pausing" : "resuming"
+        if response != RD_KAFKA_RESP_ERR_NO_ERROR { return KafkaError(.partitionState, action, response: response) }
+        return list.firstError(.partitionState, action)
+    }
+}
