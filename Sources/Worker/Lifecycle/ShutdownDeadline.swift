@@ -2,6 +2,7 @@
 // work may run, by when Kafka must be committed and left, and by when the process exits whatever is
 // still running. Also the watchdog that enforces the last, and waits that end at a deadline.
 import Foundation
+import Platform
 import Synchronization
 
 #if canImport(Glibc)
@@ -99,7 +100,7 @@ public func waitAtMost<T: Sendable>(
     until deadline: ContinuousClock.Instant, _ operation: @escaping @Sendable () async -> T
 ) async -> T? {
     await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
-        let first = FirstResult(continuation)
+        let first = ResumeOnce(continuation)
         Task { first.resume(returning: await operation()) }
         Task {
             try? await Task.sleep(until: deadline, clock: .continuous)
@@ -111,28 +112,15 @@ public func waitAtMost<T: Sendable>(
 /// Runs `operation` in a task of its own and waits for it unless the calling task is cancelled first;
 /// returns nil then (the operation goes on in the background).
 public func unlessCancelled<T: Sendable>(_ operation: @escaping @Sendable () async -> T) async -> T? {
-    let first = Mutex<FirstResult<T?>?>(nil)
+    let first = Mutex<ResumeOnce<T?>?>(nil)
     return await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
-            let result = FirstResult(continuation)
+            let result = ResumeOnce(continuation)
             first.withLock { $0 = result }
             if Task.isCancelled { result.resume(returning: nil) }
             Task { result.resume(returning: await operation()) }
         }
     } onCancel: {
         first.withLock { $0 }?.resume(returning: nil)
-    }
-}
-
-/// A continuation that the first of several racing parties resumes; later resumes are ignored.
-final class FirstResult<Value: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<Value, Never>?>
-
-    init(_ continuation: CheckedContinuation<Value, Never>) {
-        self.continuation = Mutex(continuation)
-    }
-
-    func resume(returning value: Value) {
-        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }
