@@ -1,7 +1,7 @@
 // Decisions as JSON objects, one per line in `apns-worker rules render`: a request exactly as it
 // would be sent (method, URL, headers, body), or the skip / rejection and why.
 public import JSON
-public import APNs
+import APNs
 
 extension PushDecision {
     /// The decision as one JSON object.

@@ -1,6 +1,6 @@
 // A loaded, checked rules file: immutable and Sendable, shared by every worker task. `evaluate` is
 // what the worker calls per event; `explain` backs `apns-worker rules explain`.
-public import APNs
+import APNs
 import Foundation
 public import JSON
 import Synchronization

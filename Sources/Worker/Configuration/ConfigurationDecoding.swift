@@ -2,7 +2,7 @@
 // every problem with the key path where it is and what would be right.
 import Foundation
 public import JSON
-public import APNs
+import APNs
 
 /// One problem in the configuration: where (a key path such as `kafka.topics.requests`, and the
 /// file position when known) and what is wrong.

@@ -4,7 +4,7 @@
 // Inside a librdkafka property map, '_' stands for '.' (APNS_WORKER_KAFKA__PROPERTIES__SASL_MECHANISM
 // sets sasl.mechanism), since librdkafka property names have dots and no underscores.
 public import JSON
-public import APNs
+import APNs
 
 public enum EnvironmentOverrides {
     public static let prefix = "APNS_WORKER_"

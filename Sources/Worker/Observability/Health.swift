@@ -1,7 +1,7 @@
 // What /healthz and /readyz report. Liveness: every registered loop has beaten within its allowance.
 // Readiness: every named condition the worker declared (config, credentials, consumer group, APNs) holds.
 
-public import APNs
+import APNs
 public import JSON
 import Synchronization
 

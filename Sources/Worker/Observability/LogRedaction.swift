@@ -2,7 +2,7 @@
 // and anything in free text that looks like a JWT or a PEM block is cut out.
 public import JSON
 
-public import APNs
+import APNs
 
 /// Redaction of secrets from log fields and text.
 ///

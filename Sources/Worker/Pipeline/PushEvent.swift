@@ -1,7 +1,7 @@
 // The input event, decoded and checked against the input schema (schemas/event.schema.json)
 // before any rule sees it. A record that fails here goes to the dead-letter topic, never dropped.
 public import JSON
-public import APNs
+import APNs
 
 /// One device an event addresses, as the event gave it (the token is validated per device later,
 /// so one bad token rejects one request, not the whole event).
