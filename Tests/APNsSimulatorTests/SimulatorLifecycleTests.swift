@@ -3,6 +3,7 @@
 // from Python in Tests/System/test_simulator.py.)
 import APNs
 import COpenSSL
+import TestSupport
 import Testing
 
 @testable import APNsSimulator
@@ -32,15 +33,6 @@ func connectTCP(port: Int) -> Int32 {
 
 func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
-/// Polls `condition` every millisecond for up to two seconds.
-func waitUntil(_ condition: () -> Bool) -> Bool {
-    for _ in 0..<2000 {
-        if condition() { return true }
-        usleep(1000)
-    }
-    return condition()
-}
-
 @Suite(.serialized) struct SimulatorLifecycleTests {
     @Test func startPicksAPortAndStopClosesIt() throws {
         let simulator = try APNsSimulator(SimulatorConfiguration())
@@ -49,7 +41,7 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
         #expect(simulator.baseURL == "https://127.0.0.1:\(port)")
         let client = connectTCP(port: port)
         #expect(client >= 0)
-        #expect(waitUntil { simulator.stats.connectionsAccepted == 1 })
+        #expect(eventuallyBlocking { simulator.stats.connectionsAccepted == 1 })
         simulator.stop()
         #expect(connectTCP(port: port) == -1)
         if client >= 0 {
@@ -162,17 +154,17 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
         defer { simulator.stop() }
         let port = try simulator.start()
         let kept = [connectTCP(port: port), connectTCP(port: port)]
-        #expect(waitUntil { simulator.stats.connectionsAccepted == 2 })
+        #expect(eventuallyBlocking { simulator.stats.connectionsAccepted == 2 })
         let refused = connectTCP(port: port)
-        #expect(waitUntil { simulator.stats.connectionsRefused == 1 })
+        #expect(eventuallyBlocking { simulator.stats.connectionsRefused == 1 })
         var byte: UInt8 = 0
         #expect(read(refused, &byte, 1) <= 0, "the refused connection is closed")
         close(refused)
         // Once one has ended (its handshake fails on our close), a new connection is served again.
         close(kept[0])
-        #expect(waitUntil { simulator.stats.handshakeFailures == 1 })
+        #expect(eventuallyBlocking { simulator.stats.handshakeFailures == 1 })
         let again = connectTCP(port: port)
-        #expect(waitUntil { simulator.stats.connectionsAccepted == 4 })
+        #expect(eventuallyBlocking { simulator.stats.connectionsAccepted == 4 })
         #expect(simulator.stats.connectionsRefused == 1)
         close(again)
         close(kept[1])

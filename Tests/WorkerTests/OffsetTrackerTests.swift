@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -89,7 +90,7 @@ import Testing
     }
 
     @Test func randomCompletionOrderNeverPassesAnUnfinishedRecord() throws {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator.replayable("randomCompletionOrderNeverPassesAnUnfinishedRecord")
         var tracker = OffsetTracker()
         var generation: UInt64 = 0
         for offset in 0..<5000 {
