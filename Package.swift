@@ -80,7 +80,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "APNsTests",
-            dependencies: ["APNs", "APNsSimulator", "JSON", "HTTP2", "Platform", "TestSupport", "ChildProcesses"],
+            dependencies: ["APNs", "APNsSimulator", "JSON", "HTTP2", "Platform", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
             name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "JSON", "HTTP2", "TestSupport"],

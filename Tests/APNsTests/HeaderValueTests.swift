@@ -1,6 +1,8 @@
+// The small header values of a request (expiration, collapse id, apns-id, environment): how they render,
+// parse and refuse bad input.
+import APNs
 import TestSupport
 import Testing
-import APNs
 
 @Suite struct ExpirationTests {
     @Test func rendersTheHeaderValueOrLeavesItOut() {

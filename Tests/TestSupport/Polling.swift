@@ -26,3 +26,16 @@ package func eventuallyBlocking(timeout: Duration = .seconds(5), _ condition: ()
     }
     return condition()
 }
+
+/// `eventually` for a condition that must itself wait (a query to a broker, say), checked every
+/// `interval` so that a slow check is not repeated back to back.
+@discardableResult
+package func eventually(timeout: Duration, every interval: Duration, _ condition: () async -> Bool) async -> Bool {
+    let clock = ContinuousClock()
+    let end = clock.now + timeout
+    while clock.now < end {
+        if await condition() { return true }
+        try? await Task.sleep(for: interval)
+    }
+    return await condition()
+}

@@ -1,3 +1,4 @@
+// The pipeline on librdkafka's mock cluster: every event's outcomes produced and its offset committed.
 import APNs
 import Foundation
 import JSON

@@ -1,3 +1,5 @@
+// The JSON log: one object per line, levels, context, secrets kept out, bursts summarised, the writer
+// thread.
 import APNs
 import JSON
 import Synchronization

@@ -1,3 +1,4 @@
+// A live scrape checked by promtool, and the label folding that keeps metric families bounded.
 import Foundation
 import TestSupport
 import Testing

@@ -1,3 +1,5 @@
+// The pipeline with in-memory plug-ins: one outcome per device, dead letters, the in-flight cap, slow
+// records, revokes and invalid-token events.
 import APNs
 import Foundation
 import JSON
