@@ -71,7 +71,7 @@ let package = Package(
 
         // What the test targets share: a plain HTTP/2 test server, polling, ports, child processes.
         .target(
-            name: "TestSupport", dependencies: ["HTTP2", "Platform", "ChildProcesses", "CNghttp2", "COpenSSL"],
+            name: "TestSupport", dependencies: ["Platform", "ChildProcesses", "CNghttp2", "COpenSSL"],
             path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "PlatformTests", dependencies: ["Platform"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
