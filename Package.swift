@@ -71,7 +71,7 @@ let package = Package(
 
         // What the test targets share: a plain HTTP/2 test server, polling, ports, child processes.
         .target(
-            name: "TestSupport", dependencies: ["HTTP2", "Platform", "ChildProcesses", "CNghttp2", "COpenSSL"],
+            name: "TestSupport", dependencies: ["Platform", "ChildProcesses", "CNghttp2", "COpenSSL"],
             path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "PlatformTests", dependencies: ["Platform"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
@@ -79,16 +79,20 @@ let package = Package(
             name: "HTTP2Tests", dependencies: ["HTTP2", "Platform", "TestSupport", "ChildProcesses"],
             swiftSettings: strict),
         .testTarget(
-            name: "APNsTests", dependencies: ["APNs", "JSON", "HTTP2", "Platform", "TestSupport", "ChildProcesses"],
+            name: "APNsTests",
+            dependencies: ["APNs", "APNsSimulator", "JSON", "HTTP2", "Platform", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "JSON", "HTTP2"],
+            name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "JSON", "HTTP2", "TestSupport"],
             swiftSettings: strict),
-        .testTarget(name: "PushRulesTests", dependencies: ["PushRules", "APNs", "JSON"], swiftSettings: strict),
+        .testTarget(
+            name: "PushRulesTests", dependencies: ["PushRules", "APNs", "JSON", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "Platform"], swiftSettings: strict),
         .testTarget(
             name: "WorkerTests",
-            dependencies: ["Worker", "WorkerDev", "APNs", "APNsSimulator", "JSON", "HTTP2", "Kafka", "PushRules"],
+            dependencies: [
+                "Worker", "WorkerDev", "APNs", "APNsSimulator", "JSON", "HTTP2", "Kafka", "PushRules", "TestSupport",
+            ],
             swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

@@ -3,6 +3,7 @@
 // from Python in Tests/System/test_simulator.py.)
 import APNs
 import COpenSSL
+import TestSupport
 import Testing
 
 @testable import APNsSimulator
@@ -11,35 +12,7 @@ import Testing
 import Glibc
 #endif
 
-/// Opens a plain TCP connection to 127.0.0.1:port; returns the descriptor or -1.
-func connectTCP(port: Int) -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = UInt16(port).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    if result != 0 {
-        close(fd)
-        return -1
-    }
-    return fd
-}
-
 func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
-
-/// Polls `condition` every millisecond for up to two seconds.
-func waitUntil(_ condition: () -> Bool) -> Bool {
-    for _ in 0..<2000 {
-        if condition() { return true }
-        usleep(1000)
-    }
-    return condition()
-}
 
 @Suite(.serialized) struct SimulatorLifecycleTests {
     @Test func startPicksAPortAndStopClosesIt() throws {
@@ -47,11 +20,11 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
         let port = try simulator.start()
         #expect(port > 0 && port == simulator.port)
         #expect(simulator.baseURL == "https://127.0.0.1:\(port)")
-        let client = connectTCP(port: port)
+        let client = connectLoopback(port: port)
         #expect(client >= 0)
-        #expect(waitUntil { simulator.stats.connectionsAccepted == 1 })
+        #expect(eventuallyBlocking { simulator.stats.connectionsAccepted == 1 })
         simulator.stop()
-        #expect(connectTCP(port: port) == -1)
+        #expect(connectLoopback(port: port) == -1)
         if client >= 0 {
             // The simulator closed our connection: reading gives end of file, not a hang.
             var byte: UInt8 = 0
@@ -103,8 +76,8 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
             let simulator = try APNsSimulator(SimulatorConfiguration())
             let port = try simulator.start()
             // A client that connects and never finishes the TLS handshake, and one that sends garbage.
-            let silent = connectTCP(port: port)
-            let noisy = connectTCP(port: port)
+            let silent = connectLoopback(port: port)
+            let noisy = connectLoopback(port: port)
             var garbage = Array("GET / HTTP/1.1\r\n\r\n".utf8)
             _ = write(noisy, &garbage, garbage.count)
             simulator.stop()
@@ -119,7 +92,7 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
             let simulator = try APNsSimulator(SimulatorConfiguration())
             port = try simulator.start()
         }
-        #expect(connectTCP(port: port) == -1)
+        #expect(connectLoopback(port: port) == -1)
     }
 
     @Test func badFilesAndKeysAreReportedClearly() {
@@ -161,18 +134,18 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
         let simulator = try APNsSimulator(configuration)
         defer { simulator.stop() }
         let port = try simulator.start()
-        let kept = [connectTCP(port: port), connectTCP(port: port)]
-        #expect(waitUntil { simulator.stats.connectionsAccepted == 2 })
-        let refused = connectTCP(port: port)
-        #expect(waitUntil { simulator.stats.connectionsRefused == 1 })
+        let kept = [connectLoopback(port: port), connectLoopback(port: port)]
+        #expect(eventuallyBlocking { simulator.stats.connectionsAccepted == 2 })
+        let refused = connectLoopback(port: port)
+        #expect(eventuallyBlocking { simulator.stats.connectionsRefused == 1 })
         var byte: UInt8 = 0
         #expect(read(refused, &byte, 1) <= 0, "the refused connection is closed")
         close(refused)
         // Once one has ended (its handshake fails on our close), a new connection is served again.
         close(kept[0])
-        #expect(waitUntil { simulator.stats.handshakeFailures == 1 })
-        let again = connectTCP(port: port)
-        #expect(waitUntil { simulator.stats.connectionsAccepted == 4 })
+        #expect(eventuallyBlocking { simulator.stats.handshakeFailures == 1 })
+        let again = connectLoopback(port: port)
+        #expect(eventuallyBlocking { simulator.stats.connectionsAccepted == 4 })
         #expect(simulator.stats.connectionsRefused == 1)
         close(again)
         close(kept[1])

@@ -1,3 +1,5 @@
+// The request as it goes on the wire: headers, path and body for each kind of credential, and what its
+// description hides.
 import Testing
 import APNs
 

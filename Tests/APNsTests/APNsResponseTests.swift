@@ -1,3 +1,5 @@
+// Apple's answers: every error reason with its status and class, and responses parsed from status,
+// headers and body.
 import Foundation
 import Testing
 import APNs

@@ -2,9 +2,10 @@
 // push-style leaf with Apple's topics and environment extensions, and the broken variants people
 // run into (expired, not yet valid, wrong key, missing intermediate, .cer renamed .p12, ...).
 import Foundation
+import TestSupport
 
 final class CertificateTestPKI: Sendable {
-    let directory = CredentialTemporaryDirectory()
+    let directory = TemporaryDirectory(prefix: "apns-cred")
     static let p12Password = "p12 secret"
     static let pemKeyPassword = "pem secret"
     static let topics = ["com.example.app", "com.example.app.voip", "com.example.app.complication"]

@@ -1,6 +1,7 @@
 // The breaker's state machine on its own: when it opens, how waiting pushes are held and let through,
 // what a probe decides, and which outcomes count as faults of the pool.
 import Synchronization
+import TestSupport
 import Testing
 @testable import APNs
 import HTTP2
@@ -102,7 +103,7 @@ struct CircuitBreakerTests {
         let first = await breaker.admit(deadline: Self.farAway)
         #expect(first == .go(probe: true))
         async let second = breaker.admit(deadline: Self.farAway)
-        while breaker.snapshot.waiting == 0 { await Task.yield() }
+        #expect(await eventually { breaker.snapshot.waiting == 1 }, "the second push never started waiting")
         breaker.record(.neutral, probe: true)  // e.g. the probe's stream was refused, never processed
         #expect(await second == .go(probe: true))
         breaker.record(.healthy, probe: true)

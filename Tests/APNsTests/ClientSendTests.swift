@@ -1,14 +1,15 @@
-// APNsClient end to end against the scriptable HTTP/2 test server answering like APNs: responses parsed,
-// retries with fresh apns-ids, Retry-After, GOAWAY hand-back, token refresh, new connections.
+// APNsClient end to end against the APNs simulator: responses parsed, retries with fresh apns-ids,
+// Retry-After, GOAWAY hand-back, token refresh, new connections. The simulator's scripted faults stand
+// in for APNs' failures; its own checks (token signature and age, device states, topics) answer the rest.
+import APNsSimulator
 import Foundation
 import Synchronization
 import Testing
 @testable import APNs
 import HTTP2
 import JSON
-import TestSupport
 
-@Suite("APNs client against the test server", .serialized)
+@Suite("APNs client against the simulator", .serialized)
 struct ClientSendTests {
     static let group = EventLoopGroup(threadCount: 1)
     static let token = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"
@@ -19,11 +20,32 @@ struct ClientSendTests {
         key = try ProviderTokenKey.generate(keyID: "KEY1234567", teamID: "TEAM123456")
     }
 
-    func makeClient(_ server: HTTP2TestServer, signer: ProviderTokenSigner? = nil,
+    /// A started simulator that checks this suite's provider tokens.
+    func makeSimulator(maximumTokenAge: Int = 3600, _ adjust: (inout SimulatorConfiguration) -> Void = { _ in })
+        throws -> APNsSimulator
+    {
+        var configuration = SimulatorConfiguration()
+        configuration.authentication = .providerToken(
+            keys: [SimulatorProviderKey(keyID: key.keyID, publicKeyPEM: key.publicKeyPEM, teamID: key.teamID)],
+            maximumAgeSeconds: maximumTokenAge)
+        adjust(&configuration)
+        let simulator = try APNsSimulator(configuration)
+        try simulator.start()
+        return simulator
+    }
+
+    /// A simulator whose first requests get these failures, in order.
+    func makeSimulator(failingFirst failures: [InjectedFailure]) throws -> APNsSimulator {
+        try makeSimulator { configuration in
+            configuration.faults.script = failures.enumerated().map { ScriptedFault(.request($0 + 1), .fail($1)) }
+        }
+    }
+
+    func makeClient(_ simulator: APNsSimulator, signer: ProviderTokenSigner? = nil,
                     _ adjust: (inout APNsClient.Configuration) -> Void = { _ in }) throws -> APNsClient {
         var configuration = APNsClient.Configuration(credential: .token(try signer ?? ProviderTokenSigner(key: key)))
-        configuration.endpointOverride = "https://127.0.0.1:\(server.port)"
-        configuration.trustRoots = .caFile(server.certificate.certificateFile)
+        configuration.endpointOverride = simulator.baseURL
+        configuration.trustRoots = .caFile(simulator.caFilePath)
         configuration.connectionsPerEnvironment = 1
         configuration.requestTimeout = .seconds(5)
         adjust(&configuration)
@@ -35,136 +57,83 @@ struct ClientSendTests {
             payload: payload)
     }
 
-    static func header(_ request: HTTP2TestServer.Request, _ name: String) -> String? {
-        request.headers.first { $0.0 == name }?.1
-    }
-
-    static func apnsError(_ status: Int, _ reason: String, extra: [(String, String)] = []) -> HTTP2TestServer.Reply {
-        .respond(status: status, headers: [("content-type", "application/json")] + extra,
-            body: Array(#"{"reason":"\#(reason)"}"#.utf8))
-    }
-
-    /// The apns-id of every request a test server saw, in order.
-    final class SeenAPNsIDs: Sendable {
-        private let ids = Mutex<[String]>([])
-        var all: [String] { ids.withLock { $0 } }
-        /// Records the request's apns-id; returns how many requests were seen, this one included.
-        func record(_ request: HTTP2TestServer.Request) -> Int {
-            ids.withLock { ids in
-                ids.append(ClientSendTests.header(request, "apns-id") ?? "")
-                return ids.count
-            }
-        }
-    }
-
-    /// A server answering 503 ServiceUnavailable to the first `failures` requests and 200 after.
-    static func server(failingFirst failures: Int, recording seen: SeenAPNsIDs) throws -> HTTP2TestServer {
-        var options = HTTP2TestServer.Options()
-        options.reply = { request in
-            seen.record(request) <= failures ? ClientSendTests.apnsError(503, "ServiceUnavailable") : .respond(status: 200)
-        }
-        return try HTTP2TestServer(options: options)
-    }
-
     static let fastRetries = RetryPolicy(maximumAttempts: 4, maximumTotalTime: .seconds(10),
         backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(20)))
 
+    static var wallClockSeconds: Int64 { Int64(Date().timeIntervalSince1970) }
+
     @Test func deliveredResponseCarriesTheIDsAndARealProviderToken() async throws {
-        let seen = Mutex<[HTTP2TestServer.Request]>([])
-        var options = HTTP2TestServer.Options()
-        options.reply = { request in
-            seen.withLock { $0.append(request) }
-            let id = ClientSendTests.header(request, "apns-id") ?? ""
-            return .respond(status: 200, headers: [("apns-id", id.uppercased()),
-                                                   ("apns-unique-id", "a9d4f6a0-0000-4000-8000-000000000001")])
-        }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server)
+        let simulator = try makeSimulator()
+        let client = try makeClient(simulator)
         let notification = try request()
         let result = await client.send(notification, policy: .never)
         #expect(result.status == .delivered)
         #expect(result.response?.apnsID == notification.apnsID)
-        #expect(result.response?.apnsUniqueID == "a9d4f6a0-0000-4000-8000-000000000001")
         #expect(result.attempts.count == 1)
         #expect(result.attempts[0].httpStatus == 200)
         #expect(result.attempts[0].latency > .zero)
-        let request = try #require(seen.withLock { $0.first })
-        #expect(request.method == "POST")
-        #expect(request.path == "/3/device/" + Self.token)
-        #expect(Self.header(request, "apns-topic") == "com.example.app")
-        #expect(Self.header(request, "apns-push-type") == "alert")
-        #expect(String(decoding: request.body, as: UTF8.self) == #"{"aps":{"alert":"hi"}}"#)
-        let authorization = try #require(Self.header(request, "authorization"))
-        #expect(authorization.hasPrefix("bearer "))
-        _ = try ProviderTokenVerifier(trusting: [key]).verify(String(authorization.dropFirst("bearer ".count)))
+        let accepted = try #require(simulator.accepted.first)
+        #expect(result.response?.apnsUniqueID == accepted.uniqueID && accepted.uniqueID != nil)
+        #expect(accepted.deviceToken == Self.token)
+        #expect(accepted.apnsID.lowercased() == notification.apnsID.string.lowercased())
+        #expect(accepted.header("apns-topic") == "com.example.app")
+        #expect(accepted.header("apns-push-type") == "alert")
+        #expect(String(decoding: accepted.payload, as: UTF8.self) == #"{"aps":{"alert":"hi"}}"#)
+        #expect(accepted.keyID == key.keyID, "the simulator verified the provider token's signature")
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func unregisteredTokenIsRejectedWithItsTimestamp() async throws {
-        var options = HTTP2TestServer.Options()
-        options.reply = { _ in
-            .respond(status: 410, headers: [("content-type", "application/json")],
-                body: Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8))
-        }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server)
+        let simulator = try makeSimulator { $0.devices.unregistered = [Self.token: 1_700_000_000_000] }
+        let client = try makeClient(simulator)
         let result = await client.send(try request(), policy: Self.fastRetries)
         #expect(result.status == .rejected)
         #expect(result.response?.reason == .unregistered)
         #expect(result.response?.timestampMilliseconds == 1_700_000_000_000)
         #expect(result.reasonClass == .invalidToken)
         #expect(result.attempts.count == 1, "an invalid token is never retried")
-        #expect(server.snapshot.requests == 1)
+        #expect(simulator.stats.requests == 1)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func serviceUnavailableIsRetriedWithAFreshAPNsIDEachTime() async throws {
-        let seen = SeenAPNsIDs()
-        let server = try Self.server(failingFirst: 2, recording: seen)
-        let client = try makeClient(server)
+        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(), .serviceUnavailable()])
+        let client = try makeClient(simulator)
         let notification = try request()
         let result = await client.send(notification, policy: Self.fastRetries)
         #expect(result.status == .delivered)
         #expect(result.attempts.map(\.httpStatus) == [503, 503, 200])
         #expect(result.attempts.map(\.reason) == ["ServiceUnavailable", "ServiceUnavailable", nil])
-        let ids = seen.all
+        let ids = result.attempts.map(\.apnsID)
         #expect(Set(ids).count == 3, "every attempt carries its own apns-id")
-        #expect(ids.first == notification.apnsID.string, "the first attempt uses the request's id")
-        #expect(result.attempts.map(\.apnsID.string) == ids)
+        #expect(ids.first == notification.apnsID, "the first attempt uses the request's id")
+        #expect(simulator.accepted.map { $0.apnsID.lowercased() } == [ids[2].string.lowercased()])
+        #expect(simulator.stats.requests == 3)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func retryAfterIsWaitedFor() async throws {
-        let count = Mutex(0)
-        var options = HTTP2TestServer.Options()
-        options.reply = { _ in
-            count.withLock { $0 += 1; return $0 } == 1
-                ? ClientSendTests.apnsError(429, "TooManyRequests", extra: [("retry-after", "1")])
-                : .respond(status: 200)
-        }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server)
+        let simulator = try makeSimulator(failingFirst: [.tooManyRequests(retryAfterSeconds: 1)])
+        let client = try makeClient(simulator)
         let started = ContinuousClock.now
         let result = await client.send(try request(), policy: Self.fastRetries)
         #expect(result.status == .delivered)
+        #expect(result.attempts.map(\.httpStatus) == [429, 200])
+        // A lower bound only: the retry must not come before the second APNs asked for.
         #expect(ContinuousClock.now - started >= .seconds(1))
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func goawayUnprocessedStreamsAreRetriedOnANewConnectionWithFreshIDs() async throws {
-        let processed = Mutex<[String]>([])
-        var options = HTTP2TestServer.Options()
-        options.goaway = (afterRequests: 6, lastProcessed: 2)
-        options.reply = { request in
-            processed.withLock { $0.append(ClientSendTests.header(request, "apns-id") ?? "") }
-            return .respond(status: 200)
+        // The sixth request is the last of the six on the first connection; GOAWAY leaves it unprocessed.
+        let simulator = try makeSimulator {
+            $0.faults.script = [ScriptedFault(.request(6), .goAway(processThisStream: false))]
         }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server)
+        let client = try makeClient(simulator)
         let results = await withTaskGroup(of: DeliveryResult.self) { group in
             for _ in 0..<6 {
                 group.addTask { await client.send(try! self.request(), policy: Self.fastRetries) }
@@ -173,90 +142,83 @@ struct ClientSendTests {
         }
         #expect(results.allSatisfy { $0.status == .delivered })
         let retried = results.filter { $0.attempts.count == 2 }
-        #expect(retried.count == 4)
+        #expect(retried.count == 1)
+        #expect(results.filter { $0.attempts.count == 1 }.count == 5)
         for result in retried {
             #expect(result.attempts[0].reason == "unprocessed")
             #expect(result.attempts[0].apnsID != result.attempts[1].apnsID)
         }
-        let ids = processed.withLock { $0 }
-        #expect(ids.count == 6 && Set(ids).count == 6, "each notification processed once")
-        #expect(server.snapshot.connections == 2)
+        let accepted = simulator.accepted
+        #expect(accepted.count == 6 && Set(accepted.map(\.apnsID)).count == 6, "each notification processed once")
+        #expect(Set(accepted.map(\.connectionID)).count == 2)
+        #expect(simulator.stats.unprocessedStreams == 1)
+        #expect(simulator.stats.connectionsAccepted == 2)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func expiredProviderTokenMakesTheSignerSignANewOne() async throws {
-        let now = Mutex<Int64>(1_800_000_000)
+        // The first token is 25 minutes old where the simulator takes at most 20: old enough to be refused,
+        // old enough (20 minutes) for the signer to honour a refresh.
+        let now = Mutex<Int64>(Self.wallClockSeconds - 25 * 60)
         let signer = try ProviderTokenSigner(key: key, now: { now.withLock { $0 } })
         let first = try signer.token()
-        now.withLock { $0 += 25 * 60 }
-        let authorizations = Mutex<[String]>([])
-        var options = HTTP2TestServer.Options()
-        options.reply = { request in
-            let authorization = ClientSendTests.header(request, "authorization") ?? ""
-            authorizations.withLock { $0.append(authorization) }
-            return authorization == "bearer " + first.jwt
-                ? ClientSendTests.apnsError(403, "ExpiredProviderToken") : .respond(status: 200)
-        }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server, signer: signer)
+        now.withLock { $0 = Self.wallClockSeconds }
+        let simulator = try makeSimulator(maximumTokenAge: 20 * 60)
+        let client = try makeClient(simulator, signer: signer)
         let result = await client.send(try request(), policy: Self.fastRetries)
         #expect(result.status == .delivered)
         #expect(result.attempts.map(\.httpStatus) == [403, 200])
-        let seen = authorizations.withLock { $0 }
-        #expect(seen.count == 2 && seen[0] != seen[1])
+        #expect(result.attempts.first?.reason == "ExpiredProviderToken")
         #expect(signer.signatureCount == 2)
+        #expect(try signer.token().jwt != first.jwt)
+        #expect(simulator.accepted.count == 1)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func expiredProviderTokenAgainAfterARefreshIsARefusedCredential() async throws {
-        var options = HTTP2TestServer.Options()
-        options.reply = { _ in ClientSendTests.apnsError(403, "ExpiredProviderToken") }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server)
+        // A signer whose clock is two hours slow: every token it signs is already older than APNs allows.
+        let signer = try ProviderTokenSigner(key: key, now: { Self.wallClockSeconds - 2 * 3600 })
+        let simulator = try makeSimulator()
+        let client = try makeClient(simulator, signer: signer)
         let result = await client.send(try request(), policy: Self.fastRetries)
         #expect(result.status == .credentialRefused, "\(result.summary)")
         #expect(result.attempts.map(\.reason) == ["ExpiredProviderToken", "ExpiredProviderToken"],
             "one refresh, then the credential is what is wrong, not the push")
         #expect(result.summary.contains("clock"))
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func idleTimeoutRetriesOnANewConnection() async throws {
-        var options = HTTP2TestServer.Options()
-        options.reply = { request in
-            request.connection == 1 ? ClientSendTests.apnsError(400, "IdleTimeout") : .respond(status: 200)
-        }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server)
+        let simulator = try makeSimulator(failingFirst: [InjectedFailure(status: 400, reason: "IdleTimeout")])
+        let client = try makeClient(simulator)
         let result = await client.send(try request(), policy: Self.fastRetries)
         #expect(result.status == .delivered)
         #expect(result.attempts.map(\.reason) == ["IdleTimeout", nil])
-        #expect(server.snapshot.requestsPerConnection == [1: 1, 2: 1])
+        #expect(simulator.accepted.map(\.connectionID) == [2], "delivered on a second connection")
+        #expect(simulator.stats.connectionsAccepted == 2)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func invalidRequestIsRejectedWithoutBeingSent() async throws {
-        let server = try HTTP2TestServer()
-        let client = try makeClient(server)
+        let simulator = try makeSimulator()
+        let client = try makeClient(simulator)
         let oversized: JSONValue = ["aps": ["alert": .string(String(repeating: "x", count: 5000))]]
         let result = await client.send(try request(payload: oversized), policy: Self.fastRetries)
         #expect(result.status == .rejected)
         #expect(result.summary.contains("invalid request"))
         #expect(result.attempts.count == 1 && result.attempts[0].httpStatus == nil)
-        #expect(server.snapshot.connections == 0)
+        #expect(simulator.stats.connectionsAccepted == 0)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func stalledServerExhaustsTheAttemptsAndFails() async throws {
-        var options = HTTP2TestServer.Options()
-        options.reply = { _ in .stall }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server) { $0.requestTimeout = .milliseconds(200) }
+        let simulator = try makeSimulator { $0.faults.stallRate = 1 }
+        let client = try makeClient(simulator) { $0.requestTimeout = .milliseconds(200) }
         let policy = RetryPolicy(maximumAttempts: 2, backoff: ExponentialBackoff(initial: .milliseconds(10),
             maximum: .milliseconds(10)))
         let result = await client.send(try request(), policy: policy)
@@ -264,83 +226,84 @@ struct ClientSendTests {
         #expect(result.attempts.map(\.reason) == ["requestTimeout", "requestTimeout"])
         #expect(result.summary.contains("2 attempts"))
         #expect(result.response == nil)
+        #expect(simulator.stats.stalledStreams == 2)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func singleAttemptSendReturnsTheRawResponse() async throws {
-        var options = HTTP2TestServer.Options()
-        options.reply = { _ in ClientSendTests.apnsError(400, "BadTopic") }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server)
+        let simulator = try makeSimulator { $0.allowedBundles = ["com.example.other"] }
+        let client = try makeClient(simulator)
         let response = try await client.send(try request())
         #expect(response.status == 400)
-        #expect(response.reason == .badTopic)
+        #expect(response.reason == .topicDisallowed)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     // MARK: beginSend / finishSend: the first attempt with a completion handler, then the policy
 
-    /// `beginSend`'s completion, awaited; also how many times it was called.
-    static func firstAttempt(_ client: APNsClient, _ request: APNsRequest) async
-        -> (progress: APNsClient.SendInProgress, calls: Int)
-    {
+    /// How many times a `beginSend` completion ran.
+    final class CompletionCount: Sendable {
         let calls = Atomic<Int>(0)
+        var value: Int { calls.load(ordering: .relaxed) }
+    }
+
+    /// `beginSend`'s completion, awaited; the count goes on counting calls after the first, which the
+    /// tests read once the client has shut down and no completion can still be on its way.
+    static func firstAttempt(_ client: APNsClient, _ request: APNsRequest) async
+        -> (progress: APNsClient.SendInProgress, count: CompletionCount)
+    {
+        let count = CompletionCount()
         let progress = await withCheckedContinuation { continuation in
             client.beginSend(request) { progress in
-                // Resumed on the first call only; a second would be a bug the count below reports.
-                if calls.wrappingAdd(1, ordering: .relaxed).oldValue == 0 { continuation.resume(returning: progress) }
+                // Resumed on the first call only; a second would be a bug the count reports.
+                if count.calls.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
+                    continuation.resume(returning: progress)
+                }
             }
         }
-        try? await Task.sleep(for: .milliseconds(50))
-        return (progress, calls.load(ordering: .relaxed))
+        return (progress, count)
     }
 
     @Test func aBegunSendThatIsAcceptedFinishesWithoutAnotherAttempt() async throws {
-        let seen = Mutex<[String]>([])
-        var options = HTTP2TestServer.Options()
-        options.reply = { request in
-            seen.withLock { $0.append(ClientSendTests.header(request, "apns-id") ?? "") }
-            return .respond(status: 200, headers: [("apns-unique-id", "a9d4f6a0-0000-4000-8000-000000000001")])
-        }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server)
+        let simulator = try makeSimulator()
+        let client = try makeClient(simulator)
         let notification = try request()
-        let (progress, calls) = await Self.firstAttempt(client, notification)
-        #expect(calls == 1)
+        let (progress, count) = await Self.firstAttempt(client, notification)
         #expect(progress.isDelivered)
         let result = await client.finishSend(progress, policy: Self.fastRetries)
         #expect(result.status == .delivered)
         #expect(result.attempts.map(\.httpStatus) == [200])
         #expect(result.attempts.first?.apnsID == notification.apnsID)
-        #expect(result.response?.apnsUniqueID == "a9d4f6a0-0000-4000-8000-000000000001")
-        #expect(seen.withLock { $0 } == [notification.apnsID.string])
+        let accepted = simulator.accepted
+        #expect(accepted.map { $0.apnsID.lowercased() } == [notification.apnsID.string.lowercased()])
+        #expect(result.response?.apnsUniqueID == accepted.first?.uniqueID && accepted.first?.uniqueID != nil)
         await client.shutdown()
-        await server.stop()
+        #expect(count.value == 1)
+        simulator.stop()
     }
 
     @Test func aBegunSendThatIsRefusedRetriesInFinishSendWithFreshAPNsIDs() async throws {
-        let seen = SeenAPNsIDs()
-        let server = try Self.server(failingFirst: 2, recording: seen)
-        let client = try makeClient(server)
-        let (progress, calls) = await Self.firstAttempt(client, try request())
-        #expect(calls == 1)
+        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(), .serviceUnavailable()])
+        let client = try makeClient(simulator)
+        let (progress, count) = await Self.firstAttempt(client, try request())
         #expect(!progress.isDelivered)
-        #expect(seen.all.count == 1, "beginSend sends the first attempt only")
+        #expect(simulator.stats.requests == 1, "beginSend sends the first attempt only")
         let result = await client.finishSend(progress, policy: Self.fastRetries)
         #expect(result.status == .delivered)
         #expect(result.attempts.map(\.httpStatus) == [503, 503, 200])
-        let ids = seen.all
+        let ids = result.attempts.map(\.apnsID)
         #expect(Set(ids).count == 3, "every attempt carries its own apns-id")
-        #expect(result.attempts.map(\.apnsID.string) == ids)
+        #expect(simulator.accepted.map { $0.apnsID.lowercased() } == [ids[2].string.lowercased()])
         await client.shutdown()
-        await server.stop()
+        #expect(count.value == 1)
+        simulator.stop()
     }
 
     @Test func aBegunSendOfAnInvalidRequestCompletesAtOnceUnsent() async throws {
-        let server = try HTTP2TestServer()
-        let client = try makeClient(server)
+        let simulator = try makeSimulator()
+        let client = try makeClient(simulator)
         let oversized: JSONValue = ["aps": ["alert": .string(String(repeating: "x", count: 5000))]]
         let completedBeforeReturn = Atomic<Bool>(false)
         let progress = Mutex<APNsClient.SendInProgress?>(nil)
@@ -354,22 +317,20 @@ struct ClientSendTests {
         let result = await client.finishSend(begun, policy: Self.fastRetries)
         #expect(result.status == .rejected)
         #expect(result.attempts.count == 1 && result.attempts[0].reason == "invalidRequest")
-        #expect(server.snapshot.connections == 0)
+        #expect(simulator.stats.connectionsAccepted == 0)
         await client.shutdown()
-        await server.stop()
+        simulator.stop()
     }
 
     @Test func aBegunSendToAStalledServerEndsWithItsTimeout() async throws {
-        var options = HTTP2TestServer.Options()
-        options.reply = { _ in .stall }
-        let server = try HTTP2TestServer(options: options)
-        let client = try makeClient(server) { $0.requestTimeout = .milliseconds(200) }
-        let (progress, calls) = await Self.firstAttempt(client, try request())
-        #expect(calls == 1)
+        let simulator = try makeSimulator { $0.faults.stallRate = 1 }
+        let client = try makeClient(simulator) { $0.requestTimeout = .milliseconds(200) }
+        let (progress, count) = await Self.firstAttempt(client, try request())
         let result = await client.finishSend(progress, policy: .never)
         #expect(result.status == .failed)
         #expect(result.attempts.map(\.reason) == ["requestTimeout"])
         await client.shutdown()
-        await server.stop()
+        #expect(count.value == 1)
+        simulator.stop()
     }
 }

@@ -2,75 +2,22 @@
 // temporary directory: P-256/P-384/RSA keys in the formats people get wrong, and a small PKI (root,
 // intermediate, push-style leaves) for certificate tests.
 import Foundation
+import TestSupport
 import Testing
-
-/// A temporary directory removed when the value is released.
-final class CredentialTemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init() {
-        let template = NSTemporaryDirectory() + "apns-cred-XXXXXX"
-        var bytes = Array(template.utf8CString)
-        let created = bytes.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(created != nil, "mkdtemp failed")
-        path = String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    @discardableResult
-    func write(_ name: String, _ bytes: some Collection<UInt8>) -> String {
-        let written = FileManager.default.createFile(atPath: file(name), contents: Data(bytes))
-        precondition(written, "cannot write \(file(name))")
-        return file(name)
-    }
-
-    @discardableResult
-    func write(_ name: String, _ text: String) -> String { write(name, Array(text.utf8)) }
-
-    func read(_ name: String) -> [UInt8] { Array(FileManager.default.contents(atPath: file(name)) ?? Data()) }
-}
 
 /// Runs the openssl command-line tool.
 enum OpenSSLTool {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    /// Runs `openssl <arguments>` in `directory`; returns standard output, throws with standard error on failure.
+    /// Runs `openssl <arguments>` in `directory`; returns standard output, throws `TestFailure` with
+    /// standard error on failure.
     @discardableResult
     static func run(_ arguments: [String], in directory: String, input: [UInt8]? = nil) throws -> [UInt8] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let inputPipe = Pipe()
-        process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
-        try process.run()
-        if let input {
-            inputPipe.fileHandleForWriting.write(Data(input))
-            try inputPipe.fileHandleForWriting.close()
-        }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failure(description: "openssl \(arguments.joined(separator: " ")) failed: "
-                + String(decoding: errorData, as: UTF8.self))
-        }
-        return Array(outputData)
+        try runProcessOutput("/usr/bin/openssl", arguments, in: directory, input: input)
     }
 }
 
 /// Signing keys in the shapes a `.p8` loader must accept or reject with a clear message.
 final class SigningKeyFixtures: Sendable {
-    let directory = CredentialTemporaryDirectory()
+    let directory = TemporaryDirectory(prefix: "apns-cred")
     /// PKCS#8 PEM P-256, like Apple's .p8.
     var p256: String { directory.file("AuthKey.p8") }
     var p256PublicKey: String { directory.file("AuthKey.pub.pem") }

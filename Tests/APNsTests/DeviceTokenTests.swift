@@ -1,3 +1,4 @@
+// Device tokens: the lengths APNs issues, and errors that say what is wrong with a bad one.
 import Testing
 import APNs
 

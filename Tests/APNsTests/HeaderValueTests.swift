@@ -1,5 +1,8 @@
-import Testing
+// The small header values of a request (expiration, collapse id, apns-id, environment): how they render,
+// parse and refuse bad input.
 import APNs
+import TestSupport
+import Testing
 
 @Suite struct ExpirationTests {
     @Test func rendersTheHeaderValueOrLeavesItOut() {
@@ -84,7 +87,7 @@ import APNs
     }
 
     @Test func seededGeneratorsRepeatTheirIDs() {
-        var first = SplitMix(seed: 7), second = SplitMix(seed: 7)
+        var first = SeededGenerator(seed: 7), second = SeededGenerator(seed: 7)
         #expect(APNsID.random(using: &first) == APNsID.random(using: &second))
         #expect(APNsID.random(using: &first) != APNsID.random(using: &first))
     }
@@ -110,19 +113,6 @@ import APNs
         let error = captured { try APNsID(parsing: text) }
         #expect(error?.code == .apnsIDInvalid)
         #expect(error?.field == "apns-id")
-    }
-}
-
-/// A small deterministic generator for repeatable ids.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

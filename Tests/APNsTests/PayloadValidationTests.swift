@@ -1,3 +1,5 @@
+// Payload checks per push type: sizes counted in bytes of the compact form, and the shapes background,
+// Live Activity, widget, MDM and PushKit payloads must have.
 import Testing
 import APNs
 import JSON

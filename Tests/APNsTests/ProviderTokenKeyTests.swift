@@ -1,6 +1,7 @@
 // Loading .p8 keys (each way it goes wrong has its own error), token structure, and signatures that
 // an independent verifier (the openssl command-line tool) accepts.
 import Foundation
+import TestSupport
 import Testing
 @testable import APNs
 
@@ -54,7 +55,7 @@ import Testing
         let parts = token.jwt.split(separator: ".")
         let signingInput = Array("\(parts[0]).\(parts[1])".utf8)
         let raw = try #require(Base64URL.decode(parts[2]))
-        let directory = CredentialTemporaryDirectory()
+        let directory = TemporaryDirectory(prefix: "apns-cred")
         directory.write("input", signingInput)
         directory.write("signature.der", try ECDSASignature.der(fromRaw: raw))
         let output = try OpenSSLTool.run(["dgst", "-sha256", "-verify", fixtures.p256PublicKey,
@@ -63,7 +64,7 @@ import Testing
 
         // The same check must fail for a changed message, or it proves nothing.
         directory.write("input", Array("\(parts[0]).eyJpc3MiOiJYIn0".utf8))
-        #expect(throws: OpenSSLTool.Failure.self) {
+        #expect(throws: TestFailure.self) {
             try OpenSSLTool.run(["dgst", "-sha256", "-verify", fixtures.p256PublicKey,
                                  "-signature", "signature.der", "input"], in: directory.path)
         }
@@ -116,7 +117,7 @@ import Testing
     }
 
     @Test func emptyFileSaysEmpty() {
-        let directory = CredentialTemporaryDirectory()
+        let directory = TemporaryDirectory(prefix: "apns-cred")
         expectError(.notPEM, containing: ["is empty"]) { _ = try load(directory.write("empty.p8", "")) }
     }
 

@@ -1,5 +1,6 @@
 // The verifier the APNs simulator uses: accepts good ES256 tokens, and names each way a token is bad.
 import Foundation
+import TestSupport
 import Testing
 @testable import APNs
 
@@ -39,7 +40,7 @@ import Testing
         let verifier = try ProviderTokenVerifier(publicKeysByKeyID: ["KEY0000001": pem])
         let input = Base64URL.encode(Array(#"{"alg":"ES256","kid":"KEY0000001"}"#.utf8)) + "."
             + Base64URL.encode(Array(#"{"iss":"TEAM000001","iat":1700000000}"#.utf8))
-        let directory = CredentialTemporaryDirectory()
+        let directory = TemporaryDirectory(prefix: "apns-cred")
         directory.write("input", input)
         let der = try OpenSSLTool.run(["dgst", "-sha256", "-sign", fixtures.p256, "input"], in: directory.path)
         let token = input + "." + Base64URL.encode(try ECDSASignature.raw(fromDER: der))
@@ -127,7 +128,7 @@ import Testing
 
     @Test func rejectsPublicKeysThatAreNotP256() throws {
         let fixtures = SigningKeyFixtures.shared
-        let directory = CredentialTemporaryDirectory()
+        let directory = TemporaryDirectory(prefix: "apns-cred")
         try OpenSSLTool.run(["pkey", "-in", fixtures.p384, "-pubout", "-out", "p384.pub"], in: directory.path)
         let p384 = String(decoding: directory.read("p384.pub"), as: UTF8.self)
         #expect {

@@ -1,3 +1,4 @@
+// Push types as Apple's table gives them: header values, topic suffixes and priorities.
 import Testing
 import APNs
 import JSON

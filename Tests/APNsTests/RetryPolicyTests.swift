@@ -1,4 +1,5 @@
 // The retry policy as a pure function: which outcomes retry, how long to wait, and the bounds.
+import TestSupport
 import Testing
 @testable import APNs
 import HTTP2
@@ -60,7 +61,7 @@ struct RetryPolicyTests {
     }
 
     @Test func jitterStaysWithinTheCeiling() {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator.replayable("jitterStaysWithinTheCeiling")
         for attempt in 1...4 {
             let ceiling = policy.backoff.ceiling(afterFailures: attempt)
             for _ in 0..<50 {

@@ -1,3 +1,4 @@
+// JSON values: parsing, compact writing, escapes and byte counts.
 import Testing
 @testable import JSON
 

@@ -1,3 +1,4 @@
+// The timer heap pops in deadline order and only what is due.
 import Platform
 import Testing
 

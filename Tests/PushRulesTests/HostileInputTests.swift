@@ -2,6 +2,7 @@
 // wrong shapes. Each gives a valid payload or a clear rejection, never a crash.
 import APNs
 import JSON
+import TestSupport
 import Testing
 @testable import PushRules
 
@@ -111,7 +112,7 @@ import Testing
     }
 
     @Test func randomEventsNeverCrashAndAlwaysGetAnOutcome() throws {
-        var generator = SeededGenerator(seed: 42)
+        var generator = SeededGenerator.replayable("randomEventsNeverCrash", defaultSeed: 42)
         let ruleSet = try RuleSet.load(contentsOf: ExampleRulesTests.examplePath)
         for _ in 0..<3000 {
             var event = JSONObject()
@@ -165,18 +166,5 @@ import Testing
             }
             return .object(object)
         }
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so a failing fuzz case can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -4,6 +4,7 @@ import APNs
 import Foundation
 import JSON
 import Synchronization
+import TestSupport
 import Testing
 @testable import PushRules
 
@@ -12,14 +13,12 @@ import Testing
         "version: 1\nrules:\n  - id: r\n    match: {}\n    alert: \(alert)\n"
     }
 
-    /// A fresh temporary file with `text`.
-    static func temporaryFile(_ text: String) throws -> String {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("rules-store-\(UInt64.random(in: 0...UInt64.max))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let path = directory.appendingPathComponent("rules.yaml").path
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-        return path
+    /// Removed with the files in it when the test ends.
+    let directory = TemporaryDirectory(prefix: "rules-store")
+
+    /// `rules.yaml` in this test's directory, holding `text`.
+    func temporaryFile(_ text: String) throws -> String {
+        directory.write("rules.yaml", text)
     }
 
     static func alert(_ store: RulesStore) throws -> JSONValue? {
@@ -28,7 +27,7 @@ import Testing
     }
 
     @Test func aValidNewFileReplacesTheRules() throws {
-        let path = try Self.temporaryFile(Self.rules("one"))
+        let path = try temporaryFile(Self.rules("one"))
         let store = try RulesStore(path: path)
         #expect(try Self.alert(store) == "one")
         guard case .unchanged = store.reload() else { Issue.record("expected unchanged"); return }
@@ -39,7 +38,7 @@ import Testing
     }
 
     @Test func anInvalidNewFileKeepsTheOldRulesAndSaysWhy() throws {
-        let path = try Self.temporaryFile(Self.rules("one"))
+        let path = try temporaryFile(Self.rules("one"))
         let store = try RulesStore(path: path)
         let before = store.current
         try Data("version: 1\nrules:\n  - id: r\n    match: {}\n    alert: \"{{ nope }}\"\n".utf8)
@@ -62,12 +61,12 @@ import Testing
     }
 
     @Test func anInvalidFileCannotStartAStore() throws {
-        let path = try Self.temporaryFile("version: 1\n")
+        let path = try temporaryFile("version: 1\n")
         #expect(throws: RulesLoadError.self) { try RulesStore(path: path) }
     }
 
     @Test func readersAlwaysSeeAWholeRuleSetWhileReloading() async throws {
-        let path = try Self.temporaryFile(Self.rules("v0"))
+        let path = try temporaryFile(Self.rules("v0"))
         let store = try RulesStore(path: path)
         let event = try JSONValue(parsing: Golden.event())
         await withTaskGroup(of: Void.self) { group in
@@ -91,7 +90,7 @@ import Testing
     }
 
     @Test func theWatcherReloadsWhenTheContentChanges() async throws {
-        let path = try Self.temporaryFile(Self.rules("one"))
+        let path = try temporaryFile(Self.rules("one"))
         let store = try RulesStore(path: path)
         let results = Mutex<[String]>([])
         let watcher = RulesFileWatcher(store: store, interval: .milliseconds(100)) { result in
@@ -108,24 +107,14 @@ import Testing
         // Same size, same second: only the content hash can tell. Written atomically (as a Kubernetes
         // ConfigMap swap is): a write in place could be read half done, a version of its own to reject.
         try Data(Self.rules("two").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
-        try await Self.waitUntil { results.withLock { $0 } == ["replaced"] }
+        #expect(await eventually(timeout: .seconds(10)) { results.withLock { $0 } == ["replaced"] })
         #expect(try Self.alert(store) == "two")
         try Data(Self.rules("\"{{ x }}\"").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
-        try await Self.waitUntil { results.withLock { $0 } == ["replaced", "rejected"] }
+        #expect(await eventually(timeout: .seconds(10)) { results.withLock { $0 } == ["replaced", "rejected"] })
         #expect(try Self.alert(store) == "two")
-        // A rejected version is reported once, not on every tick.
-        try await Task.sleep(for: .milliseconds(350))
+        // A rejected version is reported once, not on every tick: three more ticks, run here rather than
+        // waited for, report nothing.
+        for _ in 0..<3 { watcher.check() }
         #expect(results.withLock { $0 } == ["replaced", "rejected"])
-    }
-
-    static func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !condition() {
-            if ContinuousClock.now > deadline {
-                Issue.record("timed out")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
     }
 }

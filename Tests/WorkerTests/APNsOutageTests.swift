@@ -7,6 +7,7 @@ import APNsSimulator
 import Foundation
 import HTTP2
 import Synchronization
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -104,11 +105,11 @@ struct APNsOutageTests {
 
         async let sent = Self.sendEvents(transport, pushes)
         let breaker = client.breaker(for: .sandbox)
-        while breaker.snapshot.waiting < 150 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await eventually(timeout: .seconds(30)) { breaker.snapshot.waiting >= 150 })
         // Probes keep finding APNs down well past the 300 ms budget: at least 20 of them, each at least
         // 25 ms after the last.
         let answeredWhenHeld = simulator.stats.requests
-        while simulator.stats.requests < answeredWhenHeld + 20 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await eventually(timeout: .seconds(30)) { simulator.stats.requests >= answeredWhenHeld + 20 })
         #expect(breaker.snapshot.state != .closed)
         try simulator.setFaults(.none)
         let results = await sent
@@ -124,18 +125,8 @@ struct APNsOutageTests {
     /// A server certificate and key for localhost and 127.0.0.1, made with the openssl CLI, so that a
     /// simulator started again presents the certificate the client already trusts.
     static func serverIdentity() throws -> SimulatorTLSIdentity {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-outage-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                             "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "2",
-                             "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        try #require(openssl.terminationStatus == 0, "openssl req failed")
-        return .files(certificate: directory + "/cert.pem", privateKey: directory + "/key.pem")
+        let certificate = try TestCertificate.make()
+        return .files(certificate: certificate.certificateFile, privateKey: certificate.keyFile)
     }
 
     @Test func apnsUnreachableLongerThanTheBudgetHoldsPushesUntilItIsBack() async throws {
@@ -155,7 +146,7 @@ struct APNsOutageTests {
 
         async let sent = Self.sendEvents(transport, pushes)
         let breaker = client.breaker(for: .sandbox)
-        while breaker.snapshot.waiting < 90 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await eventually(timeout: .seconds(30)) { breaker.snapshot.waiting >= 90 })
         // The same identity on the same port: the client trusts it as it did the first.
         let restarted = try APNsSimulator(configuration)
         _ = try restarted.start()
@@ -181,9 +172,9 @@ struct APNsOutageTests {
 
         async let sent = Self.sendEvents(transport, pushes)
         let breaker = client.breaker(for: .sandbox)
-        while breaker.snapshot.waiting < 30 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await eventually(timeout: .seconds(30)) { breaker.snapshot.waiting >= 30 })
         // The expiring half leaves the wait by itself, expired; the rest still waits.
-        while breaker.snapshot.waiting > 20 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await eventually(timeout: .seconds(30)) { breaker.snapshot.waiting <= 20 })
         try simulator.setFaults(.none)
         let results = await sent
 

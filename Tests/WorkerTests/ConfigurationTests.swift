@@ -1,3 +1,5 @@
+// The worker's configuration: documented defaults, every problem reported with its path, environment
+// overrides and the example files.
 import Foundation
 import APNs
 import JSON

@@ -2,6 +2,7 @@
 // forged by the input record, and a record Kafka refuses as too large is replaced by smaller forms
 // (value prefix, no value, the worker's headers alone) so that its partition moves on.
 import Foundation
+import TestSupport
 import Testing
 import APNs
 @testable import Worker
@@ -187,7 +188,9 @@ import APNs
                 return result
             })
         try? pipeline.start()
-        await waitUntil { pipeline.counters.recordsFinished + pipeline.counters.publishFailures == records.count }
+        #expect(await eventually(timeout: .seconds(20)) {
+            pipeline.counters.recordsFinished + pipeline.counters.publishFailures == records.count
+        })
         return (pipeline, source)
     }
 

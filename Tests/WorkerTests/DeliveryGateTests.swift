@@ -1,29 +1,42 @@
 // The pipeline's pause in front of the consumer: records of a closed partition wait, opening hands
 // them over, a revocation drops the one held, and shutting down lets the reader leave.
 import Synchronization
+import TestSupport
 import Testing
 @testable import Worker
 
-/// A reader at the gate, and whether it got past.
+/// A reader parked at the gate, and whether it got past.
+///
+/// The reader runs on an executor of its own, so the test knows when it is suspended in `admit` rather
+/// than not yet there, and that nothing woke it (a wake-up enqueues it on that executor again).
 final class GateReader: Sendable {
     final class Passed: Sendable {
         let value = Mutex(false)
     }
 
     let passed = Passed()
+    let executor = ObservedTaskExecutor()
     let task: Task<Bool, Never>
+    /// The executor's job count once the reader was parked.
+    let jobsWhenParked: Int
 
     init(_ gate: DeliveryGate, _ partition: TopicPartition) async {
         let passed = self.passed
-        task = Task {
+        task = Task(executorPreference: executor) {
             let admitted = await gate.admit(partition)
             passed.value.withLock { $0 = true }
             return admitted
         }
-        try? await Task.sleep(for: .milliseconds(50))
+        let executor = self.executor
+        #expect(await eventually { executor.isIdle && !passed.value.withLock { $0 } }, "the reader never parked")
+        jobsWhenParked = executor.jobsEnqueued
     }
 
+    deinit { executor.stop() }
+
     var isWaiting: Bool { !passed.value.withLock { $0 } }
+    /// Parked, and not woken since.
+    var isStillParked: Bool { isWaiting && executor.isIdle && executor.jobsEnqueued == jobsWhenParked }
 }
 
 @Suite struct DeliveryGateTests {
@@ -42,8 +55,7 @@ final class GateReader: Sendable {
         let waiting = await GateReader(gate, first)
         #expect(waiting.isWaiting)
         gate.open([second])  // another partition opening does not release it
-        try? await Task.sleep(for: .milliseconds(50))
-        #expect(waiting.isWaiting)
+        #expect(waiting.isStillParked)
         gate.open([first])
         #expect(await waiting.task.value)
     }
@@ -65,8 +77,7 @@ final class GateReader: Sendable {
         let waiting = await GateReader(gate, first)
         #expect(waiting.isWaiting)
         gate.revoked([second])
-        try? await Task.sleep(for: .milliseconds(50))
-        #expect(waiting.isWaiting)
+        #expect(waiting.isStillParked)
         gate.open([first])
         #expect(await waiting.task.value)
     }

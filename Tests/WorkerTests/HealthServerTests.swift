@@ -1,3 +1,4 @@
+// /healthz and /readyz: heartbeats, readiness reasons scrubbed of secrets, and what else the port refuses.
 import APNs
 import JSON
 import Synchronization

@@ -16,6 +16,9 @@ final class InMemoryEventSource: EventSource {
         var fetchStops = 0
         var fetchStopped: Set<TopicPartition> = []
         var closed = false
+        /// Times the reader held its next record back because the pipeline paused or stopped its partition:
+        /// proof that the reader saw the pause, after which it hands nothing more over until the resume.
+        var recordsHeld = 0
     }
     let records: [SourceRecord]
     let log = Mutex(Log())
@@ -38,6 +41,7 @@ final class InMemoryEventSource: EventSource {
                     let record = deferred[partition]!.removeFirst()
                     if deferred[partition]!.isEmpty { deferred[partition] = nil }
                     while log.withLock({ $0.paused.contains(partition) }) && !stopFlag.load(ordering: .relaxed) {
+                        log.withLock { $0.recordsHeld += 1 }
                         usleep(200)
                     }
                     handler.received(record)
@@ -49,12 +53,14 @@ final class InMemoryEventSource: EventSource {
                 }
                 let record = records[index]
                 if paused.contains(record.topicPartition) {
+                    log.withLock { $0.recordsHeld += 1 }
                     usleep(200)
                     continue
                 }
                 // Like librdkafka's pause: a partition that stopped fetching delivers nothing more for now,
                 // the others go on.
                 if stopped.contains(record.topicPartition) || deferred[record.topicPartition] != nil {
+                    log.withLock { $0.recordsHeld += 1 }
                     deferred[record.topicPartition, default: []].append(record)
                     index += 1
                     continue
@@ -210,15 +216,4 @@ func makeRecord(partition: Int32, offset: Int64, devices: [String], id: String? 
     let value = #"{"id":"\#(eventID)","type":"test","devices":[\#(deviceList)]}"#
     return SourceRecord(
         topic: "push.requests", partition: partition, offset: offset, key: Array("k".utf8), value: Array(value.utf8))
-}
-
-/// Polls `condition` until it holds or `timeout` seconds pass; returns whether it held.
-@discardableResult
-func waitUntil(_ timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return condition()
 }

@@ -7,6 +7,7 @@ import APNsSimulator
 import Foundation
 import HTTP2
 import JSON
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -89,7 +90,7 @@ struct InvalidTokenTests {
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
             transport: transport)
         try pipeline.start()
-        let finished = await waitUntil(30) { pipeline.counters.recordsFinished == 1 }
+        let finished = await eventually(timeout: .seconds(30)) { pipeline.counters.recordsFinished == 1 }
         #expect(finished, "the event was never finished")
 
         var run = Run()
@@ -250,24 +251,12 @@ enum SchemaCheck {
             return
         }
         try #require(!records.isEmpty)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("invalid-token-tests-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        var files: [String] = []
-        for (index, record) in records.enumerated() {
-            let file = directory.appendingPathComponent("\(schema)-\(index).json")
-            try Data(record.compactString.utf8).write(to: file)
-            files.append(file.path)
+        let directory = TemporaryDirectory(prefix: "invalid-token-tests")
+        let files = records.enumerated().map { index, record in
+            directory.write("\(schema)-\(index).json", record.compactString)
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = ["--schemafile", root.appendingPathComponent("schemas/\(schema).schema.json").path] + files
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(schema): \(text)")
+        let schemaFile = root.appendingPathComponent("schemas/\(schema).schema.json").path
+        let result = try runProcessCapturing(tool, ["--schemafile", schemaFile] + files, mergingErrors: true)
+        #expect(result.status == 0, "\(schema): \(result.outputText)")
     }
 }

@@ -1,8 +1,10 @@
+// The pipeline on librdkafka's mock cluster: every event's outcomes produced and its offset committed.
 import APNs
 import Foundation
 import JSON
 import Kafka
 import Synchronization
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -91,11 +93,7 @@ enum KafkaTestSupport {
             configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
             transport: transport)
         try pipeline.start()
-        let deadline = Date().addingTimeInterval(60)
-        while pipeline.counters.recordsFinished < events && Date() < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(pipeline.counters.recordsFinished == events)
+        #expect(await eventually(timeout: .seconds(60)) { pipeline.counters.recordsFinished == events })
         #expect(await pipeline.drain(timeout: 10) == 0)
 
         let malformed = events / 100

@@ -1,6 +1,9 @@
+// The JSON log: one object per line, levels, context, secrets kept out, bursts summarised, the writer
+// thread.
 import APNs
 import JSON
 import Synchronization
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -159,8 +162,7 @@ final class CapturedLog: Sendable {
         let writer = LogWriter(output: captured.output)
         let logger = Logger(writer: writer)
         logger.info("first")
-        for _ in 0..<200 where !captured.text.contains("first") { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(captured.text.contains("first"))
+        #expect(await eventually { captured.text.contains("first") })
         logger.info("last")
         writer.close()
         #expect(try captured.lines().last?["message"] == "last")

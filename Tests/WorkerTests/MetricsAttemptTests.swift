@@ -6,6 +6,7 @@ import APNsSimulator
 import Foundation
 import HTTP2
 import Synchronization
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -63,7 +64,7 @@ struct MetricsAttemptTests {
             finished.value.store(true, ordering: .releasing)
             return results
         }
-        #expect(await waitUntil(10) { refused.value == 1 }, "the 503 was never counted")
+        #expect(await eventually(timeout: .seconds(10)) { refused.value == 1 }, "the 503 was never counted")
         let stillSending = !finished.value.load(ordering: .acquiring)
         #expect(stillSending, "Retry-After holds the retry back for a second")
         #expect(accepted.value == 0)

@@ -1,4 +1,6 @@
+// A live scrape checked by promtool, and the label folding that keeps metric families bounded.
 import Foundation
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -121,20 +123,9 @@ enum Promtool {
     static func checkMetrics(_ exposition: [UInt8]) async throws -> (status: Int32, output: String) {
         let executable = try path()
         return try await TestHTTPClient.offPool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = ["check", "metrics"]
-            let input = Pipe()
-            let output = Pipe()
-            process.standardInput = input
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            input.fileHandleForWriting.write(Data(exposition))
-            try input.fileHandleForWriting.close()
-            let printed = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: printed, as: UTF8.self))
+            let result = try runProcessCapturing(
+                executable, ["check", "metrics"], input: exposition, mergingErrors: true)
+            return (result.status, result.outputText)
         }
     }
 }

@@ -1,3 +1,4 @@
+// The metrics registry's text exposition (format 0.0.4): families, escaping and number formatting.
 import Testing
 @testable import Worker
 

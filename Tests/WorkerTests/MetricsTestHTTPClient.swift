@@ -5,6 +5,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import TestSupport
 
 struct TestHTTPResponse {
     var status: Int
@@ -31,21 +32,11 @@ enum TestHTTPClient {
     }
 
     private static func requestBlocking(_ method: String, _ path: String, port: UInt16) throws -> TestHTTPResponse {
-        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socketDescriptor >= 0 else { throw TestHTTPError(description: "socket: \(errno)") }
+        let socketDescriptor = connectLoopback(port: Int(port))
+        guard socketDescriptor >= 0 else { throw TestHTTPError(description: "connect to port \(port): errno \(errno)") }
         defer { close(socketDescriptor) }
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw TestHTTPError(description: "connect to port \(port): errno \(errno)") }
         let request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n"
         let sent = request.withCString { send(socketDescriptor, $0, strlen($0), 0) }
         guard sent == request.utf8.count else { throw TestHTTPError(description: "short send") }

@@ -7,6 +7,7 @@ import Foundation
 import JSON
 import Kafka
 import PushRules
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -92,11 +93,8 @@ struct ParkingTests {
         let bDelivered = try await Self.outcomes(cluster, atLeast: 200) { $0.app == Self.appB }
         #expect(Set(bDelivered.map(\.pair)) == expected[Self.appB]!)
         #expect(bDelivered.allSatisfy { $0.status == "delivered" })
-        let deadline = ContinuousClock.now + .seconds(60)
-        while worker.pipeline.counters.parked < 100, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(worker.pipeline.counters.parked >= 100, "every A record parked at least once")
+        #expect(await eventually(timeout: .seconds(60)) { worker.pipeline.counters.parked >= 100 },
+            "every A record parked at least once")
         let exposition = String(decoding: metrics.registry.exposition(), as: UTF8.self)
         let parkedMetric = exposition.contains(#"apns_worker_records_parked_total{reason="InvalidProviderToken"}"#)
         #expect(parkedMetric)

@@ -1,7 +1,10 @@
+// The pipeline with in-memory plug-ins: one outcome per device, dead letters, the in-flight cap, slow
+// records, revokes and invalid-token events.
 import APNs
 import Foundation
 import JSON
 import Synchronization
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -26,11 +29,14 @@ import Testing
                 records.append(makeRecord(partition: partition, offset: offset * 2, devices: Self.tokens))
             }
         }
-        let source = InMemoryEventSource(records: records.shuffled().sorted { $0.offset < $1.offset })
+        let random = Mutex(SeededGenerator.replayable("everyDeviceGetsExactlyOneOutcome"))
+        let shuffled = random.withLock { records.shuffled(using: &$0) }
+        let source = InMemoryEventSource(records: shuffled.sorted { $0.offset < $1.offset })
         let sink = InMemoryResultSink(delay: 0.001)
         let transport = ClosureTransport { push in
             // Finish out of order: later records may complete before earlier ones.
-            try? await Task.sleep(for: .microseconds(Int.random(in: 0...3000)))
+            let pause = random.withLock { Int.random(in: 0...3000, using: &$0) }
+            try? await Task.sleep(for: .microseconds(pause))
             return apnsAnswer(push, status: 200)
         }
         var configuration = PipelineConfiguration()
@@ -39,7 +45,7 @@ import Testing
             configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
             transport: transport)
         try pipeline.start()
-        await waitUntil { pipeline.counters.recordsFinished == 1000 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 1000 })
 
         let outcomes = sink.json(on: "push.outcomes")
         #expect(outcomes.count == 4000)
@@ -65,7 +71,7 @@ import Testing
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
             transport: ClosureTransport { push in apnsAnswer(push, status: 200) })
         try pipeline.start()
-        await waitUntil { pipeline.counters.recordsFinished == 3 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 3 })
 
         let letters = sink.records(on: "push.dlq")
         try #require(letters.count == 1)
@@ -104,7 +110,7 @@ import Testing
             configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
             transport: transport)
         try pipeline.start()
-        await waitUntil { pipeline.counters.recordsFinished == 300 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 300 })
         #expect(pipeline.counters.recordsFinished == 300)
         #expect(peak.load(ordering: .relaxed) <= 10)
         let log = source.log.withLock { $0 }
@@ -128,7 +134,7 @@ import Testing
         let release = Release()
         let slowTransport = ClosureTransport { push in
             if push.request.deviceToken.hex == Self.tokens[3] {
-                while !release.isOpen { try? await Task.sleep(for: .milliseconds(2)) }
+                await eventually(timeout: .seconds(60)) { release.isOpen }
             }
             return apnsAnswer(push, status: 200)
         }
@@ -149,12 +155,14 @@ import Testing
             makeRecord(partition: 0, offset: $0, devices: [$0 == 0 ? Self.tokens[3] : Self.tokens[0]])
         }
         let (pipeline, source, release) = try Self.startWithSlowPushes(records)
-        await waitUntil(5) { pipeline.counters.recordsFinished >= 9 }
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished >= 9 })
+        // The source's reader holding its next record back proves it saw the pause: from then on nothing
+        // more is taken until the resume, so the count below is final, not a snapshot taken too early.
+        #expect(await eventually(timeout: .seconds(20)) { source.log.withLock { $0.recordsHeld > 0 } })
         #expect(pipeline.counters.recordsTaken == 10, "consumption paused with 10 records held")
         #expect(source.log.withLock { $0.stored.isEmpty })
         release.open()
-        await waitUntil { pipeline.counters.recordsFinished == 100 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 100 })
         #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 100)
     }
 
@@ -169,14 +177,14 @@ import Testing
         }
         let (pipeline, source, release) = try Self.startWithSlowPushes(records)
         // All of partition 1 is finished and committed while partition 0's first record still waits.
-        await waitUntil(10) { source.log.withLock { $0.stored[second] } == 100 }
+        #expect(await eventually(timeout: .seconds(10)) { source.log.withLock { $0.stored[second] } == 100 })
         #expect(source.log.withLock { $0.stored[second] } == 100)
         #expect(source.log.withLock { $0.stored[first] } == nil)
         #expect(pipeline.fetchStoppedPartitions == [first])
         #expect(source.log.withLock { $0.fetchStopped } == [first])
         #expect(pipeline.counters.recordsTaken == 100 + 10, "partition 0 stopped at the cap's worth of held records")
         release.open()
-        await waitUntil { pipeline.counters.recordsFinished == 200 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 200 })
         #expect(source.log.withLock { $0.stored[first] } == 100)
         #expect(pipeline.fetchStoppedPartitions.isEmpty)
         #expect(source.log.withLock { $0.fetchStopped }.isEmpty)
@@ -198,7 +206,9 @@ import Testing
                 : apnsAnswer(push, status: 200)
         }
         let pipeline = try startPipeline(source, sink, transport)
-        await waitUntil { pipeline.counters.recordsFinished + pipeline.counters.publishFailures == 3 }
+        #expect(await eventually(timeout: .seconds(20)) {
+            pipeline.counters.recordsFinished + pipeline.counters.publishFailures == 3
+        })
         #expect(pipeline.counters.publishFailures == 1)
         #expect(pipeline.fatalError != nil)
         #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 1)
@@ -216,15 +226,12 @@ import Testing
         let started = Atomic<Int>(0)
         let transport = ClosureTransport { push in
             started.add(1, ordering: .relaxed)
-            let deadline = Date().addingTimeInterval(5)
-            while started.load(ordering: .relaxed) < devices && Date() < deadline {
-                try? await Task.sleep(for: .milliseconds(1))
-            }
+            await eventually(timeout: .seconds(20)) { started.load(ordering: .relaxed) >= devices }
             return started.load(ordering: .relaxed) >= devices
                 ? apnsAnswer(push, status: 200) : apnsAnswer(push, status: 500, reason: "InternalServerError")
         }
         let pipeline = try startPipeline(source, sink, transport)
-        await waitUntil { pipeline.counters.recordsFinished == 1 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 1 })
         let outcomes = sink.json(on: "push.outcomes")
         #expect(outcomes.count == devices)
         #expect(outcomes.allSatisfy { $0["status"] == "delivered" })
@@ -239,11 +246,11 @@ import Testing
         do {
             let source = InMemoryEventSource(records: [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]])])
             let pipeline = try startPipeline(source, InMemoryResultSink(), ClosureTransport { apnsAnswer($0, status: 200) })
-            await waitUntil { pipeline.counters.recordsFinished == 1 }
+            #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 1 })
             lanes = pipeline.lanes
             #expect(lanes?.counts.lanesRunning == 1)
         }
-        await waitUntil(5) { lanes?.counts.lanesRunning == 0 }
+        #expect(await eventually(timeout: .seconds(5)) { lanes?.counts.lanesRunning == 0 })
         #expect(lanes?.counts.lanesRunning == 0)
     }
 
@@ -257,7 +264,7 @@ import Testing
                 : apnsAnswer(push, status: 200)
         }
         let pipeline = try startPipeline(source, sink, transport)
-        await waitUntil { pipeline.counters.recordsFinished == 1 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 1 })
         let invalid = sink.records(on: "push.invalid-tokens")
         try #require(invalid.count == 1)
         #expect(invalid[0].key == Array(Self.tokens[3].utf8))
@@ -275,18 +282,18 @@ import Testing
         let source = InMemoryEventSource(records: records)
         let sink = InMemoryResultSink()
         let transport = ClosureTransport { push in
-            while !gate.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(2)) }
+            await eventually(timeout: .seconds(60)) { gate.load(ordering: .relaxed) }
             return apnsAnswer(push, status: 200)
         }
         let pipeline = try startPipeline(source, sink, transport)
-        await waitUntil { pipeline.counters.recordsTaken == 1 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsTaken == 1 })
         let partition = TopicPartition(topic: "push.requests", partition: 0)
         let started = Date()
         await pipeline.revoking([partition], deadline: .now + .milliseconds(200))
         #expect(Date().timeIntervalSince(started) >= 0.19)
         #expect(pipeline.counters.abandonedAtRevoke == 1)
         gate.store(true, ordering: .relaxed)
-        await waitUntil { pipeline.recordsInFlight == 0 }
+        #expect(await eventually(timeout: .seconds(20)) { pipeline.recordsInFlight == 0 })
         // The abandoned record finished after the revoke: its offset is not stored by this worker.
         #expect(source.log.withLock { $0.stored[partition] } == nil)
     }

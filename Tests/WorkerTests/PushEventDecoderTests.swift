@@ -1,3 +1,4 @@
+// Decoding push events from Kafka records, and the RFC 3339 times in them.
 import Testing
 import APNs
 import JSON

@@ -1,6 +1,7 @@
 // The shutdown's one deadline and its parts, the waits that end at a deadline or at cancellation, and
 // the shutdown signal's early actions (a start-up cancelled by a SIGTERM).
 import Synchronization
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -31,13 +32,16 @@ import Testing
     }
 
     @Test func unlessCancelledStopsWaitingWhenTheCallerIsCancelled() async {
+        let started = Atomic<Bool>(false)
         let waiting = Task {
             await unlessCancelled { () -> Int in
+                started.store(true, ordering: .relaxed)
                 try? await Task.sleep(for: .seconds(30))
                 return 1
             }
         }
-        try? await Task.sleep(for: .milliseconds(50))
+        // Cancelled once the operation is under way, so the cancellation must end a wait already begun.
+        #expect(await eventually { started.load(ordering: .relaxed) })
         waiting.cancel()
         // Broken, it would return the operation's 1 once its 30 s are over.
         #expect(await waiting.value == nil)

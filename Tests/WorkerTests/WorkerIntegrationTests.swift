@@ -7,6 +7,7 @@ import JSON
 import Kafka
 import PushRules
 import Synchronization
+import TestSupport
 import Testing
 @testable import Worker
 
@@ -119,11 +120,6 @@ final class WorkerHarness: Sendable {
         ).values.reduce(0, +)
     }
 
-    func waitUntil(_ timeout: Duration = .seconds(60), _ condition: () -> Bool) async {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-    }
-
     func stop() async {
         simulator.stop()
         await cluster.stop()
@@ -159,7 +155,7 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         let expected = try await harness.produce(count: events, devicesPerEvent: 3, malformedEvery: 500)
         let worker = try harness.makeWorker()
         try await worker.start()
-        await harness.waitUntil(.seconds(120)) { worker.pipeline.counters.recordsFinished >= events }
+        #expect(await eventually(timeout: .seconds(120)) { worker.pipeline.counters.recordsFinished >= events })
         #expect(worker.pipeline.counters.recordsFinished == events)
         #expect(await worker.shutdown(timeout: 10) == 0)
 
@@ -199,7 +195,7 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         let expected = try await harness.produce(count: 500, devicesPerEvent: 2)
         let worker = try harness.makeWorker(maxInFlight: 100)
         try await worker.start()
-        await harness.waitUntil(.seconds(90)) { worker.pipeline.counters.recordsFinished >= 500 }
+        #expect(await eventually(timeout: .seconds(90)) { worker.pipeline.counters.recordsFinished >= 500 })
         await worker.shutdown(timeout: 10)
         let outcomes = try await harness.outcomes(atLeast: expected.count)
         #expect(Set(pairs(outcomes).keys) == expected)
@@ -227,14 +223,16 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         let first = try await harness.produce(count: 1000, devicesPerEvent: 1)
         let worker = try harness.makeWorker()
         try await worker.start()
-        await harness.waitUntil(.seconds(60)) { worker.pipeline.counters.recordsFinished >= 200 }
+        #expect(await eventually(timeout: .seconds(60)) { worker.pipeline.counters.recordsFinished >= 200 })
         try harness.cluster.setBrokerDown(1)
         try harness.cluster.setBrokerDown(2)
-        try await Task.sleep(for: .seconds(4))
+        // The outage lasts until the consumer has seen it: its connection check finds the two brokers down.
+        #expect(await eventually(timeout: .seconds(30)) { worker.source.status.brokersUp <= 1 },
+            "the consumer never saw the brokers go down")
         try harness.cluster.setBrokerUp(1)
         try harness.cluster.setBrokerUp(2)
         let second = try await harness.produce(start: 1000, count: 500, devicesPerEvent: 1)
-        await harness.waitUntil(.seconds(90)) { worker.pipeline.counters.recordsFinished >= 1500 }
+        #expect(await eventually(timeout: .seconds(90)) { worker.pipeline.counters.recordsFinished >= 1500 })
         #expect(worker.pipeline.counters.recordsFinished == 1500)
         await worker.shutdown(timeout: 10)
         let outcomes = try await harness.outcomes(atLeast: first.count + second.count)
@@ -252,24 +250,22 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         let expected = try await harness.produce(count: events, devicesPerEvent: 1)
         let first = try harness.makeWorker(maxInFlight: 20)
         try await first.start()
-        await harness.waitUntil(.seconds(60)) { first.pipeline.counters.recordsFinished >= 300 }
+        #expect(await eventually(timeout: .seconds(60)) { first.pipeline.counters.recordsFinished >= 300 })
         let second = try harness.makeWorker(maxInFlight: 20)
         try await second.start()
-        await harness.waitUntil(.seconds(60)) { second.pipeline.counters.recordsFinished > 0 }
+        #expect(await eventually(timeout: .seconds(60)) { second.pipeline.counters.recordsFinished > 0 })
         #expect(second.pipeline.counters.recordsFinished > 0, "the joining worker took partitions")
         #expect(first.pipeline.counters.recordsFinished < events, "the first worker was still mid-stream")
-        await harness.waitUntil(.seconds(120)) {
+        #expect(await eventually(timeout: .seconds(120)) {
             first.pipeline.counters.recordsFinished + second.pipeline.counters.recordsFinished >= events
-        }
+        })
         // The first leaves; the second takes its partitions over and finishes what was left, until the
         // group's committed offsets reach the end of every partition.
         await first.shutdown(timeout: 10)
-        let deadline = ContinuousClock.now + .seconds(90)
         var committed: Int64 = 0
-        while ContinuousClock.now < deadline {
+        await eventually(timeout: .seconds(90), every: .milliseconds(500)) {
             committed = (try? await harness.committedTotal()) ?? 0
-            if committed == Int64(events) { break }
-            try await Task.sleep(for: .milliseconds(500))
+            return committed == Int64(events)
         }
         #expect(committed == Int64(events))
         await second.shutdown(timeout: 10)

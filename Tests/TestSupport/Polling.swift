@@ -1,0 +1,41 @@
+// The one way tests wait: for a condition that an event makes true, never for a stretch of time.
+// The timeout only bounds how long a broken build takes to fail.
+import Glibc
+
+/// Waits until `condition` holds, polling every 10 ms, for at most `timeout`; returns whether it held.
+/// Wrap it in `#expect` so a timeout fails the test where it happened.
+@discardableResult
+package func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+    let clock = ContinuousClock()
+    let end = clock.now + timeout
+    while clock.now < end {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+/// `eventually` for synchronous tests: blocks the calling thread while it polls every millisecond.
+@discardableResult
+package func eventuallyBlocking(timeout: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
+    let clock = ContinuousClock()
+    let end = clock.now + timeout
+    while clock.now < end {
+        if condition() { return true }
+        usleep(1000)
+    }
+    return condition()
+}
+
+/// `eventually` for a condition that must itself wait (a query to a broker, say), checked every
+/// `interval` so that a slow check is not repeated back to back.
+@discardableResult
+package func eventually(timeout: Duration, every interval: Duration, _ condition: () async -> Bool) async -> Bool {
+    let clock = ContinuousClock()
+    let end = clock.now + timeout
+    while clock.now < end {
+        if await condition() { return true }
+        try? await Task.sleep(for: interval)
+    }
+    return await condition()
+}
