@@ -69,7 +69,8 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        // What the test targets share: a plain HTTP/2 test server, polling, ports, child processes.
+        // What the test targets share: polling, child processes, temporary directories, seeded randomness,
+        // a task-parking executor, and a plain HTTP/2 test server for the HTTP2 tests.
         .target(
             name: "TestSupport", dependencies: ["Platform", "ChildProcesses", "CNghttp2", "COpenSSL"],
             path: "Tests/TestSupport", swiftSettings: strict),
