@@ -108,7 +108,7 @@ public final class Pipeline: SourceHandler {
     }
 
     /// Lanes kept at most: one per record in flight (the cap bounds how many are busy at once), but no
-    /// more than this, since each holds about 1.5 KiB while idle. Records beyond it get tasks of their own.
+    /// more than this, since each holds its task's memory while idle. Records beyond it get tasks of their own.
     static let maximumLanes = 4096
 
     /// - Parameter processingExecutor: gives the executor each record lane prefers (called once per
