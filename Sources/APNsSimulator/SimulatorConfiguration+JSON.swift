@@ -1,8 +1,8 @@
 // The simulator's configuration file (JSON): every key checked, unknown keys refused, and errors that
 // name the key path, what was there and what would be right. See `SimulatorConfiguration.fileFormat`.
-public import APNs
-
+import APNs
 public import JSON
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -66,7 +66,8 @@ struct ParsedArguments {
                 inlineValue = String(argument[argument.index(after: equals)...])
             }
             guard let spec = byName[name] else {
-                let suggestion = Spelling.closest(to: name, among: specs.map(\.name)).map { " (did you mean \($0)?)" } ?? ""
+                let suggestion = Spelling.closest(to: name, among: specs.map(\.name))
+                    .map { " (did you mean \($0)?)" } ?? ""
                 throw UsageError(message: "unknown option '\(name)'\(suggestion)")
             }
             switch spec.kind {
@@ -103,9 +104,12 @@ struct ParsedArguments {
 
     func integer(_ name: String, default defaultValue: Int? = nil, range: ClosedRange<Int>? = nil) throws -> Int? {
         guard let text = value(name) else { return defaultValue }
-        guard let number = Int(text) else { throw UsageError(message: "option \(name) needs a whole number, got '\(text)'") }
+        guard let number = Int(text) else {
+            throw UsageError(message: "option \(name) needs a whole number, got '\(text)'")
+        }
         if let range, !range.contains(number) {
-            throw UsageError(message: "option \(name) must be between \(range.lowerBound) and \(range.upperBound), got \(number)")
+            throw UsageError(
+                message: "option \(name) must be between \(range.lowerBound) and \(range.upperBound), got \(number)")
         }
         return number
     }

@@ -39,8 +39,8 @@ func main() async -> Int32 {
     guard let (command, wordCount) = match else {
         let groups = CommandRegistry.all.filter { $0.name.hasPrefix(arguments[0] + " ") }
         if !groups.isEmpty {
-            standardError("apns-worker \(arguments[0]): choose one of: "
-                + groups.map { $0.name.split(separator: " ").dropFirst().joined(separator: " ") }.joined(separator: ", "))
+            let choices = groups.map { $0.name.split(separator: " ").dropFirst().joined(separator: " ") }
+            standardError("apns-worker \(arguments[0]): choose one of: " + choices.joined(separator: ", "))
         } else {
             standardError("apns-worker: unknown command '\(arguments[0])'. Run 'apns-worker --help' for the list.")
         }
@@ -55,7 +55,8 @@ func main() async -> Int32 {
         let parsed = try ParsedArguments(rest, specs: command.options)
         return try await command.run(parsed)
     } catch let error as UsageError {
-        standardError("apns-worker \(command.name): \(error.message)\nRun 'apns-worker \(command.name) --help' for usage.")
+        standardError(
+            "apns-worker \(command.name): \(error.message)\nRun 'apns-worker \(command.name) --help' for usage.")
         return 2
     } catch let exit as ExitCode {
         return exit.code

@@ -223,7 +223,8 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
     public func install(into sslContext: OpaquePointer) throws(CredentialError) {
         OpenSSLErrorQueue.clear()
         guard SSL_CTX_use_certificate(sslContext, certificate) == 1 else {
-            throw CredentialError(.tlsSetupFailed, "OpenSSL refused the client certificate: \(OpenSSLErrorQueue.summary())")
+            throw CredentialError(
+                .tlsSetupFailed, "OpenSSL refused the client certificate: \(OpenSSLErrorQueue.summary())")
         }
         guard SSL_CTX_use_PrivateKey(sslContext, key.pointer) == 1 else {
             throw CredentialError(.tlsSetupFailed, "OpenSSL refused the private key: \(OpenSSLErrorQueue.summary())")

@@ -80,14 +80,16 @@ final class OpenSSLKey: @unchecked Sendable {
 
     static func generateP256() throws(CredentialError) -> OpenSSLKey {
         guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else {
-            throw CredentialError(.signingFailed, "OpenSSL cannot create an EC key context: \(OpenSSLErrorQueue.summary())")
+            throw CredentialError(
+                .signingFailed, "OpenSSL cannot create an EC key context: \(OpenSSLErrorQueue.summary())")
         }
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_CTX_set_group_name(context, "P-256") == 1,
             EVP_PKEY_generate(context, &key) == 1, let key
         else {
-            throw CredentialError(.signingFailed, "OpenSSL could not generate a P-256 key: \(OpenSSLErrorQueue.summary())")
+            throw CredentialError(
+                .signingFailed, "OpenSSL could not generate a P-256 key: \(OpenSSLErrorQueue.summary())")
         }
         return OpenSSLKey(taking: key)
     }

@@ -7,7 +7,7 @@ import Synchronization
 /// Hands out the current provider token of one key, signing a new one when it reaches the refresh age.
 ///
 /// One signer per key, shared by all connections and tasks. `token()` may be called from any thread
-/// or task at any rate: it signs at most once per refresh (about 0.1 ms of CPU, done while holding
+/// or task at any rate: it signs at most once per refresh (one ES256 signature, made while holding
 /// the lock so concurrent callers wait for that one signature instead of making their own).
 /// A token is never replaced before it is `minimumRefreshAge` (20 minutes) old, even after
 /// `invalidate(_:)`.

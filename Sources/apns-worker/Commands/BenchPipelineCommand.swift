@@ -23,7 +23,8 @@ struct BenchPipelineCommand: Command {
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         var options = PipelineBenchmark.Options()
-        options.events = try arguments.integer("-n", default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
+        options.events = try arguments.integer(
+            "-n", default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
         options.latencySeconds = Double(try arguments.integer("--latency-seconds", default: 5, range: 1...600) ?? 5)
         options.maxInFlight = try arguments.integer("--max-in-flight", default: 1000, range: 1...1_000_000) ?? 1000
         FileHandle.standardOutput.write(Data("bench pipeline: memory allocator \(MemoryAllocator.description)\n".utf8))

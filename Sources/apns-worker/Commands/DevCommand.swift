@@ -32,7 +32,9 @@ struct DevCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         signal(SIGPIPE, SIG_IGN)
         var options = DevEnvironment.Options()
-        if let count = try arguments.integer("-n", range: 1...10_000_000) ?? arguments.integer("--events", range: 1...10_000_000) {
+        if let count = try arguments.integer("-n", range: 1...10_000_000)
+            ?? arguments.integer("--events", range: 1...10_000_000)
+        {
             options.events = count
         }
         options.follow = arguments.has("--follow")

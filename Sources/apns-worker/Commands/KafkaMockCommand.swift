@@ -1,10 +1,9 @@
 // `apns-worker kafka-mock`: librdkafka's mock Kafka cluster as a process of its own, for tests that
 // kill the worker and for trying `run` locally. Prints its bootstrap servers, runs until a signal;
 // optionally takes brokers down and up on commands from standard input (the same cluster, same ports).
-import Dispatch
 import Foundation
 import Kafka
-import Synchronization
+import Platform
 
 struct KafkaMockCommand: Command {
     static let name = "kafka-mock"
@@ -37,7 +36,8 @@ struct KafkaMockCommand: Command {
         let replication = try arguments.integer("--replication-factor", default: 1, range: 1...brokers)!
         let topics = try parseTopics(arguments.value("--topics") ?? "")
 
-        let signals = TerminationSignals()
+        // From before the bootstrap line is printed: whoever reads it may signal at once.
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM])
         let cluster = try MockKafkaCluster(brokers: brokers)
         for (topic, partitions) in topics {
             try cluster.createTopic(topic, partitions: partitions, replicationFactor: replication)
@@ -49,7 +49,8 @@ struct KafkaMockCommand: Command {
 
         if arguments.has("--control-stdin") { BrokerControl.start(cluster: cluster) }
 
-        let signal = await signals.wait()
+        let signal = await signals.waitForFirst()
+        signals.cancel()
         await cluster.stop()
         standardError("kafka-mock: stopped on \(signal == SIGINT ? "SIGINT" : "SIGTERM")")
         return 0
@@ -118,49 +119,5 @@ private enum BrokerControl {
             return "error: \(error)"
         }
         return "brokers \(command): " + ids.map(String.init).joined(separator: ",")
-    }
-}
-
-/// Catches SIGINT and SIGTERM from the moment it is made, so a signal sent right after the
-/// bootstrap line is printed is not lost.
-private final class TerminationSignals {
-    /// The first signal, and the task waiting for it.
-    private final class Latch: Sendable {
-        let state = Mutex<(received: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
-
-        func fire(_ number: Int32) {
-            let waiter = state.withLock { state in
-                if state.received == nil { state.received = number }
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume(returning: number)
-        }
-    }
-
-    private static let numbers = [SIGINT, SIGTERM]
-    private let latch = Latch()
-    private let sources: [any DispatchSourceSignal]
-
-    init() {
-        for number in Self.numbers { signal(number, SIG_IGN) }  // delivered to the sources instead
-        sources = Self.numbers.map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
-        for (source, number) in zip(sources, Self.numbers) {
-            source.setEventHandler { [latch] in latch.fire(number) }
-            source.resume()
-        }
-    }
-
-    /// Suspends until a signal has arrived; returns which.
-    func wait() async -> Int32 {
-        let number = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-            let received = latch.state.withLock { state in
-                if state.received == nil { state.waiter = continuation }
-                return state.received
-            }
-            if let received { continuation.resume(returning: received) }
-        }
-        for source in sources { source.cancel() }
-        return number
     }
 }

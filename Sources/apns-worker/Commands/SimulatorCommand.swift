@@ -2,8 +2,8 @@
 // the CA file to trust, and its counters as JSON when it stops.
 import APNs
 import APNsSimulator
-import Dispatch
 import Foundation
+import Platform
 
 struct SimulatorCommand: Command {
     static let name = "simulator"
@@ -53,7 +53,7 @@ struct SimulatorCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let configuration = try makeConfiguration(arguments)
         // Handle SIGINT/SIGTERM before printing the address: whoever reads it may signal at once.
-        let termination = TerminationSignals()
+        let termination = SignalWatcher(signals: [SIGINT, SIGTERM])
         let simulator: APNsSimulator
         do {
             simulator = try APNsSimulator(configuration)
@@ -67,7 +67,8 @@ struct SimulatorCommand: Command {
         print("authentication: \(describe(configuration.authentication))")
         fflush(nil)  // nil flushes every stream; `stdout` is not concurrency-safe in Swift 6
 
-        await termination.wait()
+        _ = await termination.waitForFirst()
+        termination.cancel()
         simulator.stop()
         print("stats: \(simulator.stats.json.compactString)")
         fflush(nil)  // nil flushes every stream; `stdout` is not concurrency-safe in Swift 6
@@ -193,46 +194,6 @@ struct SimulatorCommand: Command {
         case .none: return "none (every request is accepted without credentials)"
         case .providerToken(let keys, _, _): return "token (key ids: \(keys.map(\.keyID).joined(separator: ", ")))"
         case .certificate(let caFile): return "certificate (client CA: \(caFile))"
-        }
-    }
-}
-
-/// SIGINT and SIGTERM, handled on a dispatch queue (not the cooperative pool) from the moment this
-/// is made; `wait()` suspends until the first arrives (or returns at once if one already did).
-private final class TerminationSignals: @unchecked Sendable {
-    private let lock = NSLock()
-    private var fired = false
-    private var continuation: CheckedContinuation<Void, Never>?
-    private var sources: [any DispatchSourceSignal] = []
-    private let queue = DispatchQueue(label: "apns-worker.simulator.signals")
-
-    init() {
-        for signalNumber in [SIGINT, SIGTERM] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-            source.setEventHandler { [weak self] in self?.fire() }
-            source.resume()
-            sources.append(source)
-        }
-    }
-
-    private func fire() {
-        let pending: CheckedContinuation<Void, Never>? = lock.withLock {
-            fired = true
-            defer { continuation = nil }
-            return continuation
-        }
-        pending?.resume()
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow: Bool = lock.withLock {
-                if fired { return true }
-                self.continuation = continuation
-                return false
-            }
-            if resumeNow { continuation.resume() }
         }
     }
 }

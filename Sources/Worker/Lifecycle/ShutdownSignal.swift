@@ -1,42 +1,11 @@
-// Turns process signals into events the worker observes: SIGTERM/SIGINT start a graceful drain,
-// SIGHUP asks for a rules reload. Signals are taken through a dispatch source, never a raw handler,
-// so the handling code may lock and allocate.
-import Dispatch
+// The latch a graceful shutdown starts from: SIGTERM/SIGINT (taken through Platform's SignalWatcher) or an
+// outside trigger such as the `dev` command's event count fire it once; the services wait on it.
+import Platform
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// Delivers selected signals to a closure on a private queue.
-///
-/// - Important: Create it before the signals can arrive; it ignores their default action.
-public final class SignalWatcher: Sendable {
-    private let sources: Mutex<[any DispatchSourceSignal]>
-
-    /// - Parameter handler: called with the signal number, on a private serial queue.
-    public init(signals: [Int32], handler: @escaping @Sendable (Int32) -> Void) {
-        let queue = DispatchQueue(label: "apns-worker.signals")
-        var made: [any DispatchSourceSignal] = []
-        for number in signals {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { handler(number) }
-            source.resume()
-            made.append(source)
-        }
-        sources = Mutex(made)
-    }
-
-    public func cancel() {
-        sources.withLock { sources in
-            for source in sources { source.cancel() }
-            sources.removeAll()
-        }
-    }
-
-    deinit { cancel() }
-}
+/// The worker takes signals through Platform's one `SignalWatcher`; this name keeps the worker's files that
+/// use it without importing Platform (WorkerProcess.swift) building until they import it themselves.
+typealias SignalWatcher = Platform.SignalWatcher
 
 /// A one-shot latch a service awaits to learn it should shut down.
 public final class ShutdownSignal: Sendable {

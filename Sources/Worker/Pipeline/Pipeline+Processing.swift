@@ -1,0 +1,163 @@
+// A record's way from bytes to results: decode and plan it (or make it a dead letter), send its pushes,
+// and build its outcomes and invalid-token events.
+import APNs
+
+extension Pipeline {
+    func process(_ record: SourceRecord, generation: UInt64) async {
+        // Decoding, planning and building the results are synchronous helpers: only what lives across
+        // the one await is in this async frame, which then fits the lane task's first allocator slab
+        // (frames beyond it cost a malloc and a free per record).
+        if record.topic == configuration.retryTopic { await waitUntilDue(record) }
+        switch prepare(record) {
+        case .deadLetter(let output):
+            publish([output], of: record, generation: generation, outcomes: [], eventTime: nil)
+        case .ready(let prepared):
+            let sent = await transport.deliverAll(prepared.pushes[...])
+            let (outputs, outcomes) = results(of: prepared, sent: sent, source: record)
+            publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: prepared.eventTime)
+        }
+    }
+
+    /// A decoded and planned event, before its pushes are sent.
+    struct PreparedEvent {
+        var event: PushEvent
+        var plans: [PlannedDelivery]
+        /// The pushes among the plans, in order.
+        var pushes: [PlannedPush]
+        var eventTime: Double?
+    }
+
+    enum Preparation {
+        case ready(PreparedEvent)
+        /// The record as a dead letter: undecodable, invalid, or its event cannot be planned.
+        case deadLetter(OutboundRecord)
+    }
+
+    func prepare(_ record: SourceRecord) -> Preparation {
+        do throws(PipelineInputError) {
+            let event = try PipelineInputError.decode(record.value)
+            let plans = try PipelineInputError.plan(event, with: planner)
+            var pushes: [PlannedPush] = []
+            pushes.reserveCapacity(plans.count)
+            for plan in plans { if case .send(let push, _) = plan { pushes.append(push) } }
+            return .ready(PreparedEvent(event: event, plans: plans, pushes: pushes,
+                eventTime: event.occurredAt ?? record.timestamp))
+        } catch {
+            observer?.deadLettered(record, errorClass: error.errorClass, message: error.message)
+            return .deadLetter(DeadLetterHeader.record(
+                for: record, errorClass: error.errorClass, message: error.message,
+                topic: configuration.deadLetterTopic))
+        }
+    }
+
+    /// The records to publish for a sent event: one outcome per device, then its invalid-token events.
+    func results(of prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord)
+        -> (outputs: [OutboundRecord], outcomes: [OutcomeRecord])
+    {
+        let source = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
+        var results = outcomes(prepared.plans, sent: sent, event: prepared.event, source: source)
+        // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
+        for index in results.indices where (results[index].1?.attempts.count ?? 0) > 1 {
+            guard case .send(let push, _) = prepared.plans[index], let report = results[index].1 else { continue }
+            let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
+            if asked.fellBack {
+                results[index].0.environment = asked.final.rawValue
+                results[index].0.environmentFallback = true
+            }
+        }
+        var outputs: [OutboundRecord] = []
+        outputs.reserveCapacity(results.count)
+        let key = Array(prepared.event.id.utf8)
+        // Pushes refused for their credential get no outcome yet: they are parked, below.
+        for (outcome, report) in results where report?.status != .credentialRefused {
+            outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
+        }
+        for (plan, (outcome, report)) in zip(prepared.plans, results) {
+            guard let invalid = invalidTokenRecord(plan, outcome, report: report, event: prepared.event) else {
+                continue
+            }
+            outputs.append(
+                OutboundRecord(
+                    topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
+                    value: invalid.json.compactBytes))
+        }
+        guard let parked = parkedRecord(prepared, sent: sent, source: record) else {
+            return (outputs, results.map(\.0))
+        }
+        outputs.append(parked)
+        return (outputs, results.filter { $0.1?.status != .credentialRefused }.map(\.0))
+    }
+
+    /// The outcome of every plan, from the results of its sent pushes (in order) or its skip or reject.
+    func outcomes(_ plans: [PlannedDelivery], sent: [DeliveryResult], event: PushEvent, source: RecordSource)
+        -> [(OutcomeRecord, DeliveryResult?)]
+    {
+        var next = 0
+        let now = wallClockSeconds()
+        return plans.map { plan in
+            switch plan {
+            case .send(let push, let device):
+                let result = sent[next]
+                next += 1
+                let last = result.attempts.last
+                return (OutcomeRecord(
+                    eventID: event.id, deviceToken: push.request.deviceToken.hex, environment: device.environment,
+                    topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
+                    status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
+                    reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
+                    apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
+                    attempts: result.attempts, source: source, completedAt: now), result)
+            case .skip(let device, let reason, let ruleID, let topic, let pushType):
+                return (OutcomeRecord(
+                    eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
+                    pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
+                    apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil)
+            case .reject(let device, let reason, _, let ruleID, let topic, let pushType):
+                return (OutcomeRecord(
+                    eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
+                    pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
+                    apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil)
+            }
+        }
+    }
+
+    /// The invalid-token event for a push whose final answer proves its token invalid
+    /// (`InvalidTokenRecord.invalidatingReason`), naming every environment that was asked.
+    func invalidTokenRecord(
+        _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryResult?, event: PushEvent
+    ) -> InvalidTokenRecord? {
+        guard case .send(let push, _) = plan, let report,
+            let reason = InvalidTokenRecord.invalidatingReason(of: report)
+        else { return nil }
+        let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
+        return InvalidTokenRecord(
+            deviceToken: push.request.deviceToken.hex, environment: asked.final.rawValue, topic: push.request.topic,
+            app: push.app, reason: reason.rawValue, invalidSince: report.response?.timestamp?.timeIntervalSince1970,
+            eventID: event.id, observedAt: outcome.completedAt,
+            checkedEnvironments: asked.environments.map(\.rawValue))
+    }
+}
+
+/// Why a record became a dead letter: it could not be decoded, or not planned.
+struct PipelineInputError: Error {
+    var errorClass: String
+    var message: String
+
+    static func decode(_ value: [UInt8]?) throws(PipelineInputError) -> PushEvent {
+        do {
+            return try PushEventDecoder.decode(value)
+        } catch {
+            throw PipelineInputError(errorClass: error.kind.rawValue, message: error.message)
+        }
+    }
+
+    static func plan(_ event: PushEvent, with planner: any NotificationPlanner) throws(PipelineInputError)
+        -> [PlannedDelivery]
+    {
+        do {
+            return try planner.plan(event, now: wallClockSeconds())
+        } catch {
+            throw PipelineInputError(errorClass: error.errorClass, message: error.message)
+        }
+    }
+}

@@ -1,0 +1,67 @@
+// What the source calls on its own thread: a record arrives (taken, counted against the in-flight cap,
+// handed to a lane), partitions are assigned, or revoked (their in-flight records get a bounded wait).
+
+extension Pipeline {
+    public func received(_ record: SourceRecord) {
+        let partition = record.topicPartition
+        let (generation, pausePartitions, stopFetching) = state.withLock {
+            state -> (UInt64?, [TopicPartition]?, Bool) in
+            guard state.receiving, !state.revoking.contains(partition) else { return (nil, nil, false) }
+            state.assigned.insert(partition)
+            guard let generation = state.tracker.take(partition, offset: record.offset) else {
+                return (nil, nil, false)
+            }
+            state.counters.recordsTaken += 1
+            let action = state.flow.recordTaken()
+            // One partition holding the cap's worth of records (a slow one and those finished behind it)
+            // stops fetching alone; the others go on.
+            let stopFetching = state.tracker.held(partition) >= heldLimit(partition, state.flow)
+                && state.fetchStopped.insert(partition).inserted
+            return (generation, action == .pause ? Array(state.assigned) : nil, stopFetching)
+        }
+        if let pausePartitions {
+            source.pause(pausePartitions)
+            observer?.flowChanged(paused: true, partitions: pausePartitions)
+        }
+        if stopFetching {
+            source.stopFetching([partition])
+            observer?.flowChanged(paused: true, partitions: [partition])
+        }
+        guard let generation else { return }
+        observer?.recordReceived(record)
+        lanes.submit(TakenRecord(record: record, generation: generation))
+    }
+
+    public func assigned(_ partitions: [TopicPartition]) {
+        let paused = state.withLock { state -> Bool in
+            state.assigned.formUnion(partitions)
+            return state.flow.isPaused
+        }
+        // Newly assigned partitions join a paused pipeline paused, and a running one running (the source
+        // starts them fetching: a revoke ends their earlier pauses).
+        if paused { source.pause(partitions) } else { source.resume(partitions) }
+    }
+
+    public func revoking(_ partitions: [TopicPartition], deadline: ContinuousClock.Instant) async {
+        state.withLock { $0.revoking.formUnion(partitions) }
+        while ContinuousClock.now < deadline {
+            let unfinished = state.withLock { state in partitions.reduce(0) { $0 + state.tracker.unfinished($1) } }
+            if unfinished == 0 { break }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        let noLongerStopped = state.withLock { state -> [TopicPartition] in
+            var noLongerStopped: [TopicPartition] = []
+            for partition in partitions {
+                // Unfinished records still run, and their finishes count down the cap.
+                let (unfinished, _) = state.tracker.forget(partition)
+                state.counters.abandonedAtRevoke += unfinished
+                state.assigned.remove(partition)
+                state.revoking.remove(partition)
+                if state.fetchStopped.remove(partition) != nil { noLongerStopped.append(partition) }
+            }
+            return noLongerStopped
+        }
+        // Gone with the revoke (a new assignment starts fetching afresh), so no longer paused here.
+        if !noLongerStopped.isEmpty { observer?.flowChanged(paused: false, partitions: noLongerStopped) }
+    }
+}
