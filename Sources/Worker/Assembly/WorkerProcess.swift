@@ -1,6 +1,7 @@
 // The worker as a process: observability port, rules with reload, the runtime, and the signals that
 // drive it (SIGTERM/SIGINT drain within the shutdown deadline and exit; SIGHUP reloads the rules).
 import Foundation
+import Platform
 public import PushRules
 
 #if canImport(Glibc)

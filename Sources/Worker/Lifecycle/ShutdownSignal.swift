@@ -3,10 +3,6 @@
 import Platform
 import Synchronization
 
-/// The worker takes signals through Platform's one `SignalWatcher`; this name keeps the worker's files that
-/// use it without importing Platform (WorkerProcess.swift) building until they import it themselves.
-typealias SignalWatcher = Platform.SignalWatcher
-
 /// A one-shot latch a service awaits to learn it should shut down.
 public final class ShutdownSignal: Sendable {
     private struct State {
