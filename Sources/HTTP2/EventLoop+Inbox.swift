@@ -72,7 +72,6 @@ extension EventLoop {
         _ = Glibc.write(wakeFD, &one, 8)
     }
 
-
     func finishStop() {
         let waiters = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
             inbox.stopped = true

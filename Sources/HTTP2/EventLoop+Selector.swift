@@ -31,5 +31,4 @@ extension EventLoop {
         var event = epoll_event()
         epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, &event)
     }
-
 }

@@ -88,5 +88,4 @@ final class EventLoop: @unchecked Sendable {
     func runs(onThread thread: UInt) -> Bool {
         ownerThread.load(ordering: .relaxed) == thread
     }
-
 }

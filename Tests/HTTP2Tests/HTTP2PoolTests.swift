@@ -127,9 +127,8 @@ struct HTTP2PoolTests {
         let error = await #expect(throws: HTTP2ClientError.self) {
             try await pool.send(HTTP2Request(path: "/stall"), timeout: .milliseconds(300))
         }
-        let elapsed = ContinuousClock.now - started
         #expect(error?.code == .requestTimeout)
-        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(2))
+        #expect(ContinuousClock.now - started >= .milliseconds(300), "not before the request's own timeout")
         #expect(await eventually { server.snapshot.resetsReceived == 1 })
         // The connection stays usable for other requests.
         #expect(pool.statistics.readyConnections == 1)
@@ -161,13 +160,12 @@ struct HTTP2PoolTests {
             $0.pingTimeout = .milliseconds(300)
             $0.requestTimeout = .seconds(10)
         }
-        let started = ContinuousClock.now
         let error = await #expect(throws: HTTP2ClientError.self) {
             try await pool.send(HTTP2Request(path: "/lost"))
         }
+        // Found dead by the PING, not by the request's 10 s timeout (that would be `.requestTimeout`).
         #expect(error?.code == .connectionClosed)
         #expect(error?.message.contains("PING") == true)
-        #expect(ContinuousClock.now - started < .seconds(3), "PING should notice long before the request timeout")
         let response = try await pool.send(HTTP2Request(path: "/next"))
         #expect(response.status == 200)
         #expect(server.snapshot.connections == 2)
@@ -218,7 +216,8 @@ struct HTTP2PoolTests {
         #expect(second?.retryAfter != nil)
         #expect(pool.statistics.connectionsOpened == 1, "no new attempt during the back-off")
         let server = try HTTP2TestServer(certificate: certificate, port: port)
-        try await Task.sleep(for: .milliseconds(450))
+        // The pool said when its next attempt is due; from then on a request connects again.
+        try await Task.sleep(for: try #require(second?.retryAfter))
         #expect(try await pool.send(HTTP2Request(path: "/")).status == 200)
         await pool.shutdown()
         await server.stop()
@@ -331,10 +330,12 @@ struct HTTP2PoolTests {
             let statistics = pool.statistics
             return statistics.streamsInFlight == 1 && statistics.queuedRequests == 2
         })
-        let started = ContinuousClock.now
         let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/x")) }
+        // Refused on arrival (a queued request would expire with "no free stream within ...") while the
+        // queue still holds the two others.
         #expect(error?.code == .poolSaturated)
-        #expect(ContinuousClock.now - started < .milliseconds(500))
+        #expect(error?.message.contains("already waiting") == true)
+        #expect(pool.statistics.queuedRequests == 2)
         for task in tasks { task.cancel() }
         for task in tasks { _ = try? await task.value }
         #expect(await eventually { pool.statistics.queuedRequests == 0 && pool.statistics.streamsInFlight == 0 })
@@ -395,7 +396,9 @@ struct HTTP2PoolTests {
 
     @Test func startCallsItsHandlerOnceWithTheResponseOrAtOnceOnAShutDownPool() async throws {
         var options = HTTP2TestServer.Options()
-        options.reply = { request in .respond(status: request.path.hasPrefix("/missing") ? 404 : 200, body: Array("ok".utf8)) }
+        options.reply = { request in
+            .respond(status: request.path.hasPrefix("/missing") ? 404 : 200, body: Array("ok".utf8))
+        }
         let server = try HTTP2TestServer(options: options)
         let pool = try makePool(server)
         let calls = Mutex<[String: [Int]]>([:])
@@ -412,13 +415,13 @@ struct HTTP2PoolTests {
             }
         }
         #expect(allAnswered)
-        try await Task.sleep(for: .milliseconds(50))
+        // Once the pool has shut down no connection is left to call a handler a second time.
+        await pool.shutdown()
         let answers = calls.withLock { $0 }
         #expect(answers.count == paths.count)
         for path in paths {
             #expect(answers[path] == [path.hasPrefix("/missing") ? 404 : 200], "\(path)")
         }
-        await pool.shutdown()
         // A pool that takes no more requests answers before `start` returns.
         let refused = Mutex<(any Error)?>(nil)
         pool.start(HTTP2Request(path: "/late")) { result in
@@ -441,11 +444,10 @@ struct HTTP2PoolTests {
             tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
         configuration.connectTimeout = .milliseconds(300)
         let pool = try ConnectionPool(configuration: configuration, group: Self.group)
-        let started = ContinuousClock.now
         let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        // The connect deadline (not the 30 s request timeout) ended it, stuck in the handshake.
         #expect(error?.code == .connectTimeout)
         #expect(error?.message.contains("TLS handshake") == true)
-        #expect(ContinuousClock.now - started < .seconds(2))
         await pool.shutdown()
     }
 
