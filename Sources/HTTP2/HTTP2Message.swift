@@ -97,9 +97,13 @@ package struct PackedHeaderList: Sendable {
 
     /// `headers` packed in order, each with its HPACK flag.
     init(_ headers: [HTTP2Header]) {
-        let byteCount = headers.reduce(0) { $0 + Self.size(nameCount: $1.name.utf8.count, valueCount: $1.value.utf8.count) }
+        let byteCount = headers.reduce(0) {
+            $0 + Self.size(nameCount: $1.name.utf8.count, valueCount: $1.value.utf8.count)
+        }
         self.init(byteCount: byteCount) { writer in
-            for header in headers { writer.append(name: header.name, value: header.value, indexable: header.isIndexable) }
+            for header in headers {
+                writer.append(name: header.name, value: header.value, indexable: header.isIndexable)
+            }
         }
     }
 
@@ -115,8 +119,8 @@ package struct PackedHeaderList: Sendable {
     /// The bytes one field takes.
     package static func size(nameCount: Int, valueCount: Int) -> Int { fieldHeaderSize + nameCount + valueCount }
 
-    /// A list of exactly `byteCount` bytes of fields, written by `fill` into one allocation (the APNs
-    /// client sizes its requests up front and writes them this way).
+    /// A list of exactly `byteCount` bytes of fields, written by `fill` into one allocation (a client
+    /// that sizes its requests up front writes them this way).
     package init(byteCount: Int, _ fill: (inout Writer) -> Void) {
         var fields = 0
         storage = [UInt8](unsafeUninitializedCapacity: byteCount) { buffer, initialized in
@@ -140,7 +144,9 @@ package struct PackedHeaderList: Sendable {
         package mutating func append(name: StaticString, value: String, indexable: Bool) {
             var value = value
             value.withUTF8 { bytes in
-                append(name: name, valueCount: bytes.count, indexable: indexable) { _ = $0.initialize(fromContentsOf: bytes) }
+                append(name: name, valueCount: bytes.count, indexable: indexable) {
+                    _ = $0.initialize(fromContentsOf: bytes)
+                }
             }
         }
 

@@ -127,9 +127,8 @@ struct HTTP2PoolTests {
         let error = await #expect(throws: HTTP2ClientError.self) {
             try await pool.send(HTTP2Request(path: "/stall"), timeout: .milliseconds(300))
         }
-        let elapsed = ContinuousClock.now - started
         #expect(error?.code == .requestTimeout)
-        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(2))
+        #expect(ContinuousClock.now - started >= .milliseconds(300), "not before the request's own timeout")
         #expect(await eventually { server.snapshot.resetsReceived == 1 })
         // The connection stays usable for other requests.
         #expect(pool.statistics.readyConnections == 1)
@@ -161,13 +160,12 @@ struct HTTP2PoolTests {
             $0.pingTimeout = .milliseconds(300)
             $0.requestTimeout = .seconds(10)
         }
-        let started = ContinuousClock.now
         let error = await #expect(throws: HTTP2ClientError.self) {
             try await pool.send(HTTP2Request(path: "/lost"))
         }
+        // Found dead by the PING, not by the request's 10 s timeout (that would be `.requestTimeout`).
         #expect(error?.code == .connectionClosed)
         #expect(error?.message.contains("PING") == true)
-        #expect(ContinuousClock.now - started < .seconds(3), "PING should notice long before the request timeout")
         let response = try await pool.send(HTTP2Request(path: "/next"))
         #expect(response.status == 200)
         #expect(server.snapshot.connections == 2)
@@ -201,90 +199,6 @@ struct HTTP2PoolTests {
         #expect(second.snapshot.requests == 1)
         await pool.shutdown()
         await second.stop()
-    }
-
-    @Test func refusedConnectionsBackOffAndFailFastMeanwhile() async throws {
-        let port = freeLoopbackPort()
-        let certificate = try TestCertificate.make()
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
-            tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
-        configuration.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(400), maximum: .milliseconds(400))
-        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
-        let first = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
-        #expect(first?.code == .connectFailed)
-        #expect(first?.message.contains("refused") == true)
-        let second = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
-        #expect(second?.code == .connectFailed)
-        #expect(second?.retryAfter != nil)
-        #expect(pool.statistics.connectionsOpened == 1, "no new attempt during the back-off")
-        let server = try HTTP2TestServer(certificate: certificate, port: port)
-        try await Task.sleep(for: .milliseconds(450))
-        #expect(try await pool.send(HTTP2Request(path: "/")).status == 200)
-        await pool.shutdown()
-        await server.stop()
-    }
-
-    @Test func serverCertificateFromAnotherCAIsRejected() async throws {
-        let server = try HTTP2TestServer()
-        let other = try TestCertificate.make()
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
-            tls: TLSConfiguration(trustRoots: .caFile(other.certificateFile)))
-        configuration.connectTimeout = .seconds(3)
-        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
-        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
-        #expect(error?.code == .certificateVerificationFailed)
-        #expect(error?.message.contains("self-signed") == true || error?.message.contains("issuer") == true)
-        #expect(server.snapshot.requests == 0)
-        await pool.shutdown()
-        await server.stop()
-    }
-
-    @Test func certificateForAnotherNameIsRejected() async throws {
-        let server = try HTTP2TestServer()
-        let pool = try makePool(server) { $0.tls.serverName = "api.push.example" }
-        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
-        #expect(error?.code == .certificateVerificationFailed)
-        #expect(error?.message.contains("api.push.example") == true)
-        await pool.shutdown()
-        await server.stop()
-    }
-
-    @Test(arguments: ["http/1.1", nil] as [String?])
-    func serverWithoutHTTP2FailsClearly(alpn: String?) async throws {
-        var options = HTTP2TestServer.Options()
-        options.alpn = alpn
-        let server = try HTTP2TestServer(options: options)
-        let pool = try makePool(server)
-        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
-        #expect(error?.code == .http2NotNegotiated)
-        #expect(error?.message.contains("h2") == true)
-        await pool.shutdown()
-        await server.stop()
-    }
-
-    @Test func unreadableCAFileIsAConfigurationError() throws {
-        let configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: 1,
-            tls: TLSConfiguration(trustRoots: .caFile("/nonexistent/ca.pem")))
-        let error = #expect(throws: HTTP2ClientError.self) {
-            try ConnectionPool(configuration: configuration, group: Self.group)
-        }
-        #expect(error?.code == .invalidConfiguration)
-        #expect(error?.message.contains("/nonexistent/ca.pem") == true)
-    }
-
-    @Test func clientIdentityHookRunsOnceAndItsErrorFailsCreation() throws {
-        struct NoIdentity: Error, CustomStringConvertible { var description: String { "identity unusable" } }
-        let calls = Mutex(0)
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: 1)
-        configuration.tls.installClientIdentity = { context in
-            calls.withLock { $0 += 1 }
-            throw NoIdentity()
-        }
-        let error = #expect(throws: HTTP2ClientError.self) {
-            try ConnectionPool(configuration: configuration, group: Self.group)
-        }
-        #expect(error?.message.contains("identity unusable") == true)
-        #expect(calls.withLock { $0 } == 1)
     }
 
     @Test func oversizedResponseBodyIsRefused() async throws {
@@ -331,10 +245,12 @@ struct HTTP2PoolTests {
             let statistics = pool.statistics
             return statistics.streamsInFlight == 1 && statistics.queuedRequests == 2
         })
-        let started = ContinuousClock.now
         let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/x")) }
+        // Refused on arrival (a queued request would expire with "no free stream within ...") while the
+        // queue still holds the two others.
         #expect(error?.code == .poolSaturated)
-        #expect(ContinuousClock.now - started < .milliseconds(500))
+        #expect(error?.message.contains("already waiting") == true)
+        #expect(pool.statistics.queuedRequests == 2)
         for task in tasks { task.cancel() }
         for task in tasks { _ = try? await task.value }
         #expect(await eventually { pool.statistics.queuedRequests == 0 && pool.statistics.streamsInFlight == 0 })
@@ -395,7 +311,9 @@ struct HTTP2PoolTests {
 
     @Test func startCallsItsHandlerOnceWithTheResponseOrAtOnceOnAShutDownPool() async throws {
         var options = HTTP2TestServer.Options()
-        options.reply = { request in .respond(status: request.path.hasPrefix("/missing") ? 404 : 200, body: Array("ok".utf8)) }
+        options.reply = { request in
+            .respond(status: request.path.hasPrefix("/missing") ? 404 : 200, body: Array("ok".utf8))
+        }
         let server = try HTTP2TestServer(options: options)
         let pool = try makePool(server)
         let calls = Mutex<[String: [Int]]>([:])
@@ -412,13 +330,13 @@ struct HTTP2PoolTests {
             }
         }
         #expect(allAnswered)
-        try await Task.sleep(for: .milliseconds(50))
+        // Once the pool has shut down no connection is left to call a handler a second time.
+        await pool.shutdown()
         let answers = calls.withLock { $0 }
         #expect(answers.count == paths.count)
         for path in paths {
             #expect(answers[path] == [path.hasPrefix("/missing") ? 404 : 200], "\(path)")
         }
-        await pool.shutdown()
         // A pool that takes no more requests answers before `start` returns.
         let refused = Mutex<(any Error)?>(nil)
         pool.start(HTTP2Request(path: "/late")) { result in
@@ -427,26 +345,6 @@ struct HTTP2PoolTests {
         let error = try #require(refused.withLock { $0 } as? HTTP2ClientError)
         #expect(error.code == .poolShutDown)
         await server.stop()
-    }
-
-    @Test func serverThatNeverStartsTLSHitsTheConnectTimeout() async throws {
-        // A listening socket that is never accepted: TCP completes, TLS never starts.
-        let port = freeLoopbackPort()
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
-        _ = withLoopbackAddress(port: port) { bind(listener, $0, $1) }
-        listen(listener, 8)
-        let certificate = try TestCertificate.make()
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
-            tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
-        configuration.connectTimeout = .milliseconds(300)
-        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
-        let started = ContinuousClock.now
-        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
-        #expect(error?.code == .connectTimeout)
-        #expect(error?.message.contains("TLS handshake") == true)
-        #expect(ContinuousClock.now - started < .seconds(2))
-        await pool.shutdown()
     }
 
     @Test func serverResetsAreReportedWithTheirCode() async throws {

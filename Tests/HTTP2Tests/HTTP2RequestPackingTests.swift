@@ -14,13 +14,15 @@ import Testing
         #expect(request.authority == "api.push.apple.com")
         #expect(request.path == "/3/device/ab")
         #expect(request.isPathIndexable)
-        #expect(request.headers == [HTTP2Header("apns-topic", "com.example"), HTTP2Header("apns-id", "x", isIndexable: false)])
+        #expect(request.headers == [HTTP2Header("apns-topic", "com.example"),
+            HTTP2Header("apns-id", "x", isIndexable: false)])
         #expect(request.body == [1, 2])
         #expect(request.hasSchemeAndAuthority)
     }
 
     @Test func settingOnePropertyLeavesTheOthersAsTheyWere() {
-        var request = HTTP2Request(path: "/a", headers: [HTTP2Header("k", "v"), HTTP2Header("n", "1", isIndexable: false)])
+        var request = HTTP2Request(path: "/a",
+            headers: [HTTP2Header("k", "v"), HTTP2Header("n", "1", isIndexable: false)])
         #expect(!request.hasSchemeAndAuthority)
         request.scheme = "https"
         request.authority = "127.0.0.1:8443"
@@ -47,7 +49,8 @@ import Testing
         request.fields.withUnsafeBytes { bytes in
             PackedHeaderList.forEachField(in: bytes) { field in
                 let name = String(decoding: bytes[field.nameStart..<field.nameStart + field.nameCount], as: UTF8.self)
-                let value = String(decoding: bytes[field.valueStart..<field.valueStart + field.valueCount], as: UTF8.self)
+                let value = String(decoding: bytes[field.valueStart..<field.valueStart + field.valueCount],
+                    as: UTF8.self)
                 seen.append("\(name)=\(value)\(field.isIndexable ? "" : " (never indexed)")")
             }
         }

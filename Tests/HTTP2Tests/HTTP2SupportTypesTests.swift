@@ -1,3 +1,4 @@
+// The small value types under the pool: back-off ceilings and jitter, the bounded wait queue, header fields.
 import Testing
 @testable import HTTP2
 

@@ -1,0 +1,56 @@
+// What the loop's tick checks: the connect deadline of each connecting phase, request deadlines, and
+// the idle PING that finds a silently dead connection.
+import CNghttp2
+
+extension HTTP2Connection {
+    /// Checks connect and request deadlines and sends or checks idle PINGs. Loop thread, every tick.
+    func tick(now: UInt64) {
+        let phase: String
+        let connectDeadline: UInt64
+        switch state {
+        case .resolving(let deadline):
+            (phase, connectDeadline) = ("resolving the host name", deadline)
+        case .connecting(let attempt):
+            (phase, connectDeadline) = ("waiting for the TCP connection", attempt.connectDeadline)
+        case .handshaking(let deadline):
+            (phase, connectDeadline) = ("in the TLS handshake", deadline)
+        case .awaitingSettings(let deadline):
+            (phase, connectDeadline) = ("waiting for the server's HTTP/2 SETTINGS", deadline)
+        case .ready, .goingAway:
+            checkStreams(now: now)
+            return
+        case .idle, .closed:
+            return
+        }
+        if now >= connectDeadline {
+            close(HTTP2ClientError(.connectTimeout,
+                "no connection within \(formatNanoseconds(settings.connectTimeout)) (stuck \(phase))",
+                endpoint: endpoint))
+        }
+    }
+
+    private func checkStreams(now: UInt64) {
+        guard let session else { return }
+        if pingSentAt != 0 {
+            if now &- pingSentAt >= settings.pingTimeout {
+                close(HTTP2ClientError(.connectionClosed,
+                    "the server did not answer a PING within \(formatNanoseconds(settings.pingTimeout)); "
+                        + "the connection is presumed dead", endpoint: endpoint))
+                return
+            }
+        } else if now &- lastReadAt >= settings.pingInterval {
+            nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+            pingSentAt = now
+            loop.markDirty(self)
+        }
+        for ticket in streams.values where !ticket.resolved && now >= ticket.deadline {
+            ticket.resolved = true
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ticket.streamID,
+                NGHTTP2_CANCEL.rawValue)
+            loop.complete(ticket, .failure(HTTP2ClientError(.requestTimeout,
+                "no response within \(formatNanoseconds(ticket.timeoutNanoseconds)); the stream was reset "
+                    + "(the server may still have processed the request)", endpoint: endpoint)))
+            loop.markDirty(self)
+        }
+    }
+}

@@ -1,0 +1,129 @@
+// How the pool fails to connect, and says why: refused connections and their back-off, certificates
+// that do not verify, servers without HTTP/2, unusable TLS settings, a server that never starts TLS.
+import ChildProcesses
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import HTTP2
+import TestSupport
+
+@Suite("HTTP/2 pool: connect failures", .serialized)
+struct HTTP2PoolConnectFailureTests {
+    static let group = EventLoopGroup(threadCount: 2)
+
+    func makePool(_ server: HTTP2TestServer, _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in })
+        throws -> ConnectionPool
+    {
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
+            tls: TLSConfiguration(trustRoots: .caFile(server.certificate.certificateFile)))
+        configuration.requestTimeout = .seconds(5)
+        configuration.connectTimeout = .seconds(3)
+        adjust(&configuration)
+        return try ConnectionPool(configuration: configuration, group: Self.group)
+    }
+
+    @Test func refusedConnectionsBackOffAndFailFastMeanwhile() async throws {
+        let port = freeLoopbackPort()
+        let certificate = try TestCertificate.make()
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
+            tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
+        configuration.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(400), maximum: .milliseconds(400))
+        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
+        let first = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(first?.code == .connectFailed)
+        #expect(first?.message.contains("refused") == true)
+        let second = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(second?.code == .connectFailed)
+        #expect(second?.retryAfter != nil)
+        #expect(pool.statistics.connectionsOpened == 1, "no new attempt during the back-off")
+        let server = try HTTP2TestServer(certificate: certificate, port: port)
+        // The pool said when its next attempt is due; from then on a request connects again.
+        try await Task.sleep(for: try #require(second?.retryAfter))
+        #expect(try await pool.send(HTTP2Request(path: "/")).status == 200)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func serverCertificateFromAnotherCAIsRejected() async throws {
+        let server = try HTTP2TestServer()
+        let other = try TestCertificate.make()
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
+            tls: TLSConfiguration(trustRoots: .caFile(other.certificateFile)))
+        configuration.connectTimeout = .seconds(3)
+        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .certificateVerificationFailed)
+        #expect(error?.message.contains("self-signed") == true || error?.message.contains("issuer") == true)
+        #expect(server.snapshot.requests == 0)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func certificateForAnotherNameIsRejected() async throws {
+        let server = try HTTP2TestServer()
+        let pool = try makePool(server) { $0.tls.serverName = "api.push.example" }
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .certificateVerificationFailed)
+        #expect(error?.message.contains("api.push.example") == true)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test(arguments: ["http/1.1", nil] as [String?])
+    func serverWithoutHTTP2FailsClearly(alpn: String?) async throws {
+        var options = HTTP2TestServer.Options()
+        options.alpn = alpn
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server)
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        #expect(error?.code == .http2NotNegotiated)
+        #expect(error?.message.contains("h2") == true)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func unreadableCAFileIsAConfigurationError() throws {
+        let configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: 1,
+            tls: TLSConfiguration(trustRoots: .caFile("/nonexistent/ca.pem")))
+        let error = #expect(throws: HTTP2ClientError.self) {
+            try ConnectionPool(configuration: configuration, group: Self.group)
+        }
+        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.message.contains("/nonexistent/ca.pem") == true)
+    }
+
+    @Test func clientIdentityHookRunsOnceAndItsErrorFailsCreation() throws {
+        struct NoIdentity: Error, CustomStringConvertible { var description: String { "identity unusable" } }
+        let calls = Mutex(0)
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: 1)
+        configuration.tls.installClientIdentity = { context in
+            calls.withLock { $0 += 1 }
+            throw NoIdentity()
+        }
+        let error = #expect(throws: HTTP2ClientError.self) {
+            try ConnectionPool(configuration: configuration, group: Self.group)
+        }
+        #expect(error?.message.contains("identity unusable") == true)
+        #expect(calls.withLock { $0 } == 1)
+    }
+
+    @Test func serverThatNeverStartsTLSHitsTheConnectTimeout() async throws {
+        // A listening socket that is never accepted: TCP completes, TLS never starts.
+        let port = freeLoopbackPort()
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        _ = withLoopbackAddress(port: port) { bind(listener, $0, $1) }
+        listen(listener, 8)
+        let certificate = try TestCertificate.make()
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
+            tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
+        configuration.connectTimeout = .milliseconds(300)
+        let pool = try ConnectionPool(configuration: configuration, group: Self.group)
+        let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
+        // The connect deadline (not the 30 s request timeout) ended it, stuck in the handshake.
+        #expect(error?.code == .connectTimeout)
+        #expect(error?.message.contains("TLS handshake") == true)
+        await pool.shutdown()
+    }
+}
