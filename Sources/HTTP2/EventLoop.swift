@@ -78,7 +78,7 @@ final class EventLoop: @unchecked Sendable {
 
     func start() {
         do {
-            try NamedThread.detached(name: "apns-h2-loop-\(index % 100)") { [self] in self.run() }
+            try NamedThread.detached(name: "h2-loop-\(index % 100)") { [self] in self.run() }
         } catch {
             fatalError("\(error): an event loop is needed to send anything")
         }

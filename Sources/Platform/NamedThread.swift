@@ -26,13 +26,18 @@ public final class NamedThread: @unchecked Sendable {
     }
 
     /// Starts a thread named `name` running `body`; join or detach it. Throws when the system refuses.
-    public init(name: String, _ body: @escaping @Sendable () -> Void) throws(ThreadStartError) {
-        handle = try Self.create(name: name, body)
+    /// - Parameter stackSize: bytes of stack; nil takes the system's default (8 MiB on Linux).
+    public init(
+        name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void
+    ) throws(ThreadStartError) {
+        handle = try Self.create(name: name, stackSize: stackSize, body)
     }
 
     /// Starts a thread that ends on its own and is never joined (a poll loop, a one-off blocking call).
-    public static func detached(name: String, _ body: @escaping @Sendable () -> Void) throws(ThreadStartError) {
-        let thread = try create(name: name, body)
+    public static func detached(
+        name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void
+    ) throws(ThreadStartError) {
+        let thread = try create(name: name, stackSize: stackSize, body)
         pthread_detach(thread)
     }
 
@@ -51,7 +56,7 @@ public final class NamedThread: @unchecked Sendable {
     }
 
     private static func create(
-        name: String, _ body: @escaping @Sendable () -> Void
+        name: String, stackSize: Int?, _ body: @escaping @Sendable () -> Void
     ) throws(ThreadStartError) -> pthread_t {
         let context = Unmanaged.passRetained(
             Body {
@@ -60,9 +65,13 @@ public final class NamedThread: @unchecked Sendable {
                 body()
             }
         ).toOpaque()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        if let stackSize { pthread_attr_setstacksize(&attributes, stackSize) }
         var thread = pthread_t()
         let result = pthread_create(
-            &thread, nil,
+            &thread, &attributes,
             { raw in
                 Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
                 return nil

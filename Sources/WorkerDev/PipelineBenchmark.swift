@@ -212,7 +212,7 @@ struct ThreadCPU {
                 parts.mockKafka += seconds
             } else {
                 parts.worker += seconds
-                if name.hasPrefix("apns-h2-loop") {
+                if name.hasPrefix("h2-loop") {
                     parts.eventLoops += seconds
                 } else if name.hasPrefix("rdk:") || name.hasPrefix("kafka-") {
                     parts.kafkaClients += seconds

@@ -74,7 +74,7 @@ struct EventLoopExecutorTests {
                 }
                 return await tasks.reduce(into: [String?]()) { $0.append($1) }
             }
-            #expect(Set(named) == ["apns-h2-loop-0", "apns-h2-loop-1"], "round \(round): \(named)")
+            #expect(Set(named) == ["h2-loop-0", "h2-loop-1"], "round \(round): \(named)")
             await group.shutdown()
         }
     }

@@ -115,7 +115,7 @@ final class LaneProbe: Sendable {
         #expect(await eventually(timeout: .seconds(5)) { lanes.idleCount == 8 })
         let names = threads.withLock { $0 }
         #expect(!names.isEmpty)
-        #expect(names.allSatisfy { $0.hasPrefix("apns-h2-loop") }, "\(names)")
+        #expect(names.allSatisfy { $0.hasPrefix("h2-loop") }, "\(names)")
         lanes.stop()
         #expect(await eventually(timeout: .seconds(5)) { lanes.counts.lanesRunning == 0 })
         await loops.shutdown()

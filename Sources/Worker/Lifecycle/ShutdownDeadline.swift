@@ -78,14 +78,17 @@ public final class ShutdownWatchdog: Sendable {
     ///   process exits with `exitCode` without running exit handlers.
     public init(deadline: ContinuousClock.Instant, exitCode: Int32, onExpiry: @escaping @Sendable () -> Void) {
         let cancelled = self.cancelled
-        let thread = Thread {
-            let milliseconds = Int((ShutdownDeadline.seconds(until: deadline) * 1000).rounded(.up))
-            if cancelled.wait(timeout: .now() + .milliseconds(milliseconds)) == .success { return }
-            onExpiry()
-            _exit(exitCode)
+        do {
+            try NamedThread.detached(name: "shutdown-watchdog") {
+                let milliseconds = Int((ShutdownDeadline.seconds(until: deadline) * 1000).rounded(.up))
+                if cancelled.wait(timeout: .now() + .milliseconds(milliseconds)) == .success { return }
+                onExpiry()
+                _exit(exitCode)
+            }
+        } catch {
+            // Without a watchdog the shutdown would be unbounded: refuse to go on without one.
+            fatalError("\(error): the shutdown deadline needs its watchdog")
         }
-        thread.name = "shutdown-watchdog"
-        thread.start()
     }
 
     public func cancel() {

@@ -1,7 +1,6 @@
 // Structured JSON logs: one object per line on stdout, written by a background thread from a bounded
 // buffer so that a slow stdout never blocks the pipeline (lines past the bound are counted and dropped).
 
-import APNs
 import Dispatch
 import Foundation
 import JSON
@@ -82,11 +81,11 @@ public final class LogWriter: Sendable {
         self.monotonic = monotonic
         hasWriterThread = startsWriterThread
         if startsWriterThread {
-            let thread = Thread { [self] in
-                CurrentThread.setName("apns-worker.log")
-                runWriterLoop()
+            do {
+                try NamedThread.detached(name: "apns-worker.log") { [self] in runWriterLoop() }
+            } catch {
+                fatalError("\(error): the log needs its writer thread")
             }
-            thread.start()
         }
     }
 

@@ -2,6 +2,7 @@
 // (match + render + validate + serialize) with a realistic rules file.
 import APNs
 import Foundation
+import Platform
 import JSON
 import PushRules
 
@@ -50,11 +51,13 @@ struct BenchRulesCommand: Command {
         let samples = dated
         // A dedicated thread: this is a CPU loop, not work for the cooperative pool.
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<BenchResult, Never>) in
-            let thread = Thread {
-                continuation.resume(returning: measure(rules: rules, events: samples, now: now, seconds: seconds))
+            do {
+                try NamedThread.detached(name: "bench-rules", stackSize: 8 << 20) {
+                    continuation.resume(returning: measure(rules: rules, events: samples, now: now, seconds: seconds))
+                }
+            } catch {
+                fatalError("\(error)")
             }
-            thread.stackSize = 8 << 20
-            thread.start()
         }
         let perSecond = Double(result.events) / result.elapsed
         print("rules: \(rules.summary)")

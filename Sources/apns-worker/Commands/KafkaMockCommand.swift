@@ -88,14 +88,16 @@ struct KafkaMockCommand: Command {
 /// blocks), applies them to the cluster and answers each on standard output.
 private enum BrokerControl {
     static func start(cluster: MockKafkaCluster) {
-        let thread = Thread {
-            while let line = readLine() {
-                let answer = apply(line, to: cluster)
-                FileHandle.standardOutput.write(Data((answer + "\n").utf8))
+        do {
+            try NamedThread.detached(name: "kafka-mock-control") {
+                while let line = readLine() {
+                    let answer = apply(line, to: cluster)
+                    FileHandle.standardOutput.write(Data((answer + "\n").utf8))
+                }
             }
+        } catch {
+            fatalError("\(error): --control-stdin needs a thread to read commands on")
         }
-        thread.name = "kafka-mock-control"
-        thread.start()
     }
 
     static func apply(_ line: String, to cluster: MockKafkaCluster) -> String {
