@@ -1,5 +1,6 @@
 // The simulator's logic, shared by all connections: per request it applies faults, validates like
 // APNs, checks device state, records what it accepted and counts what it answered.
+import Platform
 import APNs
 import Synchronization
 
@@ -164,8 +165,4 @@ final class SimulatorEngine: Sendable {
 }
 
 /// Wall-clock milliseconds since 1970.
-func wallClockMilliseconds() -> Int64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
-    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-}
+func wallClockMilliseconds() -> Int64 { WallClockTime.milliseconds() }

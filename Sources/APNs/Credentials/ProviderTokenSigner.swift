@@ -1,6 +1,7 @@
 // Shares one provider token per key across every connection and replaces it inside APNs' window:
 // older than an hour is rejected (ExpiredProviderToken), newer than 20 minutes is throttled
 // (TooManyProviderTokenUpdates).
+import Platform
 import Glibc
 import Synchronization
 
@@ -20,11 +21,7 @@ public final class ProviderTokenSigner: Sendable {
     public static let defaultRefreshAge: Int64 = 50 * 60
 
     /// The current time in UNIX seconds, from the system clock.
-    public static let systemClock: @Sendable () -> Int64 = {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec)
-    }
+    public static let systemClock: @Sendable () -> Int64 = { WallClockTime.now().seconds }
 
     /// The key the tokens are signed with.
     public let key: ProviderTokenKey

@@ -11,13 +11,9 @@ public typealias MonotonicNanoseconds = @Sendable () -> UInt64
 public typealias WallClock = @Sendable () -> (seconds: Int64, nanoseconds: Int64)
 
 public enum SystemClocks {
-    /// `CLOCK_MONOTONIC` in nanoseconds.
+    /// Platform's monotonic clock, in nanoseconds.
     public static let monotonic: MonotonicNanoseconds = { MonotonicClock.now() }
 
-    /// `CLOCK_REALTIME`.
-    public static let wall: WallClock = {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return (Int64(time.tv_sec), Int64(time.tv_nsec))
-    }
+    /// Platform's wall clock.
+    public static let wall: WallClock = { WallClockTime.now() }
 }

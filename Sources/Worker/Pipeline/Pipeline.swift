@@ -1,6 +1,7 @@
 // The pipeline: decode → plan (rules) → send (with retries) → publish results → store the offset
 // once the record and every earlier record of its partition are finished. At-least-once: a
 // record is finished only when every result it produced is acknowledged by the sink.
+import Platform
 import APNs
 import Synchronization
 
@@ -66,11 +67,7 @@ extension PipelineObserver {
 }
 
 /// Seconds since 1970.
-package func wallClockSeconds() -> Double {
-    var time = timespec()
-    clock_gettime(CLOCK_REALTIME, &time)
-    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-}
+package func wallClockSeconds() -> Double { WallClockTime.seconds() }
 
 /// Runs records from an `EventSource` through the rules and the transport into a `ResultSink`.
 ///
