@@ -16,7 +16,7 @@ let package = Package(
     name: "apns-worker",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "apns-worker", targets: ["apns-worker"]),
+        .executable(name: "apns-worker", targets: ["apns-worker"])
     ],
     targets: [
         // System libraries, found through pkg-config.

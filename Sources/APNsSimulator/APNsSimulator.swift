@@ -1,5 +1,6 @@
 // An APNs-compatible HTTP/2 server for tests, demos and benchmarks: validates requests like Apple,
 // answers with Apple's statuses and reasons, injects faults, and records what it accepted.
+
 import APNs
 import Synchronization
 
@@ -74,9 +75,10 @@ public final class APNsSimulator: Sendable {
             } catch {
                 throw SimulatorError(.configuration, "cannot load provider token keys: \(error)")
             }
-            authentication = .providerToken(ProviderTokenAuthenticator(
-                verifier: verifier, teamByKeyID: teams, maximumAge: Int64(maximumAge),
-                minimumUpdateInterval: Int64(interval)))
+            authentication = .providerToken(
+                ProviderTokenAuthenticator(
+                    verifier: verifier, teamByKeyID: teams, maximumAge: Int64(maximumAge),
+                    minimumUpdateInterval: Int64(interval)))
         }
 
         let identity: TLSServerContext.Identity

@@ -1,5 +1,6 @@
 // The simulator's configuration file (JSON): every key checked, unknown keys refused, and errors that
 // name the key path, what was there and what would be right. See `SimulatorConfiguration.fileFormat`.
+
 import APNs
 public import JSON
 
@@ -57,8 +58,10 @@ extension SimulatorConfiguration {
     public init(json: JSONValue, baseDirectory: String = ".") throws(SimulatorError) {
         self.init()
         let root = try ConfigObject(json, path: "")
-        try root.allowOnly(["host", "port", "environment", "tls", "caOut", "auth", "allowedBundles", "devices",
-                            "faults", "acceptedCapacity", "maximumConnections", "seed"])
+        try root.allowOnly([
+            "host", "port", "environment", "tls", "caOut", "auth", "allowedBundles", "devices",
+            "faults", "acceptedCapacity", "maximumConnections", "seed",
+        ])
         if let host = try root.string("host") { self.host = host }
         if let port = try root.integer("port", in: 0...65535) { self.port = port }
         if let environment = try root.string("environment") {
@@ -69,7 +72,8 @@ extension SimulatorConfiguration {
         }
         if let tls = try root.object("tls") {
             try tls.allowOnly(["certFile", "keyFile", "caFile", "hosts"])
-            let certificate = try tls.string("certFile"), key = try tls.string("keyFile")
+            let certificate = try tls.string("certFile")
+            let key = try tls.string("keyFile")
             switch (certificate, key) {
             case (let certificate?, let key?):
                 self.tls = .files(
@@ -109,8 +113,10 @@ extension SimulatorConfiguration {
         case "token":
             try auth.allowOnly(["mode", "keys", "maxAgeSeconds", "minUpdateIntervalSeconds"])
             guard let keys = try auth.objects("keys"), !keys.isEmpty else {
-                throw auth.error("keys", "token authentication needs at least one key: "
-                    + #"[{"keyId": "ABC123DEFG", "publicKeyFile": "key.pub"}]"#)
+                throw auth.error(
+                    "keys",
+                    "token authentication needs at least one key: "
+                        + #"[{"keyId": "ABC123DEFG", "publicKeyFile": "key.pub"}]"#)
             }
             var result: [SimulatorProviderKey] = []
             for key in keys {
@@ -178,8 +184,10 @@ extension SimulatorConfiguration {
     }
 
     private static func faults(_ object: ConfigObject) throws(SimulatorError) -> SimulatorFaults {
-        try object.allowOnly(["failRate", "failStatus", "retryAfter", "stallRate", "dropRate", "latency",
-                              "goAwayAfterStreams", "maxConcurrentStreams", "script"])
+        try object.allowOnly([
+            "failRate", "failStatus", "retryAfter", "stallRate", "dropRate", "latency",
+            "goAwayAfterStreams", "maxConcurrentStreams", "script",
+        ])
         var faults = SimulatorFaults()
         if let rate = try object.number("failRate") { faults.failureRate = rate }
         let retryAfter = try object.integer("retryAfter", in: 0...86_400)
@@ -205,7 +213,8 @@ extension SimulatorConfiguration {
     static func latency(_ object: ConfigObject) throws(SimulatorError) -> LatencyDistribution {
         try object.allowOnly(["fixedMs", "uniformMs", "exponentialMeanMs"])
         var latency = LatencyDistribution(fixedMilliseconds: try object.number("fixedMs") ?? 0)
-        let uniform = try object.number("uniformMs"), exponential = try object.number("exponentialMeanMs")
+        let uniform = try object.number("uniformMs")
+        let exponential = try object.number("exponentialMeanMs")
         if uniform != nil && exponential != nil {
             throw object.error("", "give uniformMs or exponentialMeanMs, not both")
         }
@@ -234,8 +243,9 @@ extension SimulatorConfiguration {
         switch name {
         case "fail":
             let status = try entry.integer("status", in: 100...599) ?? 503
-            guard let failure = InjectedFailure.forStatus(
-                status, retryAfterSeconds: try entry.integer("retryAfter", in: 0...86_400))
+            guard
+                let failure = InjectedFailure.forStatus(
+                    status, retryAfterSeconds: try entry.integer("retryAfter", in: 0...86_400))
             else { throw entry.error("status", "must be 429, 500 or 503, got \(status)") }
             action = .fail(failure)
         case "stall": action = .stall
@@ -288,8 +298,10 @@ struct ConfigObject {
 
     init(_ value: JSONValue, path: String) throws(SimulatorError) {
         guard case .object(let object) = value else {
-            throw SimulatorError(.configuration, "\(path.isEmpty ? "the configuration" : path) must be a JSON object, "
-                + "got \(value.typeName)")
+            throw SimulatorError(
+                .configuration,
+                "\(path.isEmpty ? "the configuration" : path) must be a JSON object, "
+                    + "got \(value.typeName)")
         }
         members = object
         prefix = path

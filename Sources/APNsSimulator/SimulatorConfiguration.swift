@@ -1,5 +1,6 @@
 // Everything a simulator is started with: where it listens, its TLS identity, how clients
 // authenticate, device states, faults and how much it records.
+
 public import APNs
 
 /// A provider-token key the simulator trusts.
@@ -27,8 +28,9 @@ public enum SimulatorAuthentication: Sendable, Hashable {
     ///   - maximumAgeSeconds: tokens older than this get 403 ExpiredProviderToken. Apple: 3600.
     ///   - minimumUpdateIntervalSeconds: a connection changing its token sooner gets
     ///     429 TooManyProviderTokenUpdates. Apple: 1200.
-    case providerToken(keys: [SimulatorProviderKey], maximumAgeSeconds: Int = 3600,
-                       minimumUpdateIntervalSeconds: Int = 1200)
+    case providerToken(
+        keys: [SimulatorProviderKey], maximumAgeSeconds: Int = 3600,
+        minimumUpdateIntervalSeconds: Int = 1200)
     /// Certificate authentication: the TLS handshake requires a client certificate that verifies against
     /// the CA certificates in `clientCAFile` (PEM); a client without one is refused. A certificate
     /// whose subject has a UID (as Apple's push certificates do) limits pushes to that bundle id.
@@ -90,7 +92,8 @@ public struct SimulatorConfiguration: Sendable, Hashable {
                 throw SimulatorError(.configuration, "token authentication needs at least one key (keyId + publicKey)")
             }
             guard maximumAge > 0, interval >= 0 else {
-                throw SimulatorError(.configuration,
+                throw SimulatorError(
+                    .configuration,
                     "token authentication: maximumAgeSeconds must be positive and minimumUpdateIntervalSeconds "
                         + "not negative")
             }

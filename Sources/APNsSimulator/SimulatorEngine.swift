@@ -1,7 +1,8 @@
 // The simulator's logic, shared by all connections: per request it applies faults, validates like
 // APNs, checks device state, records what it accepted and counts what it answered.
-import Platform
+
 import APNs
+import Platform
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 // Starting child processes (reference servers for benchmarks and interop tests) so that they behave:
 // posix_spawn with an empty signal mask and default dispositions, output to a file; and the loopback
 // ports those servers listen on.
+
 import Dispatch
 public import Glibc
 import Synchronization

@@ -1,5 +1,6 @@
 // Admission: a request goes straight to a ready connection with a free stream, else waits in the bounded
 // FIFO queue until one frees (or its deadline passes), else fails at once with a reason the caller can act on.
+
 import Platform
 
 extension ConnectionPool {
@@ -13,14 +14,16 @@ extension ConnectionPool {
     /// Runs on the caller's executor (`nonisolated(nonsending)`), so a task on an event loop's executor
     /// submits without a hop.
     nonisolated(nonsending)
-    public func send(_ request: consuming HTTP2Request, timeout: Duration? = nil) async throws -> HTTP2Response {
+        public func send(_ request: consuming HTTP2Request, timeout: Duration? = nil) async throws -> HTTP2Response
+    {
         try Task.checkCancellation()
         if !request.hasSchemeAndAuthority {
             if request.scheme.isEmpty { request.scheme = "https" }
             if request.authority.isEmpty { request.authority = authority }
         }
         let timeoutNanoseconds = timeout?.nanosecondsClamped ?? requestTimeoutNanoseconds
-        let ticket = HTTP2StreamTicket(request: consume request,
+        let ticket = HTTP2StreamTicket(
+            request: consume request,
             deadline: MonotonicClock.now() &+ timeoutNanoseconds, timeoutNanoseconds: timeoutNanoseconds)
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<HTTP2Response, any Error>) in
@@ -39,15 +42,19 @@ extension ConnectionPool {
     /// cancellation handler per request. Not cancellable: the request ends with its response, its
     /// timeout (`timeout`, else the configuration's `requestTimeout`, queueing included) or the pool's
     /// shutdown. Empty `scheme` and `authority` are filled in as `send` does.
-    public func start(_ request: consuming HTTP2Request, timeout: Duration? = nil,
-                      onResponse: @escaping @Sendable (Result<HTTP2Response, any Error>) -> Void) {
+    public func start(
+        _ request: consuming HTTP2Request, timeout: Duration? = nil,
+        onResponse: @escaping @Sendable (Result<HTTP2Response, any Error>) -> Void
+    ) {
         if !request.hasSchemeAndAuthority {
             if request.scheme.isEmpty { request.scheme = "https" }
             if request.authority.isEmpty { request.authority = authority }
         }
         let timeoutNanoseconds = timeout?.nanosecondsClamped ?? requestTimeoutNanoseconds
-        enqueue(HTTP2StreamTicket(request: consume request, deadline: MonotonicClock.now() &+ timeoutNanoseconds,
-            timeoutNanoseconds: timeoutNanoseconds, onFinish: onResponse))
+        enqueue(
+            HTTP2StreamTicket(
+                request: consume request, deadline: MonotonicClock.now() &+ timeoutNanoseconds,
+                timeoutNanoseconds: timeoutNanoseconds, onFinish: onResponse))
     }
 
     // MARK: Dispatch
@@ -86,9 +93,14 @@ extension ConnectionPool {
                 return
             }
             guard state.waiters.append(ticket) else {
-                actions.failures.append((ticket, error(.poolSaturated,
-                    "every stream is busy and \(state.waiters.capacity) requests are already waiting; "
-                        + "send more slowly or raise connectionCount / maximumQueuedRequests")))
+                actions.failures.append(
+                    (
+                        ticket,
+                        error(
+                            .poolSaturated,
+                            "every stream is busy and \(state.waiters.capacity) requests are already waiting; "
+                                + "send more slowly or raise connectionCount / maximumQueuedRequests")
+                    ))
                 return
             }
             ticket.isWaiting = true
@@ -101,7 +113,11 @@ extension ConnectionPool {
     }
 
     func cancel(_ ticket: HTTP2StreamTicket) {
-        enum Where { case removed, dispatched(HTTP2Connection), nowhere }
+        enum Where {
+            case removed
+            case dispatched(HTTP2Connection)
+            case nowhere
+        }
         let place = state.withLock { state -> Where in
             if ticket.isWaiting {
                 ticket.isWaiting = false
@@ -139,8 +155,10 @@ extension ConnectionPool {
     func unavailableError(_ state: State, now: UInt64) -> HTTP2ClientError {
         let wait = state.backoffUntil > now ? Duration.nanoseconds(Int64(state.backoffUntil - now)) : Duration.zero
         let last = state.lastConnectError?.message ?? "no connection"
-        return HTTP2ClientError(.connectFailed, "no connection to the server (last attempt: \(last)); "
-            + "next attempt in \(Int((wait.seconds * 1000).rounded())) ms", endpoint: endpoint, retryAfter: wait)
+        return HTTP2ClientError(
+            .connectFailed,
+            "no connection to the server (last attempt: \(last)); "
+                + "next attempt in \(Int((wait.seconds * 1000).rounded())) ms", endpoint: endpoint, retryAfter: wait)
     }
 
     func expireWaiters() {
@@ -151,10 +169,15 @@ extension ConnectionPool {
             for ticket in expired where !ticket.isFinished {
                 ticket.isWaiting = false
                 // Never sent: the worker's own pool was full, so the caller may send it again uncounted.
-                actions.failures.append((ticket, error(.poolSaturated,
-                    "no free stream within \(formatNanoseconds(ticket.timeoutNanoseconds)) "
-                        + "(\(state.entries.filter(\.isReady).count) ready connections, all streams busy or "
-                        + "still connecting); the request was not sent")))
+                actions.failures.append(
+                    (
+                        ticket,
+                        error(
+                            .poolSaturated,
+                            "no free stream within \(formatNanoseconds(ticket.timeoutNanoseconds)) "
+                                + "(\(state.entries.filter(\.isReady).count) ready connections, all streams busy or "
+                                + "still connecting); the request was not sent")
+                    ))
             }
             if state.waiters.isEmpty {
                 state.expiryScheduled = false

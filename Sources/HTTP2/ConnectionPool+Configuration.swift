@@ -44,7 +44,8 @@ extension ConnectionPool {
 
         package static func parse(url: String) throws(HTTP2ClientError) -> (String, Int) {
             func bad(_ why: String) -> HTTP2ClientError {
-                HTTP2ClientError(.invalidConfiguration,
+                HTTP2ClientError(
+                    .invalidConfiguration,
                     "invalid endpoint URL '\(url)': \(why); expected https://host[:port], e.g. "
                         + "https://api.sandbox.push.apple.com:443", endpoint: url)
             }

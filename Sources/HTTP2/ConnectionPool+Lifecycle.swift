@@ -1,5 +1,6 @@
 // Connection lifecycle: opening connections lazily up to the configured count, backing off after failed
 // connects, retiring and replacing connections, and shutting down; the connections report here.
+
 import Platform
 
 extension ConnectionPool {
@@ -37,8 +38,10 @@ extension ConnectionPool {
         for connection in connections {
             connection.loop.execute { connection.closeGracefully() }
             connection.loop.schedule(at: forceAt) {
-                connection.close(HTTP2ClientError(.connectionClosed,
-                    "the pool shut down before the response arrived", endpoint: connection.endpoint))
+                connection.close(
+                    HTTP2ClientError(
+                        .connectionClosed,
+                        "the pool shut down before the response arrived", endpoint: connection.endpoint))
             }
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -57,7 +60,8 @@ extension ConnectionPool {
         guard !state.isShutDown else { return }
         while state.entries.count < configuration.connectionCount, now >= state.backoffUntil {
             if state.consecutiveFailures > 0, state.entries.contains(where: { !$0.isReady }) { return }
-            let connection = HTTP2Connection(loop: group.next(), settings: connectionSettings, tls: tls,
+            let connection = HTTP2Connection(
+                loop: group.next(), settings: connectionSettings, tls: tls,
                 delegate: self)
             state.entries.append(Entry(connection: connection))
             state.connectionsOpened += 1

@@ -1,9 +1,10 @@
 // A pool of HTTP/2 connections to one endpoint with one credential. This file holds its state and the
 // lock-then-act pattern every path follows (decide under the lock, act on `Actions` after it); admission,
 // connection lifecycle, configuration and statistics are in ConnectionPool+*.swift.
-import Synchronization
+
 import Glibc
 import Platform
+import Synchronization
 
 /// HTTP/2 connections to one endpoint, shared by many concurrent callers.
 ///
@@ -111,11 +112,13 @@ public final class ConnectionPool: Sendable {
         try check(!configuration.host.isEmpty, "the host is empty")
         try check((1...65535).contains(configuration.port), "port \(configuration.port) is not in 1...65535")
         try check(configuration.connectionCount >= 1, "connectionCount must be at least 1")
-        try check(configuration.maximumConcurrentStreamsPerConnection >= 1,
+        try check(
+            configuration.maximumConcurrentStreamsPerConnection >= 1,
             "maximumConcurrentStreamsPerConnection must be at least 1")
         try check(configuration.maximumQueuedRequests >= 1, "maximumQueuedRequests must be at least 1")
         try check(configuration.maximumResponseBodyBytes >= 0, "maximumResponseBodyBytes must not be negative")
-        try check(configuration.requestTimeout > .zero && configuration.connectTimeout > .zero,
+        try check(
+            configuration.requestTimeout > .zero && configuration.connectTimeout > .zero,
             "timeouts must be positive")
         self.configuration = configuration
         self.group = group

@@ -1,5 +1,6 @@
 // Work handed to a loop from any thread: the locked inbox of jobs, the eventfd that wakes a sleeping
 // loop, and stopping, which runs what is queued before the thread exits.
+
 import Glibc
 import Synchronization
 
@@ -30,8 +31,11 @@ extension EventLoop {
             // A stopped loop runs nothing more; a request handed to it must not wait forever.
             switch job {
             case .submit(let connection, let ticket):
-                ticket.finish(.failure(HTTP2ClientError(.unprocessed, "the event loop was shut down",
-                    endpoint: connection.endpoint)))
+                ticket.finish(
+                    .failure(
+                        HTTP2ClientError(
+                            .unprocessed, "the event loop was shut down",
+                            endpoint: connection.endpoint)))
             case .task(let task):
                 // A task must run somewhere; the global executor takes over from a stopped loop.
                 globalConcurrentExecutor.enqueue(ExecutorJob(task))

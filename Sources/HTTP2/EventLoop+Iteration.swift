@@ -1,6 +1,7 @@
 // One loop iteration: poll sockets, run a bounded share of queued jobs and tasks, fire timers and ticks,
 // then flush every dirty connection once, report freed streams and resume callers, in that order, so
 // that one write and one wake-up serve many streams.
+
 import CNghttp2
 import Glibc
 import Platform
@@ -90,8 +91,10 @@ extension EventLoop {
             }
             if stopRequested {
                 for connection in Array(connections.values) {
-                    connection.close(HTTP2ClientError(.connectionClosed, "the event loop was shut down",
-                        endpoint: connection.endpoint))
+                    connection.close(
+                        HTTP2ClientError(
+                            .connectionClosed, "the event loop was shut down",
+                            endpoint: connection.endpoint))
                 }
             }
             finishIteration()
@@ -100,13 +103,15 @@ extension EventLoop {
                 return
             }
 
-            let hasWork = nextJob < jobs.count || inbox.withLock { inbox -> Bool in
-                if inbox.jobs.isEmpty && !inbox.stopRequested {
-                    inbox.sleeping = true
-                    return false
+            let hasWork =
+                nextJob < jobs.count
+                || inbox.withLock { inbox -> Bool in
+                    if inbox.jobs.isEmpty && !inbox.stopRequested {
+                        inbox.sleeping = true
+                        return false
+                    }
+                    return true
                 }
-                return true
-            }
             timeout = hasWork ? 0 : sleepTimeout()
         }
     }

@@ -1,5 +1,6 @@
 // The epoll registrations of a loop's connections: ids that map readiness events back to connections,
 // and each socket's read/write interest.
+
 import CNghttp2
 import Glibc
 import Platform
@@ -21,7 +22,8 @@ extension EventLoop {
     /// Adds or changes the epoll interest of `fd`.
     func watch(fd: Int32, registration: UInt64, readable: Bool, writable: Bool, add: Bool) {
         var event = epoll_event()
-        event.events = (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0)
+        event.events =
+            (readable ? EPOLLIN.rawValue : 0) | (writable ? EPOLLOUT.rawValue : 0)
             | EPOLLRDHUP.rawValue
         event.data.u64 = registration
         epoll_ctl(epollFD, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &event)

@@ -1,6 +1,7 @@
 // One event-loop thread: epoll over the connections it owns, woken by an eventfd when another thread hands
 // it work. This file holds its state; the selector, the inbox, the iteration and the executor are in
 // EventLoop+*.swift.
+
 import CNghttp2
 import Glibc
 import Platform

@@ -1,5 +1,6 @@
 // The set of loop threads a process sends through: it hands each new connection, and each task that
 // wants a loop as its executor, to the next loop in turn.
+
 import Synchronization
 
 /// A small fixed set of event-loop threads that run HTTP/2 connections.

@@ -1,5 +1,6 @@
 // What the loop's tick checks: the connect deadline of each connecting phase, request deadlines, and
 // the idle PING that finds a silently dead connection.
+
 import CNghttp2
 
 extension HTTP2Connection {
@@ -23,9 +24,11 @@ extension HTTP2Connection {
             return
         }
         if now >= connectDeadline {
-            close(HTTP2ClientError(.connectTimeout,
-                "no connection within \(formatNanoseconds(settings.connectTimeout)) (stuck \(phase))",
-                endpoint: endpoint))
+            close(
+                HTTP2ClientError(
+                    .connectTimeout,
+                    "no connection within \(formatNanoseconds(settings.connectTimeout)) (stuck \(phase))",
+                    endpoint: endpoint))
         }
     }
 
@@ -33,9 +36,11 @@ extension HTTP2Connection {
         guard let session else { return }
         if pingSentAt != 0 {
             if now &- pingSentAt >= settings.pingTimeout {
-                close(HTTP2ClientError(.connectionClosed,
-                    "the server did not answer a PING within \(formatNanoseconds(settings.pingTimeout)); "
-                        + "the connection is presumed dead", endpoint: endpoint))
+                close(
+                    HTTP2ClientError(
+                        .connectionClosed,
+                        "the server did not answer a PING within \(formatNanoseconds(settings.pingTimeout)); "
+                            + "the connection is presumed dead", endpoint: endpoint))
                 return
             }
         } else if now &- lastReadAt >= settings.pingInterval {
@@ -45,11 +50,16 @@ extension HTTP2Connection {
         }
         for ticket in streams.values where !ticket.resolved && now >= ticket.deadline {
             ticket.resolved = true
-            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ticket.streamID,
+            nghttp2_submit_rst_stream(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ticket.streamID,
                 NGHTTP2_CANCEL.rawValue)
-            loop.complete(ticket, .failure(HTTP2ClientError(.requestTimeout,
-                "no response within \(formatNanoseconds(ticket.timeoutNanoseconds)); the stream was reset "
-                    + "(the server may still have processed the request)", endpoint: endpoint)))
+            loop.complete(
+                ticket,
+                .failure(
+                    HTTP2ClientError(
+                        .requestTimeout,
+                        "no response within \(formatNanoseconds(ticket.timeoutNanoseconds)); the stream was reset "
+                            + "(the server may still have processed the request)", endpoint: endpoint)))
             loop.markDirty(self)
         }
     }

@@ -1,5 +1,6 @@
 // Moving bytes once the session is up: epoll events in, TLS reads fed to nghttp2, and every pending frame
 // gathered into one buffer per flush so that many streams share an SSL_write.
+
 import CNghttp2
 import COpenSSL
 import Glibc
@@ -34,9 +35,11 @@ extension HTTP2Connection {
                 lastReadAt = loop.iterationTime
                 guard let consumed = receive(bytes, count: Int(count)) else { return }
                 if consumed < 0 {
-                    close(HTTP2ClientError(.protocolError,
-                        "the HTTP/2 session failed on data from the server: \(nghttp2Error(Int32(consumed)))",
-                        endpoint: endpoint))
+                    close(
+                        HTTP2ClientError(
+                            .protocolError,
+                            "the HTTP/2 session failed on data from the server: \(nghttp2Error(Int32(consumed)))",
+                            endpoint: endpoint))
                     return
                 }
                 if isClosed { return }
@@ -79,8 +82,11 @@ extension HTTP2Connection {
                 var frameBytes: UnsafePointer<UInt8>?
                 guard let produced = sendNextFrame(&frameBytes) else { return }
                 if produced < 0 {
-                    close(HTTP2ClientError(.protocolError, "the HTTP/2 session failed to send: "
-                        + nghttp2Error(Int32(produced)), endpoint: endpoint))
+                    close(
+                        HTTP2ClientError(
+                            .protocolError,
+                            "the HTTP/2 session failed to send: "
+                                + nghttp2Error(Int32(produced)), endpoint: endpoint))
                     return
                 }
                 if produced == 0 { break }
@@ -109,8 +115,10 @@ extension HTTP2Connection {
         if case .goingAway = state, streams.isEmpty {
             finishGoingAway()
         } else if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-            close(streams.isEmpty ? nil
-                : HTTP2ClientError(.connectionClosed, "the HTTP/2 session ended", endpoint: endpoint))
+            close(
+                streams.isEmpty
+                    ? nil
+                    : HTTP2ClientError(.connectionClosed, "the HTTP/2 session ended", endpoint: endpoint))
         }
     }
 }

@@ -1,5 +1,6 @@
 // Ending a connection: retiring it (no new streams, close when the open ones end), saying GOAWAY when
 // we are the side that ends it, and the one close that fails what is left and lets go of every handle.
+
 import CNghttp2
 import COpenSSL
 
@@ -67,10 +68,14 @@ extension HTTP2Connection {
         let reason = error?.message ?? "the connection was closed"
         for ticket in streams.values where !ticket.resolved {
             ticket.resolved = true
-            let streamError = ticket.headersSent
-                ? HTTP2ClientError(.connectionClosed, "the connection was lost before the response arrived "
-                    + "(\(reason)); the server may have processed the request", endpoint: endpoint)
-                : HTTP2ClientError(.unprocessed, "not sent: the connection closed first (\(reason))",
+            let streamError =
+                ticket.headersSent
+                ? HTTP2ClientError(
+                    .connectionClosed,
+                    "the connection was lost before the response arrived "
+                        + "(\(reason)); the server may have processed the request", endpoint: endpoint)
+                : HTTP2ClientError(
+                    .unprocessed, "not sent: the connection closed first (\(reason))",
                     endpoint: endpoint)
             loop.complete(ticket, .failure(streamError))
         }

@@ -1,17 +1,21 @@
 // The nghttp2 session: creating it, the only two calls through which nghttp2 calls back (each guarded so
 // that a close asked for from a callback waits until nghttp2 has returned), and what the callbacks do
 // with headers, data, frames and stream closes.
+
 import CNghttp2
 
 extension HTTP2Connection {
     /// Creates the client session, queues our SETTINGS and reads what the server already sent.
     func startSession(connectDeadline: UInt64) {
         var newSession: OpaquePointer?
-        let created = nghttp2_session_client_new(&newSession, HTTP2SessionCallbacks.shared,
+        let created = nghttp2_session_client_new(
+            &newSession, HTTP2SessionCallbacks.shared,
             Unmanaged.passUnretained(self).toOpaque())
         guard created == 0, let newSession else {
-            close(HTTP2ClientError(.protocolError, "cannot create an HTTP/2 session: \(nghttp2Error(created))",
-                endpoint: endpoint))
+            close(
+                HTTP2ClientError(
+                    .protocolError, "cannot create an HTTP/2 session: \(nghttp2Error(created))",
+                    endpoint: endpoint))
             return
         }
         session = newSession
@@ -86,9 +90,13 @@ extension HTTP2Connection {
         if ticket.responseBody.count + data.count > settings.maximumResponseBodyBytes {
             ticket.resolved = true
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
-            loop.complete(ticket, .failure(HTTP2ClientError(.responseTooLarge,
-                "the response body exceeded \(settings.maximumResponseBodyBytes) bytes; the stream was reset",
-                endpoint: endpoint)))
+            loop.complete(
+                ticket,
+                .failure(
+                    HTTP2ClientError(
+                        .responseTooLarge,
+                        "the response body exceeded \(settings.maximumResponseBodyBytes) bytes; the stream was reset",
+                        endpoint: endpoint)))
             return
         }
         ticket.responseBody.append(contentsOf: data)
@@ -127,7 +135,8 @@ extension HTTP2Connection {
     private func receivedGoaway(_ goaway: nghttp2_goaway) {
         var detail = "GOAWAY last-stream-id \(goaway.last_stream_id), \(http2ErrorName(goaway.error_code))"
         if goaway.opaque_data_len > 0, let data = goaway.opaque_data {
-            let text = String(decoding: UnsafeBufferPointer(start: data, count: min(goaway.opaque_data_len, 200)),
+            let text = String(
+                decoding: UnsafeBufferPointer(start: data, count: min(goaway.opaque_data_len, 200)),
                 as: UTF8.self)
             detail += ", debug data \(text)"
         }
@@ -162,8 +171,12 @@ extension HTTP2Connection {
         guard !ticket.resolved else { return }
         ticket.resolved = true
         if ticket.endStreamReceived && ticket.status != 0 {
-            loop.complete(ticket, .success(HTTP2Response(status: ticket.status, headerFields: ticket.responseHeaders,
-                body: ticket.responseBody, connectionID: id)))
+            loop.complete(
+                ticket,
+                .success(
+                    HTTP2Response(
+                        status: ticket.status, headerFields: ticket.responseHeaders,
+                        body: ticket.responseBody, connectionID: id)))
             return
         }
         let error: HTTP2ClientError
@@ -172,11 +185,14 @@ extension HTTP2Connection {
             if case .goingAway(let away) = state, let lastStreamID = away.lastStreamID, streamID > lastStreamID {
                 why = "the server sent GOAWAY before processing it (\(away.reason))"
             }
-            error = HTTP2ClientError(.unprocessed, "not processed: \(why); safe to retry on another connection",
+            error = HTTP2ClientError(
+                .unprocessed, "not processed: \(why); safe to retry on another connection",
                 endpoint: endpoint)
         } else {
-            error = HTTP2ClientError(.streamReset, "the server reset the stream (\(http2ErrorName(errorCode))) "
-                + "before a complete response", endpoint: endpoint)
+            error = HTTP2ClientError(
+                .streamReset,
+                "the server reset the stream (\(http2ErrorName(errorCode))) "
+                    + "before a complete response", endpoint: endpoint)
         }
         loop.complete(ticket, .failure(error))
     }

@@ -1,7 +1,8 @@
 // Getting a TCP connection: resolving the host off the loop, trying each address with a non-blocking
 // connect, and keeping the socket's epoll interest in step with what TLS is waiting for.
-import Dispatch
+
 import CNghttp2
+import Dispatch
 import Glibc
 import Platform
 
@@ -41,8 +42,10 @@ extension HTTP2Connection {
         while attempt.nextAddress < attempt.addresses.count {
             let address = attempt.addresses[attempt.nextAddress]
             attempt.nextAddress += 1
-            let socketFD = socket(Int32(address.family), Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-                | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let socketFD = socket(
+                Int32(address.family),
+                Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+                    | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard socketFD >= 0 else {
                 attempt.lastError = "cannot create a socket: \(String(cString: strerror(errno)))"
                 continue
@@ -60,8 +63,10 @@ extension HTTP2Connection {
             attempt.lastError = "connect to \(address) failed: \(String(cString: strerror(errno)))"
             Glibc.close(socketFD)
         }
-        close(HTTP2ClientError(.connectFailed,
-            attempt.lastError.isEmpty ? "no address to connect to" : attempt.lastError, endpoint: endpoint))
+        close(
+            HTTP2ClientError(
+                .connectFailed,
+                attempt.lastError.isEmpty ? "no address to connect to" : attempt.lastError, endpoint: endpoint))
     }
 
     /// The socket became writable: the connect finished, one way or the other.
@@ -78,8 +83,10 @@ extension HTTP2Connection {
             return
         }
         guard let ssl = tls.makeSession(fileDescriptor: fd) else {
-            close(HTTP2ClientError(.tlsHandshakeFailed, "cannot create a TLS session: \(OpenSSLError.drain())",
-                endpoint: endpoint))
+            close(
+                HTTP2ClientError(
+                    .tlsHandshakeFailed, "cannot create a TLS session: \(OpenSSLError.drain())",
+                    endpoint: endpoint))
             return
         }
         self.ssl = ssl

@@ -1,5 +1,6 @@
 // Opening, cancelling and counting streams: the pool reserves a slot before it dispatches a request
 // here, and every stream that ends (or never opens) gives its slot back through one batched report.
+
 import CNghttp2
 
 extension HTTP2Connection {
@@ -35,9 +36,11 @@ extension HTTP2Connection {
             // Never empty: a request always holds its four pseudo-headers.
             let base = UnsafeMutablePointer(mutating: packed.baseAddress!)
             PackedHeaderList.forEachField(in: packed) { field in
-                headerFields.append(nghttp2_nv(name: base + field.nameStart, value: base + field.valueStart,
-                    namelen: field.nameCount, valuelen: field.valueCount,
-                    flags: field.isIndexable ? noFlags : noIndexFlag))
+                headerFields.append(
+                    nghttp2_nv(
+                        name: base + field.nameStart, value: base + field.valueStart,
+                        namelen: field.nameCount, valuelen: field.valueCount,
+                        flags: field.isIndexable ? noFlags : noIndexFlag))
             }
             return headerFields.withUnsafeBufferPointer { fields in
                 hasBody
@@ -48,8 +51,11 @@ extension HTTP2Connection {
         guard streamID > 0 else {
             releaseStreamSlot()
             let exhausted = streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue
-            ticket.finish(.failure(HTTP2ClientError(exhausted ? .unprocessed : .protocolError,
-                "cannot open a stream: \(nghttp2Error(streamID))", endpoint: endpoint)))
+            ticket.finish(
+                .failure(
+                    HTTP2ClientError(
+                        exhausted ? .unprocessed : .protocolError,
+                        "cannot open a stream: \(nghttp2Error(streamID))", endpoint: endpoint)))
             if exhausted { retire("stream ids exhausted") }
             return
         }
@@ -70,7 +76,8 @@ extension HTTP2Connection {
             return
         }
         ticket.resolved = true
-        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ticket.streamID,
+        nghttp2_submit_rst_stream(
+            session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ticket.streamID,
             NGHTTP2_CANCEL.rawValue)
         loop.complete(ticket, .failure(CancellationError()))
         loop.markDirty(self)

@@ -1,6 +1,7 @@
 // One HTTP/2 client connection: a non-blocking TCP socket, an OpenSSL TLS session (ALPN h2) and an
 // nghttp2 client session, driven by one EventLoop thread. This file holds its state; the facets are in
 // HTTP2Connection+*.swift.
+
 import CNghttp2
 import Synchronization
 
@@ -162,7 +163,8 @@ final class HTTP2Connection: @unchecked Sendable {
 
     deinit {
         // nghttp2 and the loop's epoll hold this object unretained; only close() lets go of them.
-        precondition(session == nil && ssl == nil && fd < 0,
+        precondition(
+            session == nil && ssl == nil && fd < 0,
             "HTTP2Connection \(id) to \(endpoint) was released while open (\(state.name)); close() it first")
     }
 

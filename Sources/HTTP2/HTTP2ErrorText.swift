@@ -1,4 +1,5 @@
 // Words for error messages: nghttp2's error strings, HTTP/2 error code names, and durations.
+
 import CNghttp2
 
 func nghttp2Error(_ code: Int32) -> String {

@@ -151,7 +151,8 @@ package struct PackedHeaderList: Sendable {
         }
 
         package mutating func append(name: String, value: String, indexable: Bool) {
-            var name = name, value = value
+            var name = name
+            var value = value
             name.withUTF8 { nameBytes in
                 value.withUTF8 { bytes in
                     append(nameBytes: nameBytes, valueCount: bytes.count, indexable: indexable) {
@@ -165,8 +166,9 @@ package struct PackedHeaderList: Sendable {
         package mutating func append(
             name: StaticString, valueCount: Int, indexable: Bool, write: (UnsafeMutableBufferPointer<UInt8>) -> Void
         ) {
-            append(nameBytes: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount),
-                   valueCount: valueCount, indexable: indexable, write: write)
+            append(
+                nameBytes: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount),
+                valueCount: valueCount, indexable: indexable, write: write)
         }
 
         private mutating func append(
@@ -215,8 +217,9 @@ package struct PackedHeaderList: Sendable {
         let nameCount = length(bytes, at: offset + 1)
         let valueCount = length(bytes, at: offset + 5)
         let nameStart = offset + fieldHeaderSize
-        return Field(nameStart: nameStart, nameCount: nameCount, valueStart: nameStart + nameCount,
-                     valueCount: valueCount, isIndexable: bytes[offset] & indexableFlag != 0)
+        return Field(
+            nameStart: nameStart, nameCount: nameCount, valueStart: nameStart + nameCount,
+            valueCount: valueCount, isIndexable: bytes[offset] & indexableFlag != 0)
     }
 
     private static func length(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> Int {
@@ -268,10 +271,11 @@ package struct PackedHeaderList: Sendable {
             var result: [HTTP2Header] = []
             result.reserveCapacity(count)
             Self.forEachField(in: bytes) { field in
-                result.append(HTTP2Header(
-                    String(decoding: bytes[field.nameStart..<field.nameStart + field.nameCount], as: UTF8.self),
-                    String(decoding: bytes[field.valueStart..<field.valueStart + field.valueCount], as: UTF8.self),
-                    isIndexable: field.isIndexable))
+                result.append(
+                    HTTP2Header(
+                        String(decoding: bytes[field.nameStart..<field.nameStart + field.nameCount], as: UTF8.self),
+                        String(decoding: bytes[field.valueStart..<field.valueStart + field.valueCount], as: UTF8.self),
+                        isIndexable: field.isIndexable))
             }
             return result
         }
@@ -342,20 +346,22 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
     /// without making a String; nil when there is no such header.
     public func withFirstValue<R>(named name: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
         var name = name
-        return name.withUTF8 { wanted in storage.withUnsafeBufferPointer { bytes -> R? in
-            var offset = 0
-            while offset < bytes.count {
-                let nameLength = Self.length(bytes, at: offset)
-                let nameStart = offset + 4
-                let valueLength = Self.length(bytes, at: nameStart + nameLength)
-                let valueStart = nameStart + nameLength + 4
-                if nameLength == wanted.count, Self.equalIgnoringCase(bytes, nameStart, wanted) {
-                    return body(UnsafeBufferPointer(rebasing: bytes[valueStart..<valueStart + valueLength]))
+        return name.withUTF8 { wanted in
+            storage.withUnsafeBufferPointer { bytes -> R? in
+                var offset = 0
+                while offset < bytes.count {
+                    let nameLength = Self.length(bytes, at: offset)
+                    let nameStart = offset + 4
+                    let valueLength = Self.length(bytes, at: nameStart + nameLength)
+                    let valueStart = nameStart + nameLength + 4
+                    if nameLength == wanted.count, Self.equalIgnoringCase(bytes, nameStart, wanted) {
+                        return body(UnsafeBufferPointer(rebasing: bytes[valueStart..<valueStart + valueLength]))
+                    }
+                    offset = valueStart + valueLength
                 }
-                offset = valueStart + valueLength
+                return nil
             }
-            return nil
-        } }
+        }
     }
 
     public func makeIterator() -> Iterator { Iterator(storage: storage) }
@@ -371,7 +377,8 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
             let valueLength = HTTP2HeaderFields.length(storage, at: nameStart + nameLength)
             let valueStart = nameStart + nameLength + 4
             offset = valueStart + valueLength
-            return HTTP2Header(String(decoding: storage[nameStart..<nameStart + nameLength], as: UTF8.self),
+            return HTTP2Header(
+                String(decoding: storage[nameStart..<nameStart + nameLength], as: UTF8.self),
                 String(decoding: storage[valueStart..<valueStart + valueLength], as: UTF8.self))
         }
     }
@@ -386,8 +393,7 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
     }
 
     fileprivate static func length<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, at offset: Int) -> Int
-        where Bytes.Index == Int
-    {
+    where Bytes.Index == Int {
         let b0 = Int(bytes[offset])
         let b1 = Int(bytes[offset + 1]) << 8
         let b2 = Int(bytes[offset + 2]) << 16
@@ -395,8 +401,10 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
         return b0 | b1 | b2 | b3
     }
 
-    private static func equalIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int,
-                                          _ wanted: UnsafeBufferPointer<UInt8>)
+    private static func equalIgnoringCase(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ start: Int,
+        _ wanted: UnsafeBufferPointer<UInt8>
+    )
         -> Bool
     {
         for index in 0..<wanted.count {

@@ -1,5 +1,6 @@
 // The nghttp2 callback table, built once for every session: each C callback finds its connection in
 // user_data and forwards to it. nghttp2 calls these only from inside mem_recv and mem_send.
+
 import CNghttp2
 
 /// The nghttp2 callbacks, created once; each forwards to the connection in `user_data`.
@@ -10,7 +11,8 @@ enum HTTP2SessionCallbacks {
         nghttp2_session_callbacks_set_on_header_callback(callbacks) {
             _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame, let name, let value, let user else { return 0 }
-            connection(user).onHeader(streamID: frame.pointee.hd.stream_id,
+            connection(user).onHeader(
+                streamID: frame.pointee.hd.stream_id,
                 name: UnsafeBufferPointer(start: name, count: nameLength),
                 value: UnsafeBufferPointer(start: value, count: valueLength))
             return 0

@@ -1,5 +1,6 @@
 // One request's journey through the pool and a connection: the caller's continuation, and the stream
 // state the loop builds the response in.
+
 import Synchronization
 
 /// A request in flight, from `ConnectionPool.send` until its caller is resumed (or from
@@ -45,8 +46,10 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     /// still closing; the close callback then only releases the slot.
     @exclusivity(unchecked) var resolved = false
 
-    init(request: HTTP2Request, deadline: UInt64, timeoutNanoseconds: UInt64,
-         onFinish: (@Sendable (Result<HTTP2Response, any Error>) -> Void)? = nil) {
+    init(
+        request: HTTP2Request, deadline: UInt64, timeoutNanoseconds: UInt64,
+        onFinish: (@Sendable (Result<HTTP2Response, any Error>) -> Void)? = nil
+    ) {
         self.request = request
         self.deadline = deadline
         self.timeoutNanoseconds = timeoutNanoseconds

@@ -1,4 +1,5 @@
 // Socket addresses from getaddrinfo, kept by value so a connect can walk through them.
+
 import CNghttp2
 import Glibc
 
@@ -19,7 +20,8 @@ struct SocketAddress: CustomStringConvertible, Sendable {
         var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
         let result = withSockAddr { address, length in
-            getnameinfo(address, length, &host, socklen_t(host.count), &service, socklen_t(service.count),
+            getnameinfo(
+                address, length, &host, socklen_t(host.count), &service, socklen_t(service.count),
                 NI_NUMERICHOST | NI_NUMERICSERV)
         }
         guard result == 0 else { return "an address" }
@@ -37,8 +39,10 @@ struct SocketAddress: CustomStringConvertible, Sendable {
         let status = getaddrinfo(host, String(port), &hints, &list)
         let endpoint = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         guard status == 0, let list else {
-            return .failure(HTTP2ClientError(.connectFailed,
-                "cannot resolve host '\(host)': \(String(cString: gai_strerror(status)))", endpoint: endpoint))
+            return .failure(
+                HTTP2ClientError(
+                    .connectFailed,
+                    "cannot resolve host '\(host)': \(String(cString: gai_strerror(status)))", endpoint: endpoint))
         }
         defer { freeaddrinfo(list) }
         var addresses: [SocketAddress] = []

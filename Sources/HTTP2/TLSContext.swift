@@ -1,5 +1,6 @@
 // TLS for HTTP/2 clients: the public configuration, and the OpenSSL SSL_CTX built from it once per pool
 // (trust roots, TLS 1.2 minimum, ALPN h2, client identity) plus the per-connection SSL setup (SNI, host check).
+
 import COpenSSL
 import Glibc
 
@@ -60,7 +61,8 @@ final class TLSContext: @unchecked Sendable {
         throws(HTTP2ClientError) -> OpaquePointer
     {
         guard let context = SSL_CTX_new(TLS_client_method()) else {
-            throw HTTP2ClientError(.invalidConfiguration, "cannot create a TLS context: \(OpenSSLError.drain())",
+            throw HTTP2ClientError(
+                .invalidConfiguration, "cannot create a TLS context: \(OpenSSLError.drain())",
                 endpoint: endpoint)
         }
         func fail(_ message: String) -> HTTP2ClientError {
@@ -119,7 +121,8 @@ final class TLSContext: @unchecked Sendable {
             X509_VERIFY_PARAM_set_hostflags(parameters, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS))
             X509_VERIFY_PARAM_set1_host(parameters, serverName, 0)
             serverName.withCString { name in
-                _ = SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name),
+                _ = SSL_ctrl(
+                    ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name),
                     UnsafeMutableRawPointer(mutating: name))
             }
         }

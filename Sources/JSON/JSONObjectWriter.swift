@@ -21,8 +21,9 @@ public struct JSONObjectWriter: ~Copyable {
         isFirst = false
         bytes.append(UInt8(ascii: "\""))
         key.withUTF8Buffer { literal in
-            assert(!literal.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") },
-                   "JSON object keys written raw must need no escaping")
+            assert(
+                !literal.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") },
+                "JSON object keys written raw must need no escaping")
             bytes.append(contentsOf: literal)
         }
         bytes.append(UInt8(ascii: "\""))
@@ -73,8 +74,10 @@ public struct JSONObjectWriter: ~Copyable {
     }
 
     /// An array of objects, each written by `body`.
-    public mutating func objects<Element>(_ key: StaticString, _ elements: [Element],
-                                          _ body: (inout JSONObjectWriter, Element) -> Void) {
+    public mutating func objects<Element>(
+        _ key: StaticString, _ elements: [Element],
+        _ body: (inout JSONObjectWriter, Element) -> Void
+    ) {
         self.key(key)
         bytes.append(UInt8(ascii: "["))
         for index in elements.indices {

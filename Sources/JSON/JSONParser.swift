@@ -94,9 +94,15 @@ struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw error("unexpected \(describeByte()), expected a value")
         }
@@ -294,7 +300,9 @@ struct JSONParser {
         guard index < bytes.count, isDigit(bytes[index]) else { throw error("a number needs digits", at: start) }
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
-            if index < bytes.count && isDigit(bytes[index]) { throw error("a number cannot have leading zeros", at: start) }
+            if index < bytes.count && isDigit(bytes[index]) {
+                throw error("a number cannot have leading zeros", at: start)
+            }
         } else {
             while index < bytes.count && isDigit(bytes[index]) { index += 1 }
         }
@@ -310,7 +318,9 @@ struct JSONParser {
             if index < bytes.count && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) {
                 index += 1
             }
-            guard index < bytes.count, isDigit(bytes[index]) else { throw error("a number needs digits in its exponent") }
+            guard index < bytes.count, isDigit(bytes[index]) else {
+                throw error("a number needs digits in its exponent")
+            }
             while index < bytes.count && isDigit(bytes[index]) { index += 1 }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)

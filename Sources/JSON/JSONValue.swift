@@ -93,11 +93,26 @@ extension JSONValue {
         return current
     }
 
-    public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
-    public var objectValue: JSONObject? { if case .object(let o) = self { return o }; return nil }
-    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
-    public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
-    public var isNull: Bool { if case .null = self { return true }; return false }
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+    public var objectValue: JSONObject? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+    public var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+    public var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
 
     /// The value as a number, whether stored as an integer or a double.
     public var doubleValue: Double? {

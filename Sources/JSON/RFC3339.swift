@@ -105,8 +105,12 @@ public enum RFC3339 {
             output.append(UInt8(ascii: separator))
             digits(value, width)
         }
-        part("-", month, 2); part("-", day, 2); part("T", hour, 2)
-        part(":", minute, 2); part(":", second, 2); part(".", millisecond, 3)
+        part("-", month, 2)
+        part("-", day, 2)
+        part("T", hour, 2)
+        part(":", minute, 2)
+        part(":", second, 2)
+        part(".", millisecond, 3)
         output.append(UInt8(ascii: "Z"))
     }
 

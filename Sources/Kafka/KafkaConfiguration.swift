@@ -33,8 +33,10 @@ public struct KafkaConfiguration: Sendable {
     /// SASL credentials and JAAS strings (which embed passwords when ported from Java clients).
     public static func isSecret(_ name: String) -> Bool {
         let lowered = name.lowercased()
-        let markers = ["password", "secret", "token", "credential", "jaas", "ssl.key", "ssl_key", ".pem",
-                       "sasl.username", "sasl.oauthbearer.config", "private"]
+        let markers = [
+            "password", "secret", "token", "credential", "jaas", "ssl.key", "ssl_key", ".pem",
+            "sasl.username", "sasl.oauthbearer.config", "private",
+        ]
         return markers.contains { lowered.contains($0) }
     }
 

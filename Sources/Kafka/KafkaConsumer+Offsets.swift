@@ -37,8 +37,10 @@ extension KafkaConsumer {
             () throws(KafkaError) in try Self.commitStored(client)
         }
         guard done != nil else {
-            throw KafkaError(code: .timeout, message: "committing stored offsets got no answer within "
-                + "\(ContinuousClock.now - started) (\(core.status))")
+            throw KafkaError(
+                code: .timeout,
+                message: "committing stored offsets got no answer within "
+                    + "\(ContinuousClock.now - started) (\(core.status))")
         }
     }
 

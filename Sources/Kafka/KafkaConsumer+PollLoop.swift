@@ -20,8 +20,11 @@ extension KafkaConsumer {
                 core.fail(error)
                 core.eventHandler?(.fatal(error))
             case .error(let response, let context)?:
-                core.eventHandler?(.error(KafkaError(.client, client.callbacks.redactor.redact(context),
-                                                     response: response)))
+                core.eventHandler?(
+                    .error(
+                        KafkaError(
+                            .client, client.callbacks.redactor.redact(context),
+                            response: response)))
             }
         }
         // A member still waiting for its first assignment is given up to firstAssignmentWait to get

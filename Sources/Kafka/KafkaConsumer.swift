@@ -1,5 +1,6 @@
 // A group consumer over librdkafka: a dedicated poll thread feeds a small bounded hand-off that an
 // async sequence drains; rebalances, pauses, offset storage, commits and lag are methods here.
+
 import Platform
 
 /// A Kafka group consumer.
@@ -167,8 +168,10 @@ public final class KafkaConsumer: Sendable {
         }
         let (stage, closeError) = core.state.withLock { ($0.closingStage, $0.closeError) }
         guard closed else {
-            throw KafkaError(code: .timeout, message: "closing the consumer was abandoned after "
-                + "\(ContinuousClock.now - started), while \(stage) (\(core.status))")
+            throw KafkaError(
+                code: .timeout,
+                message: "closing the consumer was abandoned after "
+                    + "\(ContinuousClock.now - started), while \(stage) (\(core.status))")
         }
         if let closeError { throw closeError }
     }

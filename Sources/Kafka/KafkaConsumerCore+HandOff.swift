@@ -1,5 +1,6 @@
 // The bounded hand-off between the poll thread and the readers: the poll thread delivers and waits
 // for room, readers take records, and a hand-off that stays full pauses fetching until it drains.
+
 import Dispatch
 
 /// Received records waiting to be handed out, oldest first.

@@ -1,6 +1,7 @@
 // Rebalances, on the poll thread inside librdkafka's callback: the assignment is applied, the owner's
 // handler is run and waited for within its deadline, and revoked partitions are committed before they
 // move. Both the EAGER and the COOPERATIVE protocol.
+
 import Dispatch
 
 extension ConsumerCore {
@@ -64,8 +65,10 @@ extension ConsumerCore {
         // Stop handing out these partitions' records first; they stay unstored, so the next owner gets them.
         dropFromState(partitions)
         if lost {
-            noteMembership(false, cause: "the assignment was lost: the group went on without this member "
-                + "(its session timed out, or the coordinator could not be reached); rejoining")
+            noteMembership(
+                false,
+                cause: "the assignment was lost: the group went on without this member "
+                    + "(its session timed out, or the coordinator could not be reached); rejoining")
         } else {
             noteMembership(true, cause: nil)
         }
@@ -74,8 +77,11 @@ extension ConsumerCore {
         if let limit = waitLimit { deadline = min(deadline, limit) }
         if !partitions.isEmpty {
             setClosingStage("waiting for the rebalance handler to hand over revoked partitions")
-            runRebalanceHandler(.revoked(KafkaRevocation(partitions: partitions.sorted(), deadline: deadline,
-                                                         isLost: lost)), deadline: deadline)
+            runRebalanceHandler(
+                .revoked(
+                    KafkaRevocation(
+                        partitions: partitions.sorted(), deadline: deadline,
+                        isLost: lost)), deadline: deadline)
         }
         if !lost {
             // Retrying is useful only where the group does not wait for this member (see below).
@@ -86,7 +92,8 @@ extension ConsumerCore {
             setClosingStage("committing offsets before releasing revoked partitions")
             commitBeforeRelease(rebalance.handle, partitions, retryUntil: retryUntil)
         }
-        let failure = cooperative
+        let failure =
+            cooperative
             ? rebalance.incrementalUnassign("incremental unassign") : rebalance.unassignAll("unassign")
         if let failure { eventHandler?(.error(failure)) }
         // The final revoke comes from within librdkafka's consumer close, which then leaves the group.
@@ -112,11 +119,14 @@ extension ConsumerCore {
             let retriable = RDKafkaResponse.retriableCommitErrors.contains(response.rawValue)
             guard retriable, let retryUntil, ContinuousClock.now < retryUntil else {
                 let list = partitions.map(\.description).joined(separator: ", ")
-                eventHandler?(.error(KafkaError(
-                    .commit, "gave up committing before releasing revoked \(list) after \(attempts) attempt(s); "
-                        + "their records since the last commit will be delivered again to the next owner",
-                    response: response
-                )))
+                eventHandler?(
+                    .error(
+                        KafkaError(
+                            .commit,
+                            "gave up committing before releasing revoked \(list) after \(attempts) attempt(s); "
+                                + "their records since the last commit will be delivered again to the next owner",
+                            response: response
+                        )))
                 return
             }
             DedicatedThread.sleep(milliseconds: 20)
@@ -156,11 +166,14 @@ extension ConsumerCore {
             if done.wait(timeout: .now() + .milliseconds(milliseconds)) == .success { return }
         }
         if done.wait(timeout: .now()) == .success { return }
-        eventHandler?(.error(KafkaError(
-            code: .timeout,
-            message: "rebalance handler did not return within \(ContinuousClock.now - started) (its deadline, or a "
-                + "shutdown's, passed); continuing without it"
-        )))
+        eventHandler?(
+            .error(
+                KafkaError(
+                    code: .timeout,
+                    message:
+                        "rebalance handler did not return within \(ContinuousClock.now - started) (its deadline, or a "
+                        + "shutdown's, passed); continuing without it"
+                )))
     }
 
     /// How long after its deadline a rebalance handler may take to return (it then only forgets state).

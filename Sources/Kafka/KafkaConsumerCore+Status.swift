@@ -41,7 +41,8 @@ extension ConsumerCore {
                 state.lastConnectionError = nil
             } else if known > 0, state.status.brokersReachable {
                 state.status.brokersReachable = false
-                state.status.brokersCause = state.lastConnectionError
+                state.status.brokersCause =
+                    state.lastConnectionError
                     ?? "no connection to any of the \(known) known brokers is up"
             }
         }

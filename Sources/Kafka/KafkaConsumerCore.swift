@@ -2,6 +2,7 @@
 // hand-off of received records, pause bookkeeping (the owner's pauses and the hand-off's own), the
 // assignment, the status (brokers, membership) and the lifecycle with its deadlines. The facets are
 // in the KafkaConsumerCore+ files; the lifecycle is here.
+
 import Dispatch
 import Platform
 import Synchronization
@@ -107,8 +108,8 @@ final class ConsumerCore: Sendable {
     var waitLimit: ContinuousClock.Instant? {
         state.withLock { state in
             switch (state.closeDeadline, state.revocationLimit) {
-            case let (close?, revocation?): min(close, revocation)
-            case let (close, revocation): close ?? revocation
+            case (let close?, let revocation?): min(close, revocation)
+            case (let close, let revocation): close ?? revocation
             }
         }
     }

@@ -1,5 +1,6 @@
 // Errors from librdkafka and from this module's own checks. Each carries a code to compare on,
 // a message that says what went wrong and where, and librdkafka's own error name when it came from there.
+
 /// An error from the Kafka module.
 ///
 /// Compare errors by ``code``: `error.code == .queueFull`. The ``message`` is for people; it never

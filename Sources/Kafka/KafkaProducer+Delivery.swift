@@ -1,5 +1,6 @@
 // What follows a record once librdkafka holds it: its delivery callback (the message's opaque), the
 // promise `send` awaits, and the size shown when a record is too large.
+
 import Synchronization
 
 /// One message's delivery callback, passed to librdkafka as the message opaque (retained once).
@@ -14,18 +15,24 @@ final class DeliveryCallback {
     func report(_ raw: RDKafkaDelivery) {
         let topic = raw.topic
         if raw.response.isSuccess {
-            onDelivery(.success(KafkaDeliveryReport(
-                topic: topic, partition: raw.partition, offset: raw.offset >= 0 ? raw.offset : nil
-            )))
+            onDelivery(
+                .success(
+                    KafkaDeliveryReport(
+                        topic: topic, partition: raw.partition, offset: raw.offset >= 0 ? raw.offset : nil
+                    )))
         } else if raw.response == .messageSizeTooLarge {
             // The broker's limit (its message.max.bytes, or the topic's max.message.bytes) is below the producer's.
             let size = RecordSize(keyBytes: raw.keyBytes, valueBytes: raw.valueBytes)
-            onDelivery(.failure(KafkaError(
-                .messageTooLarge, "the broker refused a record of \(size) for \(place(topic, raw.partition))",
-                response: raw.response)))
+            onDelivery(
+                .failure(
+                    KafkaError(
+                        .messageTooLarge, "the broker refused a record of \(size) for \(place(topic, raw.partition))",
+                        response: raw.response)))
         } else {
-            onDelivery(.failure(KafkaError(
-                .delivery, "delivering a record to \(place(topic, raw.partition))", response: raw.response)))
+            onDelivery(
+                .failure(
+                    KafkaError(
+                        .delivery, "delivering a record to \(place(topic, raw.partition))", response: raw.response)))
         }
     }
 
@@ -82,7 +89,9 @@ final class DeliveryPromise: Sendable {
                 let ready: Result<KafkaDeliveryReport, KafkaError>? = state.withLock { state in
                     switch state {
                     case .done(let result): return result
-                    case .waiting: state = .waiting(continuation); return nil
+                    case .waiting:
+                        state = .waiting(continuation)
+                        return nil
                     }
                 }
                 if let ready { continuation.resume(returning: ready) }

@@ -107,8 +107,12 @@ public final class KafkaProducer: Sendable {
         var pause = Duration.milliseconds(1)
         while true {
             // Throws .closed once the producer closes: that is what ends an unbounded wait.
-            if try trySend(topic: topic, key: key, value: value, headers: headers, partition: partition,
-                           onDelivery: onDelivery) { return }
+            if try trySend(
+                topic: topic, key: key, value: value, headers: headers, partition: partition,
+                onDelivery: onDelivery)
+            {
+                return
+            }
             if deadline.map({ ContinuousClock.now >= $0 }) ?? false || Task.isCancelled {
                 throw KafkaError(
                     code: .queueFull,
@@ -175,11 +179,12 @@ public final class KafkaProducer: Sendable {
     public func prepare(topics: [String], timeout: Duration) async -> [String] {
         let client = self.client
         let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
-        return (try? await DedicatedThread.run(name: "kafka-metadata") { () throws(KafkaError) -> [String] in
-            topics.compactMap { topic -> String? in
-                client.lookUpTopic(topic, milliseconds: milliseconds).map { "\(topic): \($0)" }
-            }
-        }) ?? []
+        return
+            (try? await DedicatedThread.run(name: "kafka-metadata") { () throws(KafkaError) -> [String] in
+                topics.compactMap { topic -> String? in
+                    client.lookUpTopic(topic, milliseconds: milliseconds).map { "\(topic): \($0)" }
+                }
+            }) ?? []
     }
 
     /// Waits until every enqueued record has a delivery report, at most `timeout`.

@@ -1,4 +1,5 @@
 // librdkafka's built-in mock cluster: in-process brokers on loopback ports, for tests and `apns-worker dev`.
+
 import Synchronization
 
 /// A Kafka cluster simulated in this process by librdkafka (its mock cluster).

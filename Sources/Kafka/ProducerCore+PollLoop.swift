@@ -17,11 +17,13 @@ extension ProducerCore {
                 if response.isSuccess {
                     request.continuation.resume(returning: nil)
                 } else {
-                    request.continuation.resume(returning: KafkaError(
-                        code: .timeout,
-                        message: "flush: \(client.outQueueLength) records still undelivered after \(request.timeout)",
-                        librdkafkaCode: response.rawValue, librdkafkaName: response.name
-                    ))
+                    request.continuation.resume(
+                        returning: KafkaError(
+                            code: .timeout,
+                            message:
+                                "flush: \(client.outQueueLength) records still undelivered after \(request.timeout)",
+                            librdkafkaCode: response.rawValue, librdkafkaName: response.name
+                        ))
                 }
             }
             if closing { break }

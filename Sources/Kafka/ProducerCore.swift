@@ -1,5 +1,6 @@
 // The producer's state shared by the tasks that send and the poll thread, behind one lock: the
 // lifecycle, enqueues under way, pending flush and close requests, and the status bookkeeping.
+
 import Synchronization
 
 /// The producer's shared state behind one lock, and its poll loop.
@@ -54,8 +55,10 @@ final class ProducerCore: Sendable {
     }
 
     /// Asks the poll thread to flush; `continuation` gets nil, or the flush's error.
-    func requestFlush(timeout: Duration, client: RDKafkaClient,
-                      continuation: CheckedContinuation<KafkaError?, Never>) {
+    func requestFlush(
+        timeout: Duration, client: RDKafkaClient,
+        continuation: CheckedContinuation<KafkaError?, Never>
+    ) {
         let accepted = state.withLock { state in
             guard state.lifecycle == .running else { return false }
             state.flushRequests.append((timeout, continuation))

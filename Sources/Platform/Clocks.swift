@@ -1,5 +1,6 @@
 // The project's clocks. The one monotonic clock: nanoseconds for event-loop deadlines, breakers and benches; one vDSO
 // call, no allocation. (Swift's ContinuousClock is used where an API takes its instants.)
+
 import Glibc
 
 public enum MonotonicClock {

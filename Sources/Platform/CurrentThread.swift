@@ -5,6 +5,7 @@
 // returns. A thread that names itself first is left with its creator's name (a cooperative-pool
 // thread's "com.apple.root.default-qos"): about one loop thread in eight under load, which made event
 // loops look like pool threads in `bench pipeline`'s CPU split and in tests.
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
 // The one way this project starts an OS thread. Event loops, the simulator's accept and connection
 // loops, and librdkafka's blocking calls all run on threads of their own, never on Swift's cooperative
 // pool; every such thread is named (for top -H and the benches' per-thread CPU) and blocks SIGPIPE.
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

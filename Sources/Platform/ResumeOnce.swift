@@ -1,5 +1,6 @@
 // When several parties race to finish one wait (a result against its deadline, a close against its
 // timer), the first one resumes the continuation and the rest must not: resuming twice traps.
+
 import Synchronization
 
 /// A continuation that the first of several racing parties resumes; later resumes are ignored.

@@ -1,6 +1,7 @@
 // The process's one way to take signals: the worker's SIGTERM/SIGINT drain and SIGHUP reload, the
 // simulator's and kafka-mock's stop, the bench's cleanup of the h2o it started. Signals are taken through
 // a dispatch source, never a raw handler, so the handling code may lock and allocate.
+
 import Dispatch
 import Synchronization
 

@@ -1,6 +1,7 @@
 // `apns-worker dev`: the whole system in one process with no outside services — librdkafka's mock
 // cluster, the APNs simulator (some dead tokens, some 503s), the worker with the example rules, and
 // a generator of sample events — printing outcomes as they are acknowledged by Kafka.
+
 import APNs
 import APNsSimulator
 import Foundation
@@ -34,7 +35,8 @@ public enum DevEnvironment {
         let logger = Logger(writer: writer, context: ["service": "apns-worker-dev"])
         do {
             let stack = try DevStack(
-                failureRate: options.failureRate, latency: LatencyDistribution(fixedMilliseconds: 1, jitter: .exponential(meanMilliseconds: 3)),
+                failureRate: options.failureRate,
+                latency: LatencyDistribution(fixedMilliseconds: 1, jitter: .exponential(meanMilliseconds: 3)),
                 metricsListen: options.metricsListen, group: "apns-worker-dev")
             defer { stack.simulator.stop() }
             let (cluster, simulator, configuration) = (stack.cluster, stack.simulator, stack.configuration)
@@ -42,21 +44,24 @@ public enum DevEnvironment {
             var generator = stack.generator
 
             print("apns-worker dev: mock Kafka at \(cluster.bootstrapServers), APNs simulator at \(simulator.baseURL)")
-            print("  \(generator.unregisteredTokens.count) of \(generator.devices.count) sample devices are unregistered; "
-                + "\(Int(options.failureRate * 100))% of requests get 503 and are retried; 1 event in "
-                + "\(generator.malformedEvery) is malformed (dead-lettered)")
+            print(
+                "  \(generator.unregisteredTokens.count) of \(generator.devices.count) sample devices are unregistered; "
+                    + "\(Int(options.failureRate * 100))% of requests get 503 and are retried; 1 event in "
+                    + "\(generator.malformedEvery) is malformed (dead-lettered)")
             let summary = DevSummary()
             let silent: @Sendable (String) -> Void = { _ in }
             let printer = OutcomePrinter(print: options.printOutcomes ? print : silent, summary: summary)
             let shutdown = ShutdownSignal()
-            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(
-                client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)))
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(
+                    client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)))
             let target = options.follow ? Int.max : options.events
             let started = Date()
             let generation = Task {
                 var sequence = 0
                 while sequence < target && !Task.isCancelled && !shutdown.isTriggered {
-                    let (eventKey, value) = generator.event(sequence: sequence, occurredAt: Date().timeIntervalSince1970)
+                    let (eventKey, value) = generator.event(
+                        sequence: sequence, occurredAt: Date().timeIntervalSince1970)
                     try? await producer.send(topic: "push.requests", key: eventKey, value: value, onDelivery: { _ in })
                     sequence += 1
                     if let rate = options.rate, rate > 0 {
@@ -142,7 +147,8 @@ final class DevStack: Sendable {
         // about the worker, not the mock; the empty fetches it costs are negligible (figures:
         // docs/performance.md).
         document["kafka"] = [
-            "brokers": .array(brokers), "group": .string(group), "properties": ["reconnect.backoff.max.ms": "1000", "fetch.wait.max.ms": "10"],
+            "brokers": .array(brokers), "group": .string(group),
+            "properties": ["reconnect.backoff.max.ms": "1000", "fetch.wait.max.ms": "10"],
         ]
         let credential: JSONValue = [
             "type": "token", "key_file": "(generated in memory)", "key_id": .string(key.keyID),
@@ -179,15 +185,20 @@ final class DevSummary: Sendable {
     func render(events: Int, seconds: Double, simulator: SimulatorStats) -> String {
         let counts = self.counts.withLock { $0 }
         let outcomes = counts.byStatus.values.reduce(0, +)
-        var lines = ["", "summary: \(events) events in \(String(format: "%.1f", seconds)) s → \(outcomes) outcomes, "
-            + "\(counts.deadLetters) dead letters"]
+        var lines = [
+            "",
+            "summary: \(events) events in \(String(format: "%.1f", seconds)) s → \(outcomes) outcomes, "
+                + "\(counts.deadLetters) dead letters",
+        ]
         for status in ["delivered", "rejected", "failed", "skipped"] {
-            lines.append("  \(status.padding(toLength: 10, withPad: " ", startingAt: 0)) \(counts.byStatus[status, default: 0])")
+            lines.append(
+                "  \(status.padding(toLength: 10, withPad: " ", startingAt: 0)) \(counts.byStatus[status, default: 0])")
         }
         let reasons = counts.byReason.sorted { $0.value > $1.value }.map { "\($0.key) \($0.value)" }
         if !reasons.isEmpty { lines.append("  reasons: " + reasons.joined(separator: ", ")) }
-        lines.append("  \(counts.retried) outcomes needed retries; the simulator saw \(simulator.requests) requests "
-            + "on \(simulator.connectionsAccepted) connections")
+        lines.append(
+            "  \(counts.retried) outcomes needed retries; the simulator saw \(simulator.requests) requests "
+                + "on \(simulator.connectionsAccepted) connections")
         return lines.joined(separator: "\n")
     }
 }
@@ -204,7 +215,8 @@ struct OutcomePrinter: PipelineObserver {
             if outcome.attempts.count > 1 { counts.retried += 1 }
         }
         let token = String(outcome.deviceToken.prefix(8)) + "…"
-        var line = outcome.status.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)
+        var line =
+            outcome.status.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)
             + outcome.eventID.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + token
             + " " + outcome.environment.padding(toLength: 10, withPad: " ", startingAt: 0)
             + " rule=" + (outcome.ruleID ?? "-")
@@ -216,6 +228,8 @@ struct OutcomePrinter: PipelineObserver {
 
     func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {
         summary.counts.withLock { $0.deadLetters += 1 }
-        print("dead-letter offset \(record.offset) of \(record.topic)[\(record.partition)]: \(errorClass): \(message.prefix(80))")
+        print(
+            "dead-letter offset \(record.offset) of \(record.topic)[\(record.partition)]: \(errorClass): \(message.prefix(80))"
+        )
     }
 }

@@ -1,6 +1,7 @@
 // `apns-worker bench pipeline`: end to end on one machine — mock cluster → worker → simulator →
 // outcomes acknowledged. Phase 1 drains a pre-filled backlog for throughput and CPU; phase 2 feeds
 // events at half that rate for the event-to-outcome latency a live stream sees.
+
 import APNs
 import APNsSimulator
 import Foundation
@@ -39,8 +40,9 @@ public enum PipelineBenchmark {
                 keepsAcceptedNotifications: false)
             defer { stack.simulator.stop() }
             var generator = stack.generator
-            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(
-                client: KafkaConfiguration(bootstrapServers: stack.cluster.bootstrapServers)))
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(
+                    client: KafkaConfiguration(bootstrapServers: stack.cluster.bootstrapServers)))
 
             print("bench pipeline: pre-filling \(options.events) events into push.requests")
             for sequence in 0..<options.events {
@@ -51,7 +53,8 @@ public enum PipelineBenchmark {
 
             let latencies = LatencyRecorder()
             let runtime = try WorkerRuntime(
-                configuration: stack.configuration, rules: stack.rules, metrics: WorkerMetrics(), readiness: Readiness(),
+                configuration: stack.configuration, rules: stack.rules, metrics: WorkerMetrics(),
+                readiness: Readiness(),
                 logger: Logger(writer: writer), observer: latencies, preloadedCredentials: stack.credentials)
             try await runtime.start()
             // The clock starts at the first record, not while the consumer joins its group.
@@ -65,17 +68,27 @@ public enum PipelineBenchmark {
             let parts = ThreadCPU.byPart().subtracting(partsBefore)
             let notifications = stack.simulator.stats.requests
             let rate = Double(options.events) / elapsed
-            print(String(format: "phase 1 (backlog): %d events, %d notifications in %.2f s: %.0f events/s, %.0f notifications/s",
-                         options.events, notifications, elapsed, rate, Double(notifications) / elapsed))
-            print(String(format: "  CPU %.2f s = %.1f µs per notification (the whole process: worker, simulator and mock Kafka)",
-                         cpu, cpu * 1e6 / Double(max(1, notifications))))
+            print(
+                String(
+                    format:
+                        "phase 1 (backlog): %d events, %d notifications in %.2f s: %.0f events/s, %.0f notifications/s",
+                    options.events, notifications, elapsed, rate, Double(notifications) / elapsed))
+            print(
+                String(
+                    format:
+                        "  CPU %.2f s = %.1f µs per notification (the whole process: worker, simulator and mock Kafka)",
+                    cpu, cpu * 1e6 / Double(max(1, notifications))))
             let perNotification = { (seconds: Double) in seconds * 1e6 / Double(max(1, notifications)) }
-            print(String(format: "  by part, µs per notification: worker %.1f, APNs simulator %.1f, mock Kafka brokers %.1f",
-                         perNotification(parts.worker), perNotification(parts.simulator),
-                         perNotification(parts.mockKafka)))
-            print(String(format: "  the worker's part by thread: event loops %.1f, Kafka clients %.1f, other %.1f",
-                         perNotification(parts.eventLoops), perNotification(parts.kafkaClients),
-                         perNotification(parts.worker - parts.eventLoops - parts.kafkaClients)))
+            print(
+                String(
+                    format: "  by part, µs per notification: worker %.1f, APNs simulator %.1f, mock Kafka brokers %.1f",
+                    perNotification(parts.worker), perNotification(parts.simulator),
+                    perNotification(parts.mockKafka)))
+            print(
+                String(
+                    format: "  the worker's part by thread: event loops %.1f, Kafka clients %.1f, other %.1f",
+                    perNotification(parts.eventLoops), perNotification(parts.kafkaClients),
+                    perNotification(parts.worker - parts.eventLoops - parts.kafkaClients)))
 
             // Phase 2: a live stream at half the measured rate; occurred_at is the moment of producing.
             latencies.reset()
@@ -89,8 +102,9 @@ public enum PipelineBenchmark {
                 let elapsed = (ContinuousClock.now - phaseStart) / .seconds(1)
                 let due = min(count, Int(elapsed * pace) + 1)
                 while produced < due {
-                    let (key, value) = generator.event(sequence: options.events + produced,
-                                                       occurredAt: Date().timeIntervalSince1970)
+                    let (key, value) = generator.event(
+                        sequence: options.events + produced,
+                        occurredAt: Date().timeIntervalSince1970)
                     try await producer.send(topic: "push.requests", key: key, value: value, onDelivery: { _ in })
                     produced += 1
                 }
@@ -99,9 +113,12 @@ public enum PipelineBenchmark {
             try await producer.flush(timeout: .seconds(30))
             try await waitUntilFinished(options.events + count, runtime.pipeline)
             let (p50, p99) = latencies.percentiles()
-            print(String(format: "phase 2 (live, %.0f events/s for %.0f s): event → outcome p50 %.1f ms, p99 %.1f ms",
-                         pace, options.latencySeconds, p50 * 1000, p99 * 1000))
-            print(String(format: "peak RSS %.0f MB (max_in_flight_records %d)", peakRSSMegabytes(), options.maxInFlight))
+            print(
+                String(
+                    format: "phase 2 (live, %.0f events/s for %.0f s): event → outcome p50 %.1f ms, p99 %.1f ms",
+                    pace, options.latencySeconds, p50 * 1000, p99 * 1000))
+            print(
+                String(format: "peak RSS %.0f MB (max_in_flight_records %d)", peakRSSMegabytes(), options.maxInFlight))
             await runtime.shutdown(timeout: 5)
             try? await producer.close(timeout: .seconds(2))
             writer.close()
@@ -223,8 +240,9 @@ struct ThreadCPU {
     }
 
     func subtracting(_ earlier: ThreadCPU) -> ThreadCPU {
-        ThreadCPU(worker: worker - earlier.worker, simulator: simulator - earlier.simulator,
-                  mockKafka: mockKafka - earlier.mockKafka, eventLoops: eventLoops - earlier.eventLoops,
-                  kafkaClients: kafkaClients - earlier.kafkaClients)
+        ThreadCPU(
+            worker: worker - earlier.worker, simulator: simulator - earlier.simulator,
+            mockKafka: mockKafka - earlier.mockKafka, eventLoops: eventLoops - earlier.eventLoops,
+            kafkaClients: kafkaClients - earlier.kafkaClients)
     }
 }

@@ -1,4 +1,5 @@
 // The process's own peak memory, for the benches.
+
 import Foundation
 
 public enum ProcessMemory {

@@ -1,6 +1,7 @@
 // Sample events for `apns-worker dev` and `apns-worker bench pipeline`: realistic shapes (chat
 // messages, shipped orders, background refreshes) over a fixed population of devices, some of
 // which the simulator is told are dead, plus the occasional malformed record for the DLQ.
+
 import APNs
 import JSON
 
@@ -19,8 +20,10 @@ public struct SampleEventGenerator: Sendable {
     public let malformedEvery: Int
     private var state: UInt64
 
-    public init(app: String = "com.example.chat", deviceCount: Int = 200, unregisteredEvery: Int = 25,
-                malformedEvery: Int = 50, seed: UInt64 = 0x5EED) {
+    public init(
+        app: String = "com.example.chat", deviceCount: Int = 200, unregisteredEvery: Int = 25,
+        malformedEvery: Int = 50, seed: UInt64 = 0x5EED
+    ) {
         self.app = app
         self.malformedEvery = malformedEvery
         var devices: [Device] = []

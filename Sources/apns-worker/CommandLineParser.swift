@@ -1,5 +1,6 @@
 // The small command-line parser this project needs, in the spirit of swift-argument-parser: each
 // command declares its options beside their help; unknown flags and missing values are errors.
+
 import APNs
 import JSON
 
@@ -66,7 +67,8 @@ struct ParsedArguments {
                 inlineValue = String(argument[argument.index(after: equals)...])
             }
             guard let spec = byName[name] else {
-                let suggestion = Spelling.closest(to: name, among: specs.map(\.name))
+                let suggestion =
+                    Spelling.closest(to: name, among: specs.map(\.name))
                     .map { " (did you mean \($0)?)" } ?? ""
                 throw UsageError(message: "unknown option '\(name)'\(suggestion)")
             }

@@ -1,5 +1,6 @@
 // Which malloc serves this process. The executable links jemalloc (see Package.swift) so that it replaces
 // glibc's; benchmarks print the answer beside their figures, since the allocator moves them.
+
 import CJemalloc
 
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 // apns-worker's entry point: finds the subcommand and runs it.
+
 import Foundation
 import Worker
 
@@ -8,8 +9,10 @@ func printTopLevelHelp() {
         let pad = max(1, 26 - command.name.count)
         lines.append("  " + command.name + String(repeating: " ", count: pad) + command.summary)
     }
-    lines += ["", "Run 'apns-worker <command> --help' for a command's options.",
-              "'apns-worker --version' prints the version."]
+    lines += [
+        "", "Run 'apns-worker <command> --help' for a command's options.",
+        "'apns-worker --version' prints the version.",
+    ]
     print(lines.joined(separator: "\n"))
 }
 

@@ -1,8 +1,9 @@
 // Fault decisions: scripts for the Nth request or stream, rates, GOAWAY after N streams, latency.
+
+import Platform
 import Testing
 
 @testable import APNsSimulator
-import Platform
 
 @Suite struct FaultInjectorTests {
     func decisions(_ faults: SimulatorFaults, streams: ClosedRange<Int>, seed: UInt64 = 7) -> [FaultDecision] {
@@ -31,8 +32,9 @@ import Platform
         ]
         let result = decisions(faults, streams: 1...9)
         #expect(result[0] == FaultDecision())
-        #expect(result[1].outcome
-            == .fail(InjectedFailure(status: 503, reason: "ServiceUnavailable", retryAfterSeconds: 3)))
+        #expect(
+            result[1].outcome
+                == .fail(InjectedFailure(status: 503, reason: "ServiceUnavailable", retryAfterSeconds: 3)))
         #expect(result[2].outcome == .stall)
         #expect(result[3].outcome == .dropConnection)
         #expect(result[4].outcome == .goAwayBeforeThisStream)

@@ -1,9 +1,10 @@
 // The simulator's value-free payload check must agree with the APNs module's JSON parser.
+
 import APNs
+import JSON
 import Testing
 
 @testable import APNsSimulator
-import JSON
 
 /// The shape as the full parser sees it.
 func shapeByFullParse(_ text: String) -> PayloadShape {

@@ -1,4 +1,5 @@
 // The simulator's request checks, one rule at a time, against Apple's status and reason.
+
 import APNs
 import Testing
 
@@ -17,10 +18,13 @@ func alertRequest(
         body: Array(body.utf8))
 }
 
-func makeValidator(devices: DeviceStates = DeviceStates(), allowedBundles: Set<String> = [],
-                   authentication: RequestValidator.Authentication = .none) -> RequestValidator {
-    RequestValidator(authentication: authentication, devices: devices, allowedBundles: allowedBundles,
-                     startMilliseconds: 1_700_000_000_000)
+func makeValidator(
+    devices: DeviceStates = DeviceStates(), allowedBundles: Set<String> = [],
+    authentication: RequestValidator.Authentication = .none
+) -> RequestValidator {
+    RequestValidator(
+        authentication: authentication, devices: devices, allowedBundles: allowedBundles,
+        startMilliseconds: 1_700_000_000_000)
 }
 
 func verdict(_ request: IncomingRequest, _ validator: RequestValidator = makeValidator()) -> ValidationVerdict {
@@ -74,8 +78,9 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
 
     @Test func pushTypeMustBeOneApnsKnows() {
         #expect(reason(alertRequest(headers: [("apns-topic", "com.example.app")])) == "InvalidPushType")
-        #expect(reason(alertRequest(headers: [("apns-push-type", "banner"), ("apns-topic", "com.example.app")]))
-            == "InvalidPushType")
+        #expect(
+            reason(alertRequest(headers: [("apns-push-type", "banner"), ("apns-topic", "com.example.app")]))
+                == "InvalidPushType")
     }
 
     @Test func topicIsRequiredAndMustCarryThePushTypesSuffix() {
@@ -97,9 +102,10 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
 
     @Test func priorityMustBeAllowedForThePushType() {
         func withPriority(_ type: String, _ topic: String, _ priority: String) -> String? {
-            reason(alertRequest(
-                headers: [("apns-push-type", type), ("apns-topic", topic), ("apns-priority", priority)],
-                body: #"{"aps":{"content-available":1}}"#))
+            reason(
+                alertRequest(
+                    headers: [("apns-push-type", type), ("apns-topic", topic), ("apns-priority", priority)],
+                    body: #"{"aps":{"content-available":1}}"#))
         }
         #expect(withPriority("alert", "com.example.app", "10") == nil)
         #expect(withPriority("alert", "com.example.app", "5") == nil)
@@ -112,9 +118,10 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
 
     @Test func expirationMustBeWholeSeconds() {
         func withExpiration(_ value: String) -> String? {
-            reason(alertRequest(headers: [
-                ("apns-push-type", "alert"), ("apns-topic", "com.example.app"), ("apns-expiration", value),
-            ]))
+            reason(
+                alertRequest(headers: [
+                    ("apns-push-type", "alert"), ("apns-topic", "com.example.app"), ("apns-expiration", value),
+                ]))
         }
         #expect(withExpiration("0") == nil)
         #expect(withExpiration("1900000000") == nil)
@@ -125,9 +132,10 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
 
     @Test func collapseIdIsAtMost64Bytes() {
         func withCollapseID(_ value: String) -> String? {
-            reason(alertRequest(headers: [
-                ("apns-push-type", "alert"), ("apns-topic", "com.example.app"), ("apns-collapse-id", value),
-            ]))
+            reason(
+                alertRequest(headers: [
+                    ("apns-push-type", "alert"), ("apns-topic", "com.example.app"), ("apns-collapse-id", value),
+                ]))
         }
         #expect(withCollapseID(String(repeating: "c", count: 64)) == nil)
         #expect(withCollapseID(String(repeating: "c", count: 65)) == "BadCollapseId")
@@ -148,8 +156,10 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
         }
         #expect(accepted.apnsID == id)
         // A rejection for another reason still carries the client's valid id.
-        let rejected = verdict(alertRequest(
-            method: "GET", headers: [("apns-push-type", "alert"), ("apns-topic", "com.example.app"), ("apns-id", id)]))
+        let rejected = verdict(
+            alertRequest(
+                method: "GET",
+                headers: [("apns-push-type", "alert"), ("apns-topic", "com.example.app"), ("apns-id", id)]))
         #expect(rejected == .rejected(.methodNotAllowed, apnsID: id, timestamp: nil))
     }
 
@@ -174,8 +184,9 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
         #expect(reason(alertRequest(body: #"{"data":1}"#)) == "BadPayload")
         #expect(reason(alertRequest(body: #"{"aps":"hi"}"#)) == "BadPayload")
         // Push types whose payload goes to the app as is need no aps.
-        let voip = alertRequest(headers: [("apns-push-type", "voip"), ("apns-topic", "com.example.app.voip")],
-                                body: #"{"call":"c1"}"#)
+        let voip = alertRequest(
+            headers: [("apns-push-type", "voip"), ("apns-topic", "com.example.app.voip")],
+            body: #"{"call":"c1"}"#)
         #expect(reason(voip) == nil)
     }
 
@@ -190,10 +201,12 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
         devices.bundleByToken = [otherApp: "com.example.other"]
         let validator = makeValidator(devices: devices)
 
-        #expect(verdict(alertRequest(path: "/3/device/" + unregistered), validator)
-            == .rejected(.unregistered, apnsID: nil, timestamp: 1_700_000_000_000))
-        #expect(verdict(alertRequest(path: "/3/device/" + unregisteredSince), validator)
-            == .rejected(.unregistered, apnsID: nil, timestamp: 1_650_000_000_123))
+        #expect(
+            verdict(alertRequest(path: "/3/device/" + unregistered), validator)
+                == .rejected(.unregistered, apnsID: nil, timestamp: 1_700_000_000_000))
+        #expect(
+            verdict(alertRequest(path: "/3/device/" + unregisteredSince), validator)
+                == .rejected(.unregistered, apnsID: nil, timestamp: 1_650_000_000_123))
         #expect(reason(alertRequest(path: "/3/device/" + bad), validator) == "BadDeviceToken")
         #expect(reason(alertRequest(path: "/3/device/" + otherApp), validator) == "DeviceTokenNotForTopic")
         let toItsOwnApp = alertRequest(
@@ -207,7 +220,8 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
         devices.unregisteredRate = 0.25
         devices.badTokenRate = 0.10
         let validator = makeValidator(devices: devices)
-        var unregistered = 0, bad = 0
+        var unregistered = 0
+        var bad = 0
         var firstAnswers: [String?] = []
         for index in 0..<2000 {
             let token = String(repeating: "0", count: 56) + String(format8Hex: UInt32(index))

@@ -1,9 +1,10 @@
 // The configuration file format: every section read, and errors that name the key and the fix.
+
 import APNs
+import JSON
 import Testing
 
 @testable import APNsSimulator
-import JSON
 
 @Suite struct SimulatorConfigurationTests {
     func configuration(_ json: String) throws -> SimulatorConfiguration {
@@ -24,7 +25,8 @@ import JSON
     @Test func readsEverySection() throws {
         let token = String(repeating: "ab", count: 32)
         let other = String(repeating: "cd", count: 32)
-        let config = try configuration("""
+        let config = try configuration(
+            """
             {"host": "127.0.0.1", "port": 0, "environment": "production",
              "tls": {"hosts": ["localhost", "::1"]}, "caOut": "/tmp/x-ca.pem",
              "allowedBundles": ["com.example.app"],
@@ -53,18 +55,20 @@ import JSON
         #expect(config.faults.failureRate == 0.1)
         #expect(config.faults.failure == .tooManyRequests(retryAfterSeconds: 7))
         #expect(config.faults.stallRate == 0.01 && config.faults.dropConnectionRate == 0.02)
-        #expect(config.faults.latency
-            == LatencyDistribution(fixedMilliseconds: 5, jitter: .exponential(meanMilliseconds: 2)))
+        #expect(
+            config.faults.latency
+                == LatencyDistribution(fixedMilliseconds: 5, jitter: .exponential(meanMilliseconds: 2)))
         #expect(config.faults.goAwayAfterStreams == 100)
         #expect(config.faults.maxConcurrentStreams == 8)
-        #expect(config.faults.script == [
-            ScriptedFault(.request(3), .fail(.internalServerError())),
-            ScriptedFault(.stream(5), .goAway(processThisStream: false)),
-            ScriptedFault(.stream(6), .delay(milliseconds: 40)),
-            ScriptedFault(.request(9), .setMaxConcurrentStreams(1)),
-            ScriptedFault(.request(10), .stall),
-            ScriptedFault(.request(11), .dropConnection),
-        ])
+        #expect(
+            config.faults.script == [
+                ScriptedFault(.request(3), .fail(.internalServerError())),
+                ScriptedFault(.stream(5), .goAway(processThisStream: false)),
+                ScriptedFault(.stream(6), .delay(milliseconds: 40)),
+                ScriptedFault(.request(9), .setMaxConcurrentStreams(1)),
+                ScriptedFault(.request(10), .stall),
+                ScriptedFault(.request(11), .dropConnection),
+            ])
         #expect(config.acceptedCapacity == 50 && config.seed == 99)
     }
 
@@ -81,10 +85,12 @@ import JSON
         #expect(configurationError(#"{"devices": {"bad": ["xyz"]}}"#)?.contains("devices.bad[0]") == true)
         #expect(configurationError(#"{"auth": {"mode": "token"}}"#)?.contains("auth.keys") == true)
         #expect(configurationError(#"{"auth": {"mode": "oauth"}}"#)?.contains("token, certificate or none") == true)
-        #expect(configurationError(#"{"faults": {"script": [{"action": "stall"}]}}"#)?
-            .contains("faults.script[0]") == true)
-        #expect(configurationError(#"{"faults": {"script": [{"request": 1, "action": "explode"}]}}"#)?
-            .contains("action") == true)
+        #expect(
+            configurationError(#"{"faults": {"script": [{"action": "stall"}]}}"#)?
+                .contains("faults.script[0]") == true)
+        #expect(
+            configurationError(#"{"faults": {"script": [{"request": 1, "action": "explode"}]}}"#)?
+                .contains("action") == true)
         #expect(configurationError(#"{"tls": {"certFile": "a.pem"}}"#)?.contains("certFile and keyFile") == true)
         #expect(configurationError(#"[]"#)?.contains("must be a JSON object") == true)
     }
@@ -93,14 +99,22 @@ import JSON
         let key = try ProviderTokenKey.generate(keyID: "KEYAAAAAAA", teamID: "TEAM000001")
         var object = JSONObject()
         object.appendUnchecked("mode", "token")
-        object.appendUnchecked("keys", .array([.object([
-            "keyId": "KEYAAAAAAA", "publicKey": .string(key.publicKeyPEM), "teamId": "TEAM000001",
-        ])]))
+        object.appendUnchecked(
+            "keys",
+            .array([
+                .object([
+                    "keyId": "KEYAAAAAAA", "publicKey": .string(key.publicKeyPEM), "teamId": "TEAM000001",
+                ])
+            ]))
         object.appendUnchecked("minUpdateIntervalSeconds", 0)
         let config = try SimulatorConfiguration(json: .object(["auth": .object(object)]))
-        #expect(config.authentication == .providerToken(
-            keys: [SimulatorProviderKey(keyID: "KEYAAAAAAA", publicKeyPEM: key.publicKeyPEM, teamID: "TEAM000001")],
-            maximumAgeSeconds: 3600, minimumUpdateIntervalSeconds: 0))
+        #expect(
+            config.authentication
+                == .providerToken(
+                    keys: [
+                        SimulatorProviderKey(keyID: "KEYAAAAAAA", publicKeyPEM: key.publicKeyPEM, teamID: "TEAM000001")
+                    ],
+                    maximumAgeSeconds: 3600, minimumUpdateIntervalSeconds: 0))
     }
 
     @Test func aMissingConfigurationFileIsNamed() {

@@ -1,18 +1,23 @@
 // The engine's plan for a complete request: faults before validation, what gets recorded (never the
 // provider token), and what gets counted.
+
 import APNs
 import Testing
 
 @testable import APNsSimulator
 
 @Suite struct SimulatorEngineTests {
-    func engine(_ configure: (inout SimulatorConfiguration) -> Void = { _ in },
-                authentication: RequestValidator.Authentication = .none) -> SimulatorEngine {
+    func engine(
+        _ configure: (inout SimulatorConfiguration) -> Void = { _ in },
+        authentication: RequestValidator.Authentication = .none
+    ) -> SimulatorEngine {
         var configuration = SimulatorConfiguration()
         configure(&configuration)
-        return SimulatorEngine(configuration: configuration, validator: RequestValidator(
-            authentication: authentication, devices: configuration.devices,
-            allowedBundles: configuration.allowedBundles, startMilliseconds: 0))
+        return SimulatorEngine(
+            configuration: configuration,
+            validator: RequestValidator(
+                authentication: authentication, devices: configuration.devices,
+                allowedBundles: configuration.allowedBundles, startMilliseconds: 0))
     }
 
     func context(_ id: Int = 1) -> ConnectionContext { ConnectionContext(id: id, random: SimulatorRandom(seed: 5)) }
@@ -114,7 +119,10 @@ import Testing
         var connection = context()
         for stream in [1, 3, 5] {
             let plan = engine.plan(alertRequest(), streamID: Int32(stream), context: &connection)
-            guard case .respond(let response) = plan.answer else { Issue.record("no answer"); continue }
+            guard case .respond(let response) = plan.answer else {
+                Issue.record("no answer")
+                continue
+            }
             #expect(response.status == 200)
         }
         #expect(engine.accepted.isEmpty)

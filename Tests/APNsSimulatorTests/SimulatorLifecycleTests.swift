@@ -1,6 +1,7 @@
 // Starting and stopping: ports, the CA file, the generated certificate, and stop() closing idle and
 // half-open connections and joining every thread, many times in one process. (Wire behaviour is tested
 // from Python in Tests/System/test_simulator.py.)
+
 import APNs
 import COpenSSL
 import TestSupport

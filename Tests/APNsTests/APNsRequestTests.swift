@@ -1,7 +1,8 @@
 // The request as it goes on the wire: headers, path and body for each kind of credential, and what its
 // description hides.
-import Testing
+
 import APNs
+import Testing
 
 @Suite struct WireRenderingTests {
     @Test func tokenAuthRequestRendersExactlyWhatGoesOnTheWire() throws {
@@ -14,15 +15,16 @@ import APNs
         #expect(wire.authority == "api.sandbox.push.apple.com")
         #expect(wire.path == "/3/device/" + Sample.tokenHex)
         #expect(wire.url == "https://api.sandbox.push.apple.com/3/device/" + Sample.tokenHex)
-        #expect(wire.headers == [
-            APNsHeaderField("authorization", "bearer eyJhbGciOiJFUzI1NiJ9.e30.sig"),
-            APNsHeaderField("apns-push-type", "alert"),
-            APNsHeaderField("apns-topic", "com.example.app"),
-            APNsHeaderField("apns-priority", "5"),
-            APNsHeaderField("apns-expiration", "1764417600"),
-            APNsHeaderField("apns-collapse-id", "evt-9f2"),
-            APNsHeaderField("apns-id", "123e4567-e89b-42d3-a456-426614174000"),
-        ])
+        #expect(
+            wire.headers == [
+                APNsHeaderField("authorization", "bearer eyJhbGciOiJFUzI1NiJ9.e30.sig"),
+                APNsHeaderField("apns-push-type", "alert"),
+                APNsHeaderField("apns-topic", "com.example.app"),
+                APNsHeaderField("apns-priority", "5"),
+                APNsHeaderField("apns-expiration", "1764417600"),
+                APNsHeaderField("apns-collapse-id", "evt-9f2"),
+                APNsHeaderField("apns-id", "123e4567-e89b-42d3-a456-426614174000"),
+            ])
         #expect(wire.body == Array(#"{"aps":{"alert":"Bonjour é"},"k":1}"#.utf8))
     }
 
@@ -59,10 +61,11 @@ import APNs
                 .validatedWire(authorization: nil)
             Issue.record("an invalid request rendered")
         } catch {
-            #expect(Sample.summary(error.problems) == [
-                "priorityNotAllowed@apns-priority", "payloadKeyNotAllowed@payload.aps.alert",
-                "payloadMissingKey@payload.aps.content-available",
-            ])
+            #expect(
+                Sample.summary(error.problems) == [
+                    "priorityNotAllowed@apns-priority", "payloadKeyNotAllowed@payload.aps.alert",
+                    "payloadMissingKey@payload.aps.content-available",
+                ])
         }
     }
 }
@@ -98,8 +101,9 @@ import APNs
         var pushType = valid
         pushType.pushType = .voip
         #expect(Sample.summary(pushType.validate()).contains("topicSuffixMismatch@apns-topic"))
-        var background = Sample.request(pushType: .background, priority: .considerPower,
-                                        payload: ["aps": ["content-available": 1]])
+        var background = Sample.request(
+            pushType: .background, priority: .considerPower,
+            payload: ["aps": ["content-available": 1]])
         #expect(background.validateRemembering().isEmpty)
         background.priority = .immediately
         #expect(Sample.summary(background.validate()) == ["priorityNotAllowed@apns-priority"])
@@ -122,17 +126,21 @@ import APNs
             pushType: .background, topic: "com.example.app.voip", priority: .immediately, expiration: .at(-3),
             payload: ["aps": ["alert": "x", "custom": 1]])
         let problems = request.validate()
-        #expect(Sample.summary(problems) == [
-            "topicSuffixMismatch@apns-topic", "priorityNotAllowed@apns-priority", "expirationInvalid@apns-expiration",
-            "payloadUnknownAPSKey@payload.aps.custom", "payloadKeyNotAllowed@payload.aps.alert",
-            "payloadMissingKey@payload.aps.content-available",
-        ])
+        #expect(
+            Sample.summary(problems) == [
+                "topicSuffixMismatch@apns-topic", "priorityNotAllowed@apns-priority",
+                "expirationInvalid@apns-expiration",
+                "payloadUnknownAPSKey@payload.aps.custom", "payloadKeyNotAllowed@payload.aps.alert",
+                "payloadMissingKey@payload.aps.content-available",
+            ])
         for problem in problems { #expect(!problem.message.isEmpty) }
     }
 
     @Test func topicMustCarryThePushTypesSuffix() {
-        let problems = Sample.request(pushType: .liveactivity, topic: "com.example.app",
-                                      payload: validPayload(for: .liveactivity)).validate()
+        let problems = Sample.request(
+            pushType: .liveactivity, topic: "com.example.app",
+            payload: validPayload(for: .liveactivity)
+        ).validate()
         #expect(Sample.summary(problems) == ["topicSuffixMismatch@apns-topic"])
         #expect(problems[0].message.contains("use 'com.example.app.push-type.liveactivity'"))
     }
@@ -187,17 +195,20 @@ import APNs
     }
 
     @Test func defaultsAreProductionAlertDefaultPriorityAndAFreshID() throws {
-        let first = try APNsRequest.parse(deviceToken: Sample.tokenHex, bundleOrTopic: "com.example.app",
-                                          payload: ["aps": ["alert": "x"]])
-        let second = try APNsRequest.parse(deviceToken: Sample.tokenHex, bundleOrTopic: "com.example.app",
-                                           payload: ["aps": ["alert": "x"]])
+        let first = try APNsRequest.parse(
+            deviceToken: Sample.tokenHex, bundleOrTopic: "com.example.app",
+            payload: ["aps": ["alert": "x"]])
+        let second = try APNsRequest.parse(
+            deviceToken: Sample.tokenHex, bundleOrTopic: "com.example.app",
+            payload: ["aps": ["alert": "x"]])
         #expect(first.environment == .production)
         #expect(first.pushType == .alert)
         #expect(first.priority == .immediately)
         #expect(first.expiration == .none)
         #expect(first.apnsID != second.apnsID)
-        let background = try APNsRequest.parse(deviceToken: Sample.tokenHex, bundleOrTopic: "com.example.app",
-                                               pushType: "background", payload: ["aps": ["content-available": 1]])
+        let background = try APNsRequest.parse(
+            deviceToken: Sample.tokenHex, bundleOrTopic: "com.example.app",
+            pushType: "background", payload: ["aps": ["content-available": 1]])
         #expect(background.priority == .considerPower)
     }
 
@@ -209,31 +220,35 @@ import APNs
                 payloadJSON: Array(#"{"aps":{"alert":"x"},}"#.utf8))
             Issue.record("an invalid request was built")
         } catch {
-            #expect(Sample.summary(error.problems) == [
-                "deviceTokenOddLength@device-token", "environmentUnknown@environment",
-                "priorityInvalid@apns-priority", "expirationInvalid@apns-expiration",
-                "collapseIDTooLong@apns-collapse-id", "apnsIDInvalid@apns-id", "payloadInvalidJSON@payload",
-            ])
+            #expect(
+                Sample.summary(error.problems) == [
+                    "deviceTokenOddLength@device-token", "environmentUnknown@environment",
+                    "priorityInvalid@apns-priority", "expirationInvalid@apns-expiration",
+                    "collapseIDTooLong@apns-collapse-id", "apnsIDInvalid@apns-id", "payloadInvalidJSON@payload",
+                ])
             #expect(error.problems.last?.message.contains("line 1, column") == true)
         }
     }
 
     @Test func crossFieldChecksStillRunWhenATokenIsBad() {
         do {
-            _ = try APNsRequest.parse(deviceToken: "", bundleOrTopic: "com.example.app", pushType: "background",
-                                      priority: "10", payload: ["aps": ["content-available": 1]])
+            _ = try APNsRequest.parse(
+                deviceToken: "", bundleOrTopic: "com.example.app", pushType: "background",
+                priority: "10", payload: ["aps": ["content-available": 1]])
             Issue.record("an invalid request was built")
         } catch {
-            #expect(Sample.summary(error.problems) == [
-                "deviceTokenEmpty@device-token", "priorityNotAllowed@apns-priority",
-            ])
+            #expect(
+                Sample.summary(error.problems) == [
+                    "deviceTokenEmpty@device-token", "priorityNotAllowed@apns-priority",
+                ])
         }
     }
 
     @Test func anUnknownPushTypeSkipsTheChecksThatDependOnIt() {
         do {
-            _ = try APNsRequest.parse(deviceToken: Sample.tokenHex, bundleOrTopic: "com.example.app",
-                                      pushType: "banner", payload: ["anything": 1])
+            _ = try APNsRequest.parse(
+                deviceToken: Sample.tokenHex, bundleOrTopic: "com.example.app",
+                pushType: "banner", payload: ["anything": 1])
             Issue.record("an invalid request was built")
         } catch {
             #expect(Sample.summary(error.problems) == ["pushTypeUnknown@apns-push-type"])

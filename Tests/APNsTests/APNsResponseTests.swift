@@ -1,8 +1,9 @@
 // Apple's answers: every error reason with its status and class, and responses parsed from status,
 // headers and body.
+
+import APNs
 import Foundation
 import Testing
-import APNs
 
 @Suite struct ErrorReasonTests {
     static let table: [(String, Int, APNsReasonClass)] = [
@@ -74,8 +75,11 @@ import APNs
 
     @Test func onlyMalformedRequestReasonsAreClientBugs() {
         let bugs = APNsErrorReason.allKnown.filter(\.isClientBug).map(\.rawValue)
-        #expect(bugs == ["BadMessageId", "DuplicateHeaders", "MissingDeviceToken", "PayloadEmpty", "BadPath",
-                         "MethodNotAllowed"])
+        #expect(
+            bugs == [
+                "BadMessageId", "DuplicateHeaders", "MissingDeviceToken", "PayloadEmpty", "BadPath",
+                "MethodNotAllowed",
+            ])
     }
 }
 
@@ -83,8 +87,10 @@ import APNs
     @Test func acceptedResponseCarriesTheIDs() {
         let response = APNsResponse(
             status: 200,
-            headers: [APNsHeaderField("apns-id", "123E4567-E89B-42D3-A456-426614174000"),
-                      APNsHeaderField("apns-unique-id", "a8f0c1b2-0000-4000-8000-000000000001")],
+            headers: [
+                APNsHeaderField("apns-id", "123E4567-E89B-42D3-A456-426614174000"),
+                APNsHeaderField("apns-unique-id", "a8f0c1b2-0000-4000-8000-000000000001"),
+            ],
             body: [UInt8]())
         #expect(response.isAccepted)
         #expect(response.apnsID == Sample.apnsID)
@@ -106,7 +112,7 @@ import APNs
 
     @Test func goneResponseCarriesTheTimeTheTokenDied() throws {
         let response = APNsResponse(
-            status: 410, headers: [APNsHeaderField]() ,
+            status: 410, headers: [APNsHeaderField](),
             body: Array(#"{"reason":"Unregistered","timestamp":1764417600123}"#.utf8))
         #expect(response.reason == .unregistered)
         #expect(response.reasonClass == .invalidToken)
@@ -116,8 +122,9 @@ import APNs
     }
 
     @Test func unknownReasonIsKeptAndClassedByStatus() {
-        let response = APNsResponse(status: 503, headers: [APNsHeaderField](),
-                                    body: Array(#"{"reason":"NewThing"}"#.utf8))
+        let response = APNsResponse(
+            status: 503, headers: [APNsHeaderField](),
+            body: Array(#"{"reason":"NewThing"}"#.utf8))
         #expect(response.reason == .unknown("NewThing"))
         #expect(response.reasonClass == .retryWithBackoff)
     }

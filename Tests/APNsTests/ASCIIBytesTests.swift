@@ -1,6 +1,7 @@
 // The byte checks the hot paths share: hex digit values and byte equality.
-import Testing
+
 import APNs
+import Testing
 
 @Suite struct ASCIIBytesTests {
     @Test func hexValueKnowsEveryByte() {

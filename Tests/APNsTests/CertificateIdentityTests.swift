@@ -1,24 +1,28 @@
 // Loading push certificates from PKCS#12 and PEM: what they say (subject, dates, topics,
 // environments, chain) and a distinct message for each common failure; mutual TLS with the identity.
+
 import COpenSSL
 import Foundation
 import Testing
+
 @testable import APNs
 
 @Suite struct CertificateIdentityTests {
     let pki = CertificateTestPKI.shared
 
-    func expectError(_ code: CredentialError.Code, containing fragments: [String],
-                     sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void)
-    {
+    func expectError(
+        _ code: CredentialError.Code, containing fragments: [String],
+        sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void
+    ) {
         do {
             try body()
             Issue.record("expected \(code), but it loaded", sourceLocation: sourceLocation)
         } catch let error as CredentialError {
             #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
             for fragment in fragments {
-                #expect(error.message.contains(fragment), "'\(error.message)' lacks '\(fragment)'",
-                        sourceLocation: sourceLocation)
+                #expect(
+                    error.message.contains(fragment), "'\(error.message)' lacks '\(fragment)'",
+                    sourceLocation: sourceLocation)
             }
             #expect(!error.message.contains(CertificateTestPKI.p12Password), sourceLocation: sourceLocation)
             #expect(!error.message.contains(CertificateTestPKI.pemKeyPassword), sourceLocation: sourceLocation)
@@ -37,8 +41,9 @@ import Testing
 
     @Test func pkcs12WithChainReportsSubjectTopicsEnvironmentsAndDates() throws {
         let identity = try p12("push.p12")
-        #expect(identity.subject
-            == "UID=com.example.app, CN=Apple Push Services: com.example.app, OU=TEAM123456, O=Example, C=US")
+        #expect(
+            identity.subject
+                == "UID=com.example.app, CN=Apple Push Services: com.example.app, OU=TEAM123456, O=Example, C=US")
         #expect(identity.commonName == "Apple Push Services: com.example.app")
         #expect(identity.issuer == "CN=Test Worldwide Developer Relations CA")
         #expect(identity.topics == CertificateTestPKI.topics)
@@ -62,8 +67,9 @@ import Testing
     }
 
     @Test func pemCertificateWithSeparateKeyLoads() throws {
-        let identity = try CertificateIdentity(certificateFile: pki.path("leaf-and-chain.pem"),
-                                               keyFile: pki.path("leaf.key"))
+        let identity = try CertificateIdentity(
+            certificateFile: pki.path("leaf-and-chain.pem"),
+            keyFile: pki.path("leaf.key"))
         #expect(identity.topics == CertificateTestPKI.topics)
         #expect(identity.chainCount == 1 && identity.warnings.isEmpty)
     }
@@ -75,31 +81,35 @@ import Testing
     }
 
     @Test func encryptedPEMKeyLoadsWithItsPassword() throws {
-        let identity = try CertificateIdentity(certificateFile: pki.path("leaf.pem"),
-                                               keyFile: pki.path("leaf-encrypted.key"),
-                                               password: CertificateTestPKI.pemKeyPassword)
+        let identity = try CertificateIdentity(
+            certificateFile: pki.path("leaf.pem"),
+            keyFile: pki.path("leaf-encrypted.key"),
+            password: CertificateTestPKI.pemKeyPassword)
         #expect(identity.commonName == "Apple Push Services: com.example.app")
     }
 
     @Test func certificateFileIsToldApartByContent() throws {
         // The same entry point takes PKCS#12 and PEM.
-        let fromP12 = try CertificateIdentity(certificateFile: pki.path("push.p12"),
-                                              password: CertificateTestPKI.p12Password)
+        let fromP12 = try CertificateIdentity(
+            certificateFile: pki.path("push.p12"),
+            password: CertificateTestPKI.p12Password)
         let fromPEM = try CertificateIdentity(certificateFile: pki.path("combined.pem"))
         #expect(fromP12.subject == fromPEM.subject)
     }
 
     @Test func withoutTopicsExtensionTheSubjectUIDIsTheTopic() throws {
-        let identity = try CertificateIdentity(certificateFile: pki.path("uidonly.pem"),
-                                               keyFile: pki.path("uidonly.key"))
+        let identity = try CertificateIdentity(
+            certificateFile: pki.path("uidonly.pem"),
+            keyFile: pki.path("uidonly.key"))
         #expect(identity.topics == ["com.example.uidonly"])
         #expect(identity.environments == .sandbox)
         #expect(identity.warnings.count == 1)  // no intermediate in this PEM
     }
 
     @Test func malformedTopicsExtensionFallsBackToUIDWithAWarning() throws {
-        let identity = try CertificateIdentity(certificateFile: pki.path("badtopics.pem"),
-                                               keyFile: pki.path("badtopics.key"))
+        let identity = try CertificateIdentity(
+            certificateFile: pki.path("badtopics.pem"),
+            keyFile: pki.path("badtopics.key"))
         #expect(identity.topics == ["com.example.fallback"])
         #expect(identity.environments.isEmpty)
         #expect(identity.warnings.contains { $0.contains("topics extension") && $0.contains("malformed") })
@@ -147,8 +157,10 @@ import Testing
     }
 
     @Test func derCertificateRenamedToP12SaysItIsACer() {
-        expectError(.certificateInsteadOfPKCS12,
-                    containing: ["DER certificate (.cer)", "Apple Push Services: com.example.app", "no private key"]) {
+        expectError(
+            .certificateInsteadOfPKCS12,
+            containing: ["DER certificate (.cer)", "Apple Push Services: com.example.app", "no private key"]
+        ) {
             _ = try p12("renamed-cer.p12")
         }
         // Also when handed to the content-sniffing entry point.
@@ -206,8 +218,9 @@ import Testing
             _ = try CertificateIdentity(certificateFile: pki.path("leaf.pem"), keyFile: pki.path("leaf-encrypted.key"))
         }
         expectError(.wrongPassword, containing: ["password is wrong"]) {
-            _ = try CertificateIdentity(certificateFile: pki.path("leaf.pem"),
-                                        keyFile: pki.path("leaf-encrypted.key"), password: "wrong")
+            _ = try CertificateIdentity(
+                certificateFile: pki.path("leaf.pem"),
+                keyFile: pki.path("leaf-encrypted.key"), password: "wrong")
         }
     }
 
@@ -241,18 +254,20 @@ import Testing
 
     @Test func topicsParserRejectsMalformedValues() {
         let element = CertificateTestPKI.derElement
-        let tooMany = element(0x30, (0...ApplePushCertificateExtensions.maximumTopics).flatMap { _ in
-            element(0x0C, Array("t".utf8))
-        })
+        let tooMany = element(
+            0x30,
+            (0...ApplePushCertificateExtensions.maximumTopics).flatMap { _ in
+                element(0x0C, Array("t".utf8))
+            })
         let cases: [[UInt8]] = [
             [],
-            element(0x31, element(0x0C, Array("a".utf8))),                   // SET, not SEQUENCE
-            element(0x30, element(0x02, [1])),                               // INTEGER inside
-            element(0x30, element(0x0C, [])),                                // empty topic
-            element(0x30, element(0x0C, [0x61, 0x20, 0x62])),                // space in topic
-            element(0x30, element(0x0C, [0xC3])),                            // invalid UTF-8
-            element(0x30, element(0x0C, Array("a".utf8))) + [0x00],          // trailing byte
-            [0x30, 0x05, 0x0C, 0x09, 0x61],                                  // inner length past the end
+            element(0x31, element(0x0C, Array("a".utf8))),  // SET, not SEQUENCE
+            element(0x30, element(0x02, [1])),  // INTEGER inside
+            element(0x30, element(0x0C, [])),  // empty topic
+            element(0x30, element(0x0C, [0x61, 0x20, 0x62])),  // space in topic
+            element(0x30, element(0x0C, [0xC3])),  // invalid UTF-8
+            element(0x30, element(0x0C, Array("a".utf8))) + [0x00],  // trailing byte
+            [0x30, 0x05, 0x0C, 0x09, 0x61],  // inner length past the end
             tooMany,
         ]
         for value in cases {

@@ -1,11 +1,13 @@
 // The breaker's state machine on its own: when it opens, how waiting pushes are held and let through,
 // what a probe decides, and which outcomes count as faults of the pool.
+
+import HTTP2
+import Platform
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import APNs
-import HTTP2
-import Platform
 
 @Suite("APNs pool circuit breaker")
 struct CircuitBreakerTests {
@@ -144,15 +146,19 @@ struct CircuitBreakerTests {
             return .response(response, retryAfter: nil)
         }
         #expect(verdict(response(200, nil)) == "healthy")
-        for (status, reason) in [(410, "Unregistered"), (400, "BadDeviceToken"), (413, "PayloadTooLarge"),
-                                 (400, "IdleTimeout")] {
+        for (status, reason) in [
+            (410, "Unregistered"), (400, "BadDeviceToken"), (413, "PayloadTooLarge"),
+            (400, "IdleTimeout"),
+        ] {
             #expect(verdict(response(status, reason)) == "healthy", "\(reason) is about the push")
         }
         for (status, reason) in [(503, "ServiceUnavailable"), (500, "InternalServerError"), (429, "TooManyRequests")] {
             #expect(verdict(response(status, reason)) == "fault", "\(reason)")
         }
-        for code in [HTTP2ClientError.Code.connectFailed, .connectTimeout, .tlsHandshakeFailed,
-                     .certificateVerificationFailed, .requestTimeout, .connectionClosed, .streamReset] {
+        for code in [
+            HTTP2ClientError.Code.connectFailed, .connectTimeout, .tlsHandshakeFailed,
+            .certificateVerificationFailed, .requestTimeout, .connectionClosed, .streamReset,
+        ] {
             #expect(verdict(.transportFailure(HTTP2ClientError(code, "x", endpoint: "h:1"))) == "fault", "\(code)")
         }
         for code in [HTTP2ClientError.Code.unprocessed, .poolSaturated, .poolShutDown] {

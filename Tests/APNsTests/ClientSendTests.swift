@@ -1,13 +1,15 @@
 // APNsClient end to end against the APNs simulator: responses parsed, retries with fresh apns-ids,
 // Retry-After, GOAWAY hand-back, token refresh, new connections. The simulator's scripted faults stand
 // in for APNs' failures; its own checks (token signature and age, device states, topics) answer the rest.
+
 import APNsSimulator
 import Foundation
-import Synchronization
-import Testing
-@testable import APNs
 import HTTP2
 import JSON
+import Synchronization
+import Testing
+
+@testable import APNs
 
 @Suite("APNs client against the simulator", .serialized)
 struct ClientSendTests {
@@ -41,8 +43,10 @@ struct ClientSendTests {
         }
     }
 
-    func makeClient(_ simulator: APNsSimulator, signer: ProviderTokenSigner? = nil,
-                    _ adjust: (inout APNsClient.Configuration) -> Void = { _ in }) throws -> APNsClient {
+    func makeClient(
+        _ simulator: APNsSimulator, signer: ProviderTokenSigner? = nil,
+        _ adjust: (inout APNsClient.Configuration) -> Void = { _ in }
+    ) throws -> APNsClient {
         var configuration = APNsClient.Configuration(credential: .token(try signer ?? ProviderTokenSigner(key: key)))
         configuration.endpointOverride = simulator.baseURL
         configuration.trustRoots = .caFile(simulator.caFilePath)
@@ -53,11 +57,13 @@ struct ClientSendTests {
     }
 
     func request(payload: JSONValue = ["aps": ["alert": "hi"]]) throws -> APNsRequest {
-        APNsRequest(deviceToken: try DeviceToken(Self.token), environment: .sandbox, topic: "com.example.app",
+        APNsRequest(
+            deviceToken: try DeviceToken(Self.token), environment: .sandbox, topic: "com.example.app",
             payload: payload)
     }
 
-    static let fastRetries = RetryPolicy(maximumAttempts: 4, maximumTotalTime: .seconds(10),
+    static let fastRetries = RetryPolicy(
+        maximumAttempts: 4, maximumTotalTime: .seconds(10),
         backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(20)))
 
     static var wallClockSeconds: Int64 { Int64(Date().timeIntervalSince1970) }
@@ -184,7 +190,8 @@ struct ClientSendTests {
         let client = try makeClient(simulator, signer: signer)
         let result = await client.send(try request(), policy: Self.fastRetries)
         #expect(result.status == .credentialRefused, "\(result.summary)")
-        #expect(result.attempts.map(\.reason) == ["ExpiredProviderToken", "ExpiredProviderToken"],
+        #expect(
+            result.attempts.map(\.reason) == ["ExpiredProviderToken", "ExpiredProviderToken"],
             "one refresh, then the credential is what is wrong, not the push")
         #expect(result.summary.contains("clock"))
         await client.shutdown()
@@ -219,8 +226,11 @@ struct ClientSendTests {
     @Test func stalledServerExhaustsTheAttemptsAndFails() async throws {
         let simulator = try makeSimulator { $0.faults.stallRate = 1 }
         let client = try makeClient(simulator) { $0.requestTimeout = .milliseconds(200) }
-        let policy = RetryPolicy(maximumAttempts: 2, backoff: ExponentialBackoff(initial: .milliseconds(10),
-            maximum: .milliseconds(10)))
+        let policy = RetryPolicy(
+            maximumAttempts: 2,
+            backoff: ExponentialBackoff(
+                initial: .milliseconds(10),
+                maximum: .milliseconds(10)))
         let result = await client.send(try request(), policy: policy)
         #expect(result.status == .failed)
         #expect(result.attempts.map(\.reason) == ["requestTimeout", "requestTimeout"])

@@ -1,6 +1,8 @@
 // DER <-> raw ECDSA signature conversion and base64url, tested with crafted inputs.
+
 import TestSupport
 import Testing
+
 @testable import APNs
 
 @Suite struct CredentialSignatureEncodingTests {
@@ -8,7 +10,7 @@ import Testing
     static func integer(_ bytes: [UInt8]) -> [UInt8] { [0x02, UInt8(bytes.count)] + bytes }
     static func sequence(_ body: [UInt8]) -> [UInt8] { [0x30, UInt8(body.count)] + body }
 
-    static let r32: [UInt8] = (1...32).map { UInt8($0) }            // top bit clear: no sign byte
+    static let r32: [UInt8] = (1...32).map { UInt8($0) }  // top bit clear: no sign byte
     static let s32: [UInt8] = (1...32).map { UInt8(0xA0 + $0 % 16) }  // top bit set: DER adds 0x00
 
     @Test func convertsFullLengthComponentsAndDropsTheSignByte() throws {
@@ -19,8 +21,8 @@ import Testing
     }
 
     @Test func leftPadsShortComponents() throws {
-        let shortR: [UInt8] = Array(Self.r32.dropFirst(1))       // 31 bytes: r < 2^248
-        let shortS: [UInt8] = [0x05]                            // 1 byte
+        let shortR: [UInt8] = Array(Self.r32.dropFirst(1))  // 31 bytes: r < 2^248
+        let shortS: [UInt8] = [0x05]  // 1 byte
         let raw = try ECDSASignature.raw(fromDER: Self.sequence(Self.integer(shortR) + Self.integer(shortS)))
         #expect(raw.count == 64)
         #expect(raw == [0] + shortR + [UInt8](repeating: 0, count: 31) + [0x05])
@@ -58,18 +60,19 @@ import Testing
         }
     }
 
-    @Test(arguments: [
-        ("trailing byte", sequence(integer([1]) + integer([2])) + [0x00], "after the signature SEQUENCE"),
-        ("not a SEQUENCE", [0x31, 0x06] + integer([1]) + integer([2]), "expected tag 0x30"),
-        ("length beyond the end", [0x30, 0x40] + integer([1]) + integer([2]), "claims 64 bytes"),
-        ("negative r", sequence(integer([0x80]) + integer([2])), "INTEGER r is negative"),
-        ("r too long", sequence(integer([0x01] + [UInt8](repeating: 7, count: 32)) + integer([2])), "33 bytes"),
-        ("missing s", sequence(integer([1])), "INTEGER s missing"),
-        ("empty r", sequence([0x02, 0x00] + integer([2])), "INTEGER r is empty"),
-        ("extra INTEGER", sequence(integer([1]) + integer([2]) + integer([3])), "after INTEGER s"),
-        ("indefinite length", [0x30, 0x80] + integer([1]) + integer([2]), "invalid length encoding"),
-        ("empty input", [], "missing"),
-    ] as [(String, [UInt8], String)])
+    @Test(
+        arguments: [
+            ("trailing byte", sequence(integer([1]) + integer([2])) + [0x00], "after the signature SEQUENCE"),
+            ("not a SEQUENCE", [0x31, 0x06] + integer([1]) + integer([2]), "expected tag 0x30"),
+            ("length beyond the end", [0x30, 0x40] + integer([1]) + integer([2]), "claims 64 bytes"),
+            ("negative r", sequence(integer([0x80]) + integer([2])), "INTEGER r is negative"),
+            ("r too long", sequence(integer([0x01] + [UInt8](repeating: 7, count: 32)) + integer([2])), "33 bytes"),
+            ("missing s", sequence(integer([1])), "INTEGER s missing"),
+            ("empty r", sequence([0x02, 0x00] + integer([2])), "INTEGER r is empty"),
+            ("extra INTEGER", sequence(integer([1]) + integer([2]) + integer([3])), "after INTEGER s"),
+            ("indefinite length", [0x30, 0x80] + integer([1]) + integer([2]), "invalid length encoding"),
+            ("empty input", [], "missing"),
+        ] as [(String, [UInt8], String)])
     func rejectsMalformedDER(name: String, der: [UInt8], expected: String) {
         #expect {
             try ECDSASignature.raw(fromDER: der)
@@ -85,8 +88,10 @@ import Testing
     }
 
     @Test func base64URLMatchesRFC4648VectorsWithoutPadding() {
-        let vectors = [("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"),
-                       ("fooba", "Zm9vYmE"), ("foobar", "Zm9vYmFy")]
+        let vectors = [
+            ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"),
+            ("fooba", "Zm9vYmE"), ("foobar", "Zm9vYmFy"),
+        ]
         for (plain, encoded) in vectors {
             #expect(Base64URL.encode(Array(plain.utf8)) == encoded)
             #expect(Base64URL.decode(encoded) == Array(plain.utf8))

@@ -1,6 +1,7 @@
 // Test fixtures for credentials, made at test time with the openssl command-line tool in a fresh
 // temporary directory: P-256/P-384/RSA keys in the formats people get wrong, and a small PKI (root,
 // intermediate, push-style leaves) for certificate tests.
+
 import Foundation
 import TestSupport
 import Testing
@@ -36,18 +37,26 @@ final class SigningKeyFixtures: Sendable {
 
     init() throws {
         let dir = directory.path
-        try OpenSSLTool.run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", p256],
-                            in: dir)
+        try OpenSSLTool.run(
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", p256],
+            in: dir)
         try OpenSSLTool.run(["pkey", "-in", p256, "-pubout", "-out", p256PublicKey], in: dir)
         try OpenSSLTool.run(["pkey", "-in", p256, "-outform", "DER", "-out", p256DER], in: dir)
         try OpenSSLTool.run(["ec", "-in", p256, "-out", p256SEC1], in: dir)
-        try OpenSSLTool.run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", p384],
-                            in: dir)
+        try OpenSSLTool.run(
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", p384],
+            in: dir)
         try OpenSSLTool.run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", rsa], in: dir)
-        try OpenSSLTool.run(["pkcs8", "-topk8", "-in", p256, "-v2", "aes-256-cbc", "-passout", "pass:\(Self.password)",
-                             "-out", p256Encrypted], in: dir)
-        try OpenSSLTool.run(["ec", "-in", p256, "-aes256", "-passout", "pass:\(Self.password)",
-                             "-out", p256EncryptedSEC1], in: dir)
+        try OpenSSLTool.run(
+            [
+                "pkcs8", "-topk8", "-in", p256, "-v2", "aes-256-cbc", "-passout", "pass:\(Self.password)",
+                "-out", p256Encrypted,
+            ], in: dir)
+        try OpenSSLTool.run(
+            [
+                "ec", "-in", p256, "-aes256", "-passout", "pass:\(Self.password)",
+                "-out", p256EncryptedSEC1,
+            ], in: dir)
         try OpenSSLTool.run(["pkey", "-in", p256, "-pubout", "-out", publicKeyOnly], in: dir)
         directory.write("notes.txt", "This is not a key.\nTeam notes: push certificates live in the vault.\n")
     }

@@ -1,6 +1,7 @@
 // Device tokens: the lengths APNs issues, and errors that say what is wrong with a bad one.
-import Testing
+
 import APNs
+import Testing
 
 @Suite struct DeviceTokenTests {
     @Test(arguments: [

@@ -1,5 +1,6 @@
 // The small header values of a request (expiration, collapse id, apns-id, environment): how they render,
 // parse and refuse bad input.
+
 import APNs
 import TestSupport
 import Testing
@@ -87,7 +88,8 @@ import Testing
     }
 
     @Test func seededGeneratorsRepeatTheirIDs() {
-        var first = SeededGenerator(seed: 7), second = SeededGenerator(seed: 7)
+        var first = SeededGenerator(seed: 7)
+        var second = SeededGenerator(seed: 7)
         #expect(APNsID.random(using: &first) == APNsID.random(using: &second))
         #expect(APNsID.random(using: &first) != APNsID.random(using: &first))
     }

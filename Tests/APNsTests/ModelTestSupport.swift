@@ -1,4 +1,5 @@
 // Shared values for the request-model tests.
+
 import APNs
 import JSON
 
@@ -30,7 +31,8 @@ enum Sample {
         let overhead = #"{"aps":{"alert":""}}"#.utf8.count
         let fillerBytes = String(filler).utf8.count
         let room = byteCount - overhead
-        let text = String(repeating: String(filler), count: room / fillerBytes)
+        let text =
+            String(repeating: String(filler), count: room / fillerBytes)
             + String(repeating: "a", count: room % fillerBytes)
         let payload: JSONValue = ["aps": ["alert": .string(text)]]
         precondition(payload.compactByteCount == byteCount)

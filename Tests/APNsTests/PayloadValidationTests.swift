@@ -1,8 +1,9 @@
 // Payload checks per push type: sizes counted in bytes of the compact form, and the shapes background,
 // Live Activity, widget, MDM and PushKit payloads must have.
-import Testing
+
 import APNs
 import JSON
+import Testing
 
 @Suite struct PayloadSizeTests {
     @Test(arguments: [Character("a"), "日", "😀"])
@@ -76,17 +77,19 @@ import JSON
     @Test func customKeysInsideApsAreFlaggedOneByOne() {
         let payload: JSONValue = ["aps": ["alert": "hi", "orderId": 7, "deeplink": "app://x"], "fine": 1]
         let problems = APNsPayload.validate(payload, pushType: .alert)
-        #expect(Sample.summary(problems) == [
-            "payloadUnknownAPSKey@payload.aps.orderId", "payloadUnknownAPSKey@payload.aps.deeplink",
-        ])
+        #expect(
+            Sample.summary(problems) == [
+                "payloadUnknownAPSKey@payload.aps.orderId", "payloadUnknownAPSKey@payload.aps.deeplink",
+            ])
         #expect(problems[0].message.contains("put custom data beside \"aps\" at the top level"))
     }
 
     @Test func everyDocumentedApsKeyIsAccepted() {
-        for key in ["alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content",
-                    "target-content-id", "interruption-level", "relevance-score", "filter-criteria", "timestamp",
-                    "event", "content-state", "stale-date", "dismissal-date", "attributes-type", "attributes"]
-        {
+        for key in [
+            "alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content",
+            "target-content-id", "interruption-level", "relevance-score", "filter-criteria", "timestamp",
+            "event", "content-state", "stale-date", "dismissal-date", "attributes-type", "attributes",
+        ] {
             #expect(APNsPayload.apsKeys.contains(key), "\(key)")
         }
     }
@@ -94,8 +97,10 @@ import JSON
     @Test func aFullyLoadedAlertPasses() {
         let payload: JSONValue = [
             "aps": [
-                "alert": ["title": "T", "subtitle": "S", "body": "B", "loc-key": "K", "loc-args": ["a", "b"],
-                          "title-loc-args": [], "launch-image": "x.png"],
+                "alert": [
+                    "title": "T", "subtitle": "S", "body": "B", "loc-key": "K", "loc-args": ["a", "b"],
+                    "title-loc-args": [], "launch-image": "x.png",
+                ],
                 "badge": 0, "sound": ["critical": 1, "name": "default", "volume": 0.5], "thread-id": "t7",
                 "category": "MSG", "mutable-content": 1, "target-content-id": "w1",
                 "interruption-level": "time-sensitive",
@@ -106,31 +111,32 @@ import JSON
         #expect(APNsPayload.validate(payload, pushType: .alert).isEmpty)
     }
 
-    @Test(arguments: [
-        (["badge": "3"], "payloadWrongType@payload.aps.badge"),
-        (["badge": 1.5], "payloadWrongType@payload.aps.badge"),
-        (["badge": -1], "payloadValueOutOfRange@payload.aps.badge"),
-        (["sound": 1], "payloadWrongType@payload.aps.sound"),
-        (["sound": ["name": "x", "volume": 1.5]], "payloadValueOutOfRange@payload.aps.sound.volume"),
-        (["sound": ["name": "x", "volume": -0.1]], "payloadValueOutOfRange@payload.aps.sound.volume"),
-        (["sound": ["name": "x", "volume": "loud"]], "payloadWrongType@payload.aps.sound.volume"),
-        (["sound": ["name": "x", "critical": 2]], "payloadValueOutOfRange@payload.aps.sound.critical"),
-        (["sound": ["name": 3]], "payloadWrongType@payload.aps.sound.name"),
-        (["sound": ["critical": 1]], "payloadMissingKey@payload.aps.sound.name"),
-        (["sound": ["name": "x", "pitch": 2]], "payloadUnknownAPSKey@payload.aps.sound.pitch"),
-        (["alert": 5], "payloadWrongType@payload.aps.alert"),
-        (["alert": ["title": 5]], "payloadWrongType@payload.aps.alert.title"),
-        (["alert": ["loc-args": "x"]], "payloadWrongType@payload.aps.alert.loc-args"),
-        (["alert": ["loc-args": [1]]], "payloadWrongType@payload.aps.alert.loc-args"),
-        (["interruption-level": "urgent"], "payloadValueOutOfRange@payload.aps.interruption-level"),
-        (["interruption-level": 2], "payloadWrongType@payload.aps.interruption-level"),
-        (["relevance-score": 1.01], "payloadValueOutOfRange@payload.aps.relevance-score"),
-        (["relevance-score": "high"], "payloadWrongType@payload.aps.relevance-score"),
-        (["content-available": 0], "payloadValueOutOfRange@payload.aps.content-available"),
-        (["mutable-content": true], "payloadWrongType@payload.aps.mutable-content"),
-        (["thread-id": 7], "payloadWrongType@payload.aps.thread-id"),
-        (["category": ["x"]], "payloadWrongType@payload.aps.category"),
-    ] as [(JSONValue, String)])
+    @Test(
+        arguments: [
+            (["badge": "3"], "payloadWrongType@payload.aps.badge"),
+            (["badge": 1.5], "payloadWrongType@payload.aps.badge"),
+            (["badge": -1], "payloadValueOutOfRange@payload.aps.badge"),
+            (["sound": 1], "payloadWrongType@payload.aps.sound"),
+            (["sound": ["name": "x", "volume": 1.5]], "payloadValueOutOfRange@payload.aps.sound.volume"),
+            (["sound": ["name": "x", "volume": -0.1]], "payloadValueOutOfRange@payload.aps.sound.volume"),
+            (["sound": ["name": "x", "volume": "loud"]], "payloadWrongType@payload.aps.sound.volume"),
+            (["sound": ["name": "x", "critical": 2]], "payloadValueOutOfRange@payload.aps.sound.critical"),
+            (["sound": ["name": 3]], "payloadWrongType@payload.aps.sound.name"),
+            (["sound": ["critical": 1]], "payloadMissingKey@payload.aps.sound.name"),
+            (["sound": ["name": "x", "pitch": 2]], "payloadUnknownAPSKey@payload.aps.sound.pitch"),
+            (["alert": 5], "payloadWrongType@payload.aps.alert"),
+            (["alert": ["title": 5]], "payloadWrongType@payload.aps.alert.title"),
+            (["alert": ["loc-args": "x"]], "payloadWrongType@payload.aps.alert.loc-args"),
+            (["alert": ["loc-args": [1]]], "payloadWrongType@payload.aps.alert.loc-args"),
+            (["interruption-level": "urgent"], "payloadValueOutOfRange@payload.aps.interruption-level"),
+            (["interruption-level": 2], "payloadWrongType@payload.aps.interruption-level"),
+            (["relevance-score": 1.01], "payloadValueOutOfRange@payload.aps.relevance-score"),
+            (["relevance-score": "high"], "payloadWrongType@payload.aps.relevance-score"),
+            (["content-available": 0], "payloadValueOutOfRange@payload.aps.content-available"),
+            (["mutable-content": true], "payloadWrongType@payload.aps.mutable-content"),
+            (["thread-id": 7], "payloadWrongType@payload.aps.thread-id"),
+            (["category": ["x"]], "payloadWrongType@payload.aps.category"),
+        ] as [(JSONValue, String)])
     func knownApsFieldsAreTypeChecked(aps: JSONValue, expected: String) {
         let problems = APNsPayload.validate(["aps": aps], pushType: .alert)
         #expect(Sample.summary(problems) == [expected], "\(aps.compactString)")
@@ -159,25 +165,29 @@ import JSON
     @Test func alertBadgeAndSoundAreEachRefused() {
         let payload: JSONValue = ["aps": ["content-available": 1, "alert": "x", "badge": 1, "sound": "default"]]
         let problems = APNsPayload.validate(payload, pushType: .background)
-        #expect(Sample.summary(problems) == [
-            "payloadKeyNotAllowed@payload.aps.alert", "payloadKeyNotAllowed@payload.aps.badge",
-            "payloadKeyNotAllowed@payload.aps.sound",
-        ])
+        #expect(
+            Sample.summary(problems) == [
+                "payloadKeyNotAllowed@payload.aps.alert", "payloadKeyNotAllowed@payload.aps.badge",
+                "payloadKeyNotAllowed@payload.aps.sound",
+            ])
         #expect(problems[0].message.contains("use push type alert"))
     }
 
     @Test func otherApsKeysAreRefusedToo() {
         let payload: JSONValue = ["aps": ["content-available": 1, "mutable-content": 1, "thread-id": "t"]]
-        #expect(Sample.summary(APNsPayload.validate(payload, pushType: .background)) == [
-            "payloadKeyNotAllowed@payload.aps.mutable-content", "payloadKeyNotAllowed@payload.aps.thread-id",
-        ])
+        #expect(
+            Sample.summary(APNsPayload.validate(payload, pushType: .background)) == [
+                "payloadKeyNotAllowed@payload.aps.mutable-content", "payloadKeyNotAllowed@payload.aps.thread-id",
+            ])
     }
 
     @Test func contentAvailableIsRequiredAndMustBeOne() {
-        #expect(Sample.summary(APNsPayload.validate(["aps": [:]], pushType: .background))
-            == ["payloadMissingKey@payload.aps.content-available"])
-        #expect(Sample.summary(APNsPayload.validate(["aps": ["content-available": 2]], pushType: .background))
-            == ["payloadValueOutOfRange@payload.aps.content-available"])
+        #expect(
+            Sample.summary(APNsPayload.validate(["aps": [:]], pushType: .background))
+                == ["payloadMissingKey@payload.aps.content-available"])
+        #expect(
+            Sample.summary(APNsPayload.validate(["aps": ["content-available": 2]], pushType: .background))
+                == ["payloadValueOutOfRange@payload.aps.content-available"])
     }
 
     @Test func theSameKeysAreFineForAlerts() {
@@ -191,7 +201,7 @@ import JSON
         "aps": [
             "timestamp": 1_764_417_600, "event": "start", "attributes-type": "DeliveryAttributes",
             "attributes": ["orderID": "o1"], "content-state": ["eta": 12], "alert": ["title": "On its way"],
-        ],
+        ]
     ]
 
     @Test func aCompleteStartPasses() {
@@ -200,10 +210,11 @@ import JSON
 
     @Test func startNeedsAttributesTypeAttributesAndContentState() {
         let payload: JSONValue = ["aps": ["timestamp": 1_764_417_600, "event": "start"]]
-        #expect(Sample.summary(APNsPayload.validate(payload, pushType: .liveactivity)) == [
-            "payloadMissingKey@payload.aps.attributes-type", "payloadMissingKey@payload.aps.attributes",
-            "payloadMissingKey@payload.aps.content-state",
-        ])
+        #expect(
+            Sample.summary(APNsPayload.validate(payload, pushType: .liveactivity)) == [
+                "payloadMissingKey@payload.aps.attributes-type", "payloadMissingKey@payload.aps.attributes",
+                "payloadMissingKey@payload.aps.content-state",
+            ])
     }
 
     @Test func updateAndEndNeedOnlyTimestampAndEvent() {
@@ -213,9 +224,10 @@ import JSON
     }
 
     @Test func timestampAndEventAreRequired() {
-        #expect(Sample.summary(APNsPayload.validate(["aps": ["content-state": [:]]], pushType: .liveactivity)) == [
-            "payloadMissingKey@payload.aps.timestamp", "payloadMissingKey@payload.aps.event",
-        ])
+        #expect(
+            Sample.summary(APNsPayload.validate(["aps": ["content-state": [:]]], pushType: .liveactivity)) == [
+                "payloadMissingKey@payload.aps.timestamp", "payloadMissingKey@payload.aps.event",
+            ])
     }
 
     @Test func eventMustBeStartUpdateOrEnd() {
@@ -229,10 +241,11 @@ import JSON
             "timestamp": 1_764_417_600_000, "event": "update", "stale-date": "soon", "dismissal-date": -4,
             "content-state": "x",
         ]
-        #expect(Sample.summary(APNsPayload.validate(["aps": aps], pushType: .liveactivity)) == [
-            "payloadValueOutOfRange@payload.aps.timestamp", "payloadWrongType@payload.aps.stale-date",
-            "payloadValueOutOfRange@payload.aps.dismissal-date", "payloadWrongType@payload.aps.content-state",
-        ])
+        #expect(
+            Sample.summary(APNsPayload.validate(["aps": aps], pushType: .liveactivity)) == [
+                "payloadValueOutOfRange@payload.aps.timestamp", "payloadWrongType@payload.aps.stale-date",
+                "payloadValueOutOfRange@payload.aps.dismissal-date", "payloadWrongType@payload.aps.content-state",
+            ])
     }
 
     @Test func theLiveActivityRulesApplyOnlyToLiveActivities() {
@@ -245,8 +258,9 @@ import JSON
     @Test func widgetAndControlPushesCarryContentChanged() {
         for type in [PushType.widgets, .controls] {
             #expect(APNsPayload.validate(["aps": ["content-changed": true]], pushType: type).isEmpty)
-            #expect(Sample.summary(APNsPayload.validate(["aps": ["content-changed": 1]], pushType: type))
-                == ["payloadWrongType@payload.aps.content-changed"])
+            #expect(
+                Sample.summary(APNsPayload.validate(["aps": ["content-changed": 1]], pushType: type))
+                    == ["payloadWrongType@payload.aps.content-changed"])
         }
     }
 
@@ -257,8 +271,9 @@ import JSON
     @Test func pushKitTypesNeedNoApsButStillCheckItWhenPresent() {
         for type in [PushType.voip, .complication, .fileprovider, .location, .pushtotalk] {
             #expect(APNsPayload.validate(["call": ["id": "c1"]], pushType: type).isEmpty, "\(type)")
-            #expect(Sample.summary(APNsPayload.validate(["aps": ["callId": "c1"]], pushType: type))
-                == ["payloadUnknownAPSKey@payload.aps.callId"], "\(type)")
+            #expect(
+                Sample.summary(APNsPayload.validate(["aps": ["callId": "c1"]], pushType: type))
+                    == ["payloadUnknownAPSKey@payload.aps.callId"], "\(type)")
         }
     }
 }

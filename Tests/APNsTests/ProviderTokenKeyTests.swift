@@ -1,8 +1,10 @@
 // Loading .p8 keys (each way it goes wrong has its own error), token structure, and signatures that
 // an independent verifier (the openssl command-line tool) accepts.
+
 import Foundation
 import TestSupport
 import Testing
+
 @testable import APNs
 
 @Suite struct ProviderTokenKeyTests {
@@ -16,17 +18,19 @@ import Testing
         try ProviderTokenKey(contentsOfFile: path, keyID: keyID, teamID: teamID, password: password)
     }
 
-    func expectError(_ code: CredentialError.Code, containing fragments: [String],
-                     sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void)
-    {
+    func expectError(
+        _ code: CredentialError.Code, containing fragments: [String],
+        sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void
+    ) {
         do {
             try body()
             Issue.record("expected \(code), but it loaded", sourceLocation: sourceLocation)
         } catch let error as CredentialError {
             #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
             for fragment in fragments {
-                #expect(error.message.contains(fragment), "'\(error.message)' lacks '\(fragment)'",
-                        sourceLocation: sourceLocation)
+                #expect(
+                    error.message.contains(fragment), "'\(error.message)' lacks '\(fragment)'",
+                    sourceLocation: sourceLocation)
             }
             #expect(!error.message.contains(fixtures.privateKeyBody.prefix(24)), sourceLocation: sourceLocation)
         } catch {
@@ -40,10 +44,12 @@ import Testing
         let parts = token.jwt.split(separator: ".", omittingEmptySubsequences: false)
         #expect(parts.count == 3)
         #expect(!token.jwt.contains("="))
-        #expect(Base64URL.decode(parts[0]).map { String(decoding: $0, as: UTF8.self) }
-            == #"{"alg":"ES256","kid":"ABC123DEFG"}"#)
-        #expect(Base64URL.decode(parts[1]).map { String(decoding: $0, as: UTF8.self) }
-            == #"{"iss":"DEF123GHIJ","iat":1764000000}"#)
+        #expect(
+            Base64URL.decode(parts[0]).map { String(decoding: $0, as: UTF8.self) }
+                == #"{"alg":"ES256","kid":"ABC123DEFG"}"#)
+        #expect(
+            Base64URL.decode(parts[1]).map { String(decoding: $0, as: UTF8.self) }
+                == #"{"iss":"DEF123GHIJ","iat":1764000000}"#)
         #expect(Base64URL.decode(parts[2])?.count == 64)
         #expect(token.issuedAt == 1_764_000_000 && token.keyID == Self.keyID && token.teamID == Self.teamID)
         #expect(token.authorizationHeaderValue == "bearer " + token.jwt)
@@ -58,23 +64,32 @@ import Testing
         let directory = TemporaryDirectory(prefix: "apns-cred")
         directory.write("input", signingInput)
         directory.write("signature.der", try ECDSASignature.der(fromRaw: raw))
-        let output = try OpenSSLTool.run(["dgst", "-sha256", "-verify", fixtures.p256PublicKey,
-                                          "-signature", "signature.der", "input"], in: directory.path)
+        let output = try OpenSSLTool.run(
+            [
+                "dgst", "-sha256", "-verify", fixtures.p256PublicKey,
+                "-signature", "signature.der", "input",
+            ], in: directory.path)
         #expect(String(decoding: output, as: UTF8.self).contains("Verified OK"))
 
         // The same check must fail for a changed message, or it proves nothing.
         directory.write("input", Array("\(parts[0]).eyJpc3MiOiJYIn0".utf8))
         #expect(throws: TestFailure.self) {
-            try OpenSSLTool.run(["dgst", "-sha256", "-verify", fixtures.p256PublicKey,
-                                 "-signature", "signature.der", "input"], in: directory.path)
+            try OpenSSLTool.run(
+                [
+                    "dgst", "-sha256", "-verify", fixtures.p256PublicKey,
+                    "-signature", "signature.der", "input",
+                ], in: directory.path)
         }
     }
 
     @Test func everySignatureIsFreshAndVerifies() throws {
         let key = try load(fixtures.p256)
         let verifier = try ProviderTokenVerifier(
-            publicKeysByKeyID: [Self.keyID: String(decoding: fixtures.directory.read("AuthKey.pub.pem"),
-                                                   as: UTF8.self)])
+            publicKeysByKeyID: [
+                Self.keyID: String(
+                    decoding: fixtures.directory.read("AuthKey.pub.pem"),
+                    as: UTF8.self)
+            ])
         var signatures: Set<String> = []
         for _ in 0..<20 {
             let token = try key.makeToken(issuedAt: 1_764_000_000)

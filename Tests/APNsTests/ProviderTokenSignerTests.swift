@@ -1,8 +1,10 @@
 // Token refresh timing with an injected clock: reuse inside the window, refresh at the configured
 // age, one signature per refresh under many concurrent callers, forced refresh held to 20 minutes.
+
 import Foundation
 import Synchronization
 import Testing
+
 @testable import APNs
 
 /// A clock the test moves by hand.
@@ -28,9 +30,10 @@ final class ManualTokenClock: Sendable {
     }
 
     /// Calls `token()` from `count` threads released at the same instant; returns the tokens.
-    func concurrentTokens(_ signer: ProviderTokenSigner, count: Int = 64,
-                          alsoInvalidate: Bool = false) -> [ProviderToken]
-    {
+    func concurrentTokens(
+        _ signer: ProviderTokenSigner, count: Int = 64,
+        alsoInvalidate: Bool = false
+    ) -> [ProviderToken] {
         let results = Mutex<[ProviderToken]>([])
         let ready = Atomic<Int>(0)
         let go = Atomic<Bool>(false)

@@ -1,7 +1,9 @@
 // The verifier the APNs simulator uses: accepts good ES256 tokens, and names each way a token is bad.
+
 import Foundation
 import TestSupport
 import Testing
+
 @testable import APNs
 
 @Suite struct ProviderTokenVerifierTests {
@@ -21,16 +23,18 @@ import Testing
         return input + "." + Base64URL.encode(signature)
     }
 
-    func expectRejection(_ token: String, _ expected: ProviderTokenVerificationError,
-                         by other: ProviderTokenVerifier? = nil, sourceLocation: SourceLocation = #_sourceLocation)
-    {
+    func expectRejection(
+        _ token: String, _ expected: ProviderTokenVerificationError,
+        by other: ProviderTokenVerifier? = nil, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(throws: expected, sourceLocation: sourceLocation) { try (other ?? verifier).verify(token) }
     }
 
     @Test func acceptsAGoodTokenAndReturnsItsClaims() throws {
         let token = try key.makeToken(issuedAt: 1_764_000_000)
-        #expect(try verifier.verify(token.jwt)
-            == VerifiedProviderToken(keyID: "ABC123DEFG", teamID: "DEF123GHIJ", issuedAt: 1_764_000_000))
+        #expect(
+            try verifier.verify(token.jwt)
+                == VerifiedProviderToken(keyID: "ABC123DEFG", teamID: "DEF123GHIJ", issuedAt: 1_764_000_000))
         #expect(verifier.keyIDs == ["ABC123DEFG"])
     }
 
@@ -38,21 +42,26 @@ import Testing
         let fixtures = SigningKeyFixtures.shared
         let pem = String(decoding: fixtures.directory.read("AuthKey.pub.pem"), as: UTF8.self)
         let verifier = try ProviderTokenVerifier(publicKeysByKeyID: ["KEY0000001": pem])
-        let input = Base64URL.encode(Array(#"{"alg":"ES256","kid":"KEY0000001"}"#.utf8)) + "."
+        let input =
+            Base64URL.encode(Array(#"{"alg":"ES256","kid":"KEY0000001"}"#.utf8)) + "."
             + Base64URL.encode(Array(#"{"iss":"TEAM000001","iat":1700000000}"#.utf8))
         let directory = TemporaryDirectory(prefix: "apns-cred")
         directory.write("input", input)
         let der = try OpenSSLTool.run(["dgst", "-sha256", "-sign", fixtures.p256, "input"], in: directory.path)
         let token = input + "." + Base64URL.encode(try ECDSASignature.raw(fromDER: der))
-        #expect(try verifier.verify(token) == VerifiedProviderToken(keyID: "KEY0000001", teamID: "TEAM000001",
-                                                                   issuedAt: 1_700_000_000))
+        #expect(
+            try verifier.verify(token)
+                == VerifiedProviderToken(
+                    keyID: "KEY0000001", teamID: "TEAM000001",
+                    issuedAt: 1_700_000_000))
         // OpenSSL's own DER output, put in the token unconverted, is the classic bug and must be refused.
         expectRejection(input + "." + Base64URL.encode(der), .derEncodedSignature, by: verifier)
     }
 
     @Test func refusesADEREncodedSignature() throws {
-        let token = try forge(header: #"{"alg":"ES256","kid":"ABC123DEFG"}"#, claims: #"{"iss":"T","iat":1}"#,
-                              der: true)
+        let token = try forge(
+            header: #"{"alg":"ES256","kid":"ABC123DEFG"}"#, claims: #"{"iss":"T","iat":1}"#,
+            der: true)
         expectRejection(token, .derEncodedSignature)
     }
 

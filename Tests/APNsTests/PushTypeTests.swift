@@ -1,7 +1,8 @@
 // Push types as Apple's table gives them: header values, topic suffixes and priorities.
-import Testing
+
 import APNs
 import JSON
+import Testing
 
 @Suite struct PushTypeTests {
     static let table: [(PushType, suffix: String, priorities: [Int], defaultPriority: Int, limit: Int)] = [
@@ -29,18 +30,20 @@ import JSON
     }
 
     @Test func headerValuesAreTheLowercaseNames() {
-        #expect(PushType.allCases.map(\.rawValue) == [
-            "alert", "background", "voip", "complication", "fileprovider", "mdm", "location", "liveactivity",
-            "pushtotalk", "widgets", "controls",
-        ])
+        #expect(
+            PushType.allCases.map(\.rawValue) == [
+                "alert", "background", "voip", "complication", "fileprovider", "mdm", "location", "liveactivity",
+                "pushtotalk", "widgets", "controls",
+            ])
     }
 
     @Test func topicAddsTheSuffixToABundleID() {
         #expect(PushType.alert.topic(forBundle: "com.example.app") == "com.example.app")
         #expect(PushType.background.topic(forBundle: "com.example.app") == "com.example.app")
         #expect(PushType.voip.topic(forBundle: "com.example.app") == "com.example.app.voip")
-        #expect(PushType.liveactivity.topic(forBundle: "com.example.app")
-            == "com.example.app.push-type.liveactivity")
+        #expect(
+            PushType.liveactivity.topic(forBundle: "com.example.app")
+                == "com.example.app.push-type.liveactivity")
         #expect(PushType.pushtotalk.topic(forBundle: "com.example.app") == "com.example.app.voip-ptt")
         #expect(PushType.fileprovider.topic(forBundle: "com.example.app") == "com.example.app.pushkit.fileprovider")
     }
@@ -114,8 +117,10 @@ import JSON
     }
 
     @Test func backgroundPriorityProblemSaysWhatWouldBeRight() {
-        let problems = Sample.request(pushType: .background, priority: .immediately,
-                                      payload: validPayload(for: .background)).validate()
+        let problems = Sample.request(
+            pushType: .background, priority: .immediately,
+            payload: validPayload(for: .background)
+        ).validate()
         #expect(problems.first?.message == "priority 10 is not allowed for background pushes; use 5")
     }
 }

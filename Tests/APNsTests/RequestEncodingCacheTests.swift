@@ -1,13 +1,16 @@
 // The request keeps its payload's encoding and payload checks with the payload, shared by copies; these
 // tests pin that what is cached always answers as a fresh encoding and a fresh check would.
-import Testing
-@testable import APNs
+
 import JSON
+import Testing
+
+@testable import APNs
 
 @Suite struct RequestEncodingCacheTests {
     @Test func theClientsHTTP2RequestIsTheWireRequest() {
-        let request = Sample.request(expiration: .at(1_900_000_000), collapseID: try! CollapseID("c-1"),
-                                     payload: ["aps": ["alert": "Bonjour é"], "k": 1])
+        let request = Sample.request(
+            expiration: .at(1_900_000_000), collapseID: try! CollapseID("c-1"),
+            payload: ["aps": ["alert": "Bonjour é"], "k": 1])
         let wire = request.wire(authorization: "a.b.c")
         let http = request.http2Request(authorizationValue: "bearer a.b.c", authority: "127.0.0.1:8443")
         #expect(http.method == wire.method)
@@ -18,10 +21,12 @@ import JSON
         #expect(http.headers.map { APNsHeaderField($0.name, $0.value) } == wire.headers)
         // Values that change with every request are kept out of the HPACK table; the rest may be indexed.
         #expect(!http.isPathIndexable)
-        #expect(http.headers.filter { !$0.isIndexable }.map(\.name) == ["apns-expiration", "apns-collapse-id", "apns-id"])
-        #expect(http.headers.filter(\.isIndexable).map(\.name) == [
-            "authorization", "apns-push-type", "apns-topic", "apns-priority",
-        ])
+        #expect(
+            http.headers.filter { !$0.isIndexable }.map(\.name) == ["apns-expiration", "apns-collapse-id", "apns-id"])
+        #expect(
+            http.headers.filter(\.isIndexable).map(\.name) == [
+                "authorization", "apns-push-type", "apns-topic", "apns-priority",
+            ])
     }
 
     @Test func aCopyWithAnotherPushTypeIsCheckedForThatPushType() {
@@ -31,9 +36,10 @@ import JSON
         background.pushType = .background
         background.priority = .considerPower
         background.topic = Sample.topic(for: .background)
-        #expect(Sample.summary(background.validate()) == [
-            "payloadKeyNotAllowed@payload.aps.alert", "payloadMissingKey@payload.aps.content-available",
-        ])
+        #expect(
+            Sample.summary(background.validate()) == [
+                "payloadKeyNotAllowed@payload.aps.alert", "payloadMissingKey@payload.aps.content-available",
+            ])
         // And back: the alert copy still has no problems.
         #expect(alert.validate().isEmpty)
     }

@@ -1,8 +1,10 @@
 // The retry policy as a pure function: which outcomes retry, how long to wait, and the bounds.
+
+import HTTP2
 import TestSupport
 import Testing
+
 @testable import APNs
-import HTTP2
 
 @Suite("Retry policy")
 struct RetryPolicyTests {
@@ -11,13 +13,17 @@ struct RetryPolicyTests {
         mutating func next() -> UInt64 { UInt64.max }
     }
 
-    let policy = RetryPolicy(maximumAttempts: 5, maximumTotalTime: .seconds(60),
+    let policy = RetryPolicy(
+        maximumAttempts: 5, maximumTotalTime: .seconds(60),
         backoff: ExponentialBackoff(initial: .milliseconds(200), maximum: .seconds(5)))
 
-    func decide(_ outcome: AttemptOutcome, attempts: Int = 1, elapsed: Duration = .zero,
-                expiresIn: Duration? = nil, policy: RetryPolicy? = nil) -> RetryDecision {
+    func decide(
+        _ outcome: AttemptOutcome, attempts: Int = 1, elapsed: Duration = .zero,
+        expiresIn: Duration? = nil, policy: RetryPolicy? = nil
+    ) -> RetryDecision {
         var generator = MaximumGenerator()
-        return (policy ?? self.policy).decide(after: outcome, attempts: attempts, elapsed: elapsed,
+        return (policy ?? self.policy).decide(
+            after: outcome, attempts: attempts, elapsed: elapsed,
             timeToExpiration: expiresIn, using: &generator)
     }
 
@@ -39,8 +45,10 @@ struct RetryPolicyTests {
         #expect(because.contains(reason))
     }
 
-    @Test(arguments: ["Unregistered", "BadDeviceToken", "ExpiredToken", "DeviceTokenNotForTopic", "BadTopic",
-                      "PayloadTooLarge", "MissingTopic"])
+    @Test(arguments: [
+        "Unregistered", "BadDeviceToken", "ExpiredToken", "DeviceTokenNotForTopic", "BadTopic",
+        "PayloadTooLarge", "MissingTopic",
+    ])
     func permanentAndInvalidTokenReasonsAreRejectedWithoutRetry(reason: String) {
         let status = APNsErrorReason(reason).httpStatus ?? 400
         guard case .finish(.rejected, let because) = decide(response(status, reason)) else {
@@ -50,14 +58,21 @@ struct RetryPolicyTests {
         #expect(because.contains(reason))
     }
 
-    @Test(arguments: [(429, "TooManyRequests"), (500, "InternalServerError"), (503, "ServiceUnavailable"),
-                      (429, "TooManyProviderTokenUpdates"), (502, nil)] as [(Int, String?)])
+    @Test(
+        arguments: [
+            (429, "TooManyRequests"), (500, "InternalServerError"), (503, "ServiceUnavailable"),
+            (429, "TooManyProviderTokenUpdates"), (502, nil),
+        ] as [(Int, String?)])
     func serverTroubleRetriesAfterExponentialBackoff(status: Int, reason: String?) {
         #expect(decide(response(status, reason), attempts: 1) == .retry(after: .milliseconds(200), action: .none))
         #expect(decide(response(status, reason), attempts: 3) == .retry(after: .milliseconds(800), action: .none))
-        #expect(decide(response(status, reason), attempts: 4, policy: RetryPolicy(maximumAttempts: 9,
-            backoff: ExponentialBackoff(initial: .seconds(1), maximum: .seconds(5))))
-            == .retry(after: .seconds(5), action: .none), "the ceiling caps the growth")
+        #expect(
+            decide(
+                response(status, reason), attempts: 4,
+                policy: RetryPolicy(
+                    maximumAttempts: 9,
+                    backoff: ExponentialBackoff(initial: .seconds(1), maximum: .seconds(5))))
+                == .retry(after: .seconds(5), action: .none), "the ceiling caps the growth")
     }
 
     @Test func jitterStaysWithinTheCeiling() {
@@ -65,7 +80,8 @@ struct RetryPolicyTests {
         for attempt in 1...4 {
             let ceiling = policy.backoff.ceiling(afterFailures: attempt)
             for _ in 0..<50 {
-                let decision = policy.decide(after: response(503, "ServiceUnavailable"), attempts: attempt,
+                let decision = policy.decide(
+                    after: response(503, "ServiceUnavailable"), attempts: attempt,
                     elapsed: .zero, timeToExpiration: nil, using: &generator)
                 guard case .retry(let delay, _) = decision else {
                     Issue.record("503 should retry")
@@ -77,7 +93,8 @@ struct RetryPolicyTests {
     }
 
     @Test func retryAfterIsHonouredAsALowerBound() {
-        let outcome = AttemptOutcome.response(APNsResponse(status: 429, reason: .tooManyRequests),
+        let outcome = AttemptOutcome.response(
+            APNsResponse(status: 429, reason: .tooManyRequests),
             retryAfter: .seconds(7))
         #expect(decide(outcome) == .retry(after: .seconds(7), action: .none))
     }
@@ -111,7 +128,8 @@ struct RetryPolicyTests {
             #expect(policy.resendDelay(afterResends: resends) <= .seconds(1), "resends are spaced, at most 1 s apart")
         }
         let refused = HTTP2ClientError(.connectFailed, "refused", endpoint: "h:1", retryAfter: .seconds(2))
-        #expect(decide(.transportFailure(refused)) == .retry(after: .seconds(2), action: .none),
+        #expect(
+            decide(.transportFailure(refused)) == .retry(after: .seconds(2), action: .none),
             "the pool's back-off is a lower bound")
     }
 
@@ -173,15 +191,17 @@ struct RetryPolicyTests {
             Issue.record("a retry at or after the expiration must not be scheduled")
             return
         }
-        #expect(decide(response(503, "ServiceUnavailable"), expiresIn: .seconds(10))
-            == .retry(after: .milliseconds(200), action: .none))
+        #expect(
+            decide(response(503, "ServiceUnavailable"), expiresIn: .seconds(10))
+                == .retry(after: .milliseconds(200), action: .none))
         // Expiration 0: only immediate retries.
         guard case .finish(.expired, _) = decide(response(503, "ServiceUnavailable"), expiresIn: .zero) else {
             Issue.record("expiration 0 allows no delayed retry")
             return
         }
-        #expect(decide(response(400, "IdleTimeout"), expiresIn: .zero)
-            == .retry(after: .zero, action: .useNewConnection))
+        #expect(
+            decide(response(400, "IdleTimeout"), expiresIn: .zero)
+                == .retry(after: .zero, action: .useNewConnection))
         // Already expired: nothing more.
         guard case .finish(.expired, let because) = decide(response(400, "IdleTimeout"), expiresIn: .seconds(-1)) else {
             Issue.record("an expired notification is not retried")
@@ -212,8 +232,9 @@ struct RetryHelpersTests {
     }
 
     @Test func endpointURLsAreParsedOrRefusedClearly() throws {
-        #expect(try ConnectionPool.Configuration.parse(url: "https://api.push.apple.com")
-            == ("api.push.apple.com", 443))
+        #expect(
+            try ConnectionPool.Configuration.parse(url: "https://api.push.apple.com")
+                == ("api.push.apple.com", 443))
         #expect(try ConnectionPool.Configuration.parse(url: "https://127.0.0.1:8443/") == ("127.0.0.1", 8443))
         #expect(try ConnectionPool.Configuration.parse(url: "https://[::1]:2197") == ("::1", 2197))
         for bad in ["http://a", "https://", "https://a:0", "https://a:x", "https://a/3/device", "https://u@a"] {

@@ -1,13 +1,15 @@
 // The event loops as task executors: the worker runs each record's task on a loop, so a queue of such
 // tasks must not keep the loop from its sockets and timers, and a sender on a loop should use that
 // loop's connection.
-@testable import HTTP2
+
 import Foundation
 import Glibc
 import Platform
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import HTTP2
 
 @Suite("Event loops as task executors")
 struct EventLoopExecutorTests {
@@ -36,8 +38,9 @@ struct EventLoopExecutorTests {
         let atTimer = tasksRunWhenTimerFired.value
         // The timer was due before the first task; it fires once the loop polls again, after at most one
         // iteration's share of tasks, not after the whole queue.
-        #expect(atTimer >= 0 && atTimer < taskCount / 2,
-                "the due timer fired after \(atTimer) of \(taskCount) queued tasks")
+        #expect(
+            atTimer >= 0 && atTimer < taskCount / 2,
+            "the due timer fired after \(atTimer) of \(taskCount) queued tasks")
         await group.shutdown()
     }
 
@@ -94,7 +97,8 @@ struct EventLoopExecutorTests {
     @Test func aSenderOnALoopUsesThatLoopsConnection() async throws {
         let group = EventLoopGroup(threadCount: 2)
         let server = try HTTP2TestServer(options: HTTP2TestServer.Options())
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
+        var configuration = ConnectionPool.Configuration(
+            host: "127.0.0.1", port: server.port,
             tls: TLSConfiguration(trustRoots: .caFile(server.certificate.certificateFile)))
         configuration.connectionCount = 2
         configuration.requestTimeout = .seconds(5)
@@ -103,10 +107,11 @@ struct EventLoopExecutorTests {
         // Open both connections (one per loop): concurrent sends until both have answered.
         var connectionsSeen = Set<UInt64>()
         for _ in 0..<50 where connectionsSeen.count < 2 {
-            connectionsSeen.formUnion(try await withThrowingTaskGroup(of: UInt64.self) { tasks in
-                for _ in 0..<20 { tasks.addTask { try await pool.send(HTTP2Request(path: "/warm")).connectionID } }
-                return try await tasks.reduce(into: Set<UInt64>()) { $0.insert($1) }
-            })
+            connectionsSeen.formUnion(
+                try await withThrowingTaskGroup(of: UInt64.self) { tasks in
+                    for _ in 0..<20 { tasks.addTask { try await pool.send(HTTP2Request(path: "/warm")).connectionID } }
+                    return try await tasks.reduce(into: Set<UInt64>()) { $0.insert($1) }
+                })
             try await Task.sleep(for: .milliseconds(10))
         }
         try #require(connectionsSeen.count == 2)

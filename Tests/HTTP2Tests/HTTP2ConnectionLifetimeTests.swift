@@ -1,9 +1,11 @@
 // A connection's lifetime against nghttp2: nghttp2 holds it unretained and calls back while it parses, so
 // a close asked for from a callback must wait until nghttp2 has returned, and must still happen.
-@testable import HTTP2
+
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import HTTP2
 
 @Suite("HTTP/2 connection lifetime")
 struct HTTP2ConnectionLifetimeTests {
@@ -49,7 +51,8 @@ struct HTTP2ConnectionLifetimeTests {
         let endpoint = "127.0.0.1:\(server.port)"
         let trust = TLSConfiguration(trustRoots: .caFile(server.certificate.certificateFile))
         let tls = try TLSContext(configuration: trust, host: "127.0.0.1", endpoint: endpoint)
-        let settings = HTTP2ConnectionSettings(host: "127.0.0.1", port: server.port,
+        let settings = HTTP2ConnectionSettings(
+            host: "127.0.0.1", port: server.port,
             connectTimeout: 3_000_000_000, pingInterval: 60_000_000_000, pingTimeout: 10_000_000_000,
             maximumResponseBodyBytes: 65_536, maximumConcurrentStreams: 100, maximumStreamsPerConnection: 1_000)
         let delegate = ClosingDelegate()

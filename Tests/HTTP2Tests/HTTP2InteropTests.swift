@@ -1,13 +1,15 @@
 // The pool against real servers from Debian: nghttpd (files, a stream limit, a restart), h2o (POST through a
 // mruby handler), and openssl s_server without h2 (a clear ALPN error). Each server runs on a free loopback
 // port with a generated certificate and is killed afterwards.
+
 import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization
-import Testing
-@testable import HTTP2
 import TestSupport
+import Testing
+
+@testable import HTTP2
 
 /// A server for a test, started through `SpawnedProcess` (an empty signal mask, output to `log`); killed
 /// with SIGKILL and reaped by `stop()`.
@@ -49,10 +51,12 @@ final class TestServerProcess: @unchecked Sendable {
 struct HTTP2InteropTests {
     static let group = EventLoopGroup(threadCount: 1)
 
-    func pool(port: Int, certificate: TestCertificate,
-              _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in }) throws -> ConnectionPool
-    {
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
+    func pool(
+        port: Int, certificate: TestCertificate,
+        _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in }
+    ) throws -> ConnectionPool {
+        var configuration = ConnectionPool.Configuration(
+            host: "127.0.0.1", port: port,
             tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
         configuration.requestTimeout = .seconds(5)
         configuration.connectTimeout = .seconds(3)
@@ -66,8 +70,10 @@ struct HTTP2InteropTests {
         let documents = certificate.directory + "/www"
         try FileManager.default.createDirectory(atPath: documents, withIntermediateDirectories: true)
         try "hello from nghttpd\n".write(toFile: documents + "/hello.txt", atomically: true, encoding: .utf8)
-        let server = try TestServerProcess("/usr/sbin/nghttpd", ["-a", "127.0.0.1", "-d", documents] + extra
-            + [String(port), certificate.keyFile, certificate.certificateFile],
+        let server = try TestServerProcess(
+            "/usr/sbin/nghttpd",
+            ["-a", "127.0.0.1", "-d", documents] + extra
+                + [String(port), certificate.keyFile, certificate.certificateFile],
             log: certificate.directory + "/nghttpd.log")
         try await server.waitForPort(port)
         return server
@@ -156,7 +162,8 @@ struct HTTP2InteropTests {
             """
         let configPath = certificate.directory + "/h2o.conf"
         try configuration.write(toFile: configPath, atomically: true, encoding: .utf8)
-        let server = try TestServerProcess("/usr/bin/h2o", ["--mode", "worker", "--conf", configPath],
+        let server = try TestServerProcess(
+            "/usr/bin/h2o", ["--mode", "worker", "--conf", configPath],
             log: certificate.directory + "/h2o.log")
         defer { server.stop() }
         try await server.waitForPort(port)
@@ -164,9 +171,11 @@ struct HTTP2InteropTests {
         let statuses = try await withThrowingTaskGroup(of: (Int, String?, String?).self) { group in
             for index in 0..<50 {
                 group.addTask {
-                    let response = try await pool.send(HTTP2Request(path: "/3/device/\(index)",
-                        headers: [HTTP2Header("apns-topic", "com.example.app")],
-                        body: [UInt8](repeating: 0x7b, count: 100 + index)))
+                    let response = try await pool.send(
+                        HTTP2Request(
+                            path: "/3/device/\(index)",
+                            headers: [HTTP2Header("apns-topic", "com.example.app")],
+                            body: [UInt8](repeating: 0x7b, count: 100 + index)))
                     return (response.status, response.header("x-length"), response.header("x-path"))
                 }
             }
@@ -184,10 +193,12 @@ struct HTTP2InteropTests {
     @Test func opensslServerWithoutH2FailsWithAnALPNError() async throws {
         let certificate = try TestCertificate.make()
         let port = freeLoopbackPort()
-        let server = try TestServerProcess("/usr/bin/openssl", [
-            "s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate.certificateFile, "-key",
-            certificate.keyFile, "-alpn", "http/1.1", "-www", "-quiet",
-        ], log: certificate.directory + "/s_server.log")
+        let server = try TestServerProcess(
+            "/usr/bin/openssl",
+            [
+                "s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate.certificateFile, "-key",
+                certificate.keyFile, "-alpn", "http/1.1", "-www", "-quiet",
+            ], log: certificate.directory + "/s_server.log")
         defer { server.stop() }
         try await server.waitForPort(port)
         let pool = try pool(port: port, certificate: certificate)

@@ -1,12 +1,14 @@
 // How the pool fails to connect, and says why: refused connections and their back-off, certificates
 // that do not verify, servers without HTTP/2, unusable TLS settings, a server that never starts TLS.
+
 import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization
-import Testing
-@testable import HTTP2
 import TestSupport
+import Testing
+
+@testable import HTTP2
 
 @Suite("HTTP/2 pool: connect failures", .serialized)
 struct HTTP2PoolConnectFailureTests {
@@ -15,7 +17,8 @@ struct HTTP2PoolConnectFailureTests {
     func makePool(_ server: HTTP2TestServer, _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in })
         throws -> ConnectionPool
     {
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
+        var configuration = ConnectionPool.Configuration(
+            host: "127.0.0.1", port: server.port,
             tls: TLSConfiguration(trustRoots: .caFile(server.certificate.certificateFile)))
         configuration.requestTimeout = .seconds(5)
         configuration.connectTimeout = .seconds(3)
@@ -26,7 +29,8 @@ struct HTTP2PoolConnectFailureTests {
     @Test func refusedConnectionsBackOffAndFailFastMeanwhile() async throws {
         let port = freeLoopbackPort()
         let certificate = try TestCertificate.make()
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
+        var configuration = ConnectionPool.Configuration(
+            host: "127.0.0.1", port: port,
             tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
         configuration.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(400), maximum: .milliseconds(400))
         let pool = try ConnectionPool(configuration: configuration, group: Self.group)
@@ -48,7 +52,8 @@ struct HTTP2PoolConnectFailureTests {
     @Test func serverCertificateFromAnotherCAIsRejected() async throws {
         let server = try HTTP2TestServer()
         let other = try TestCertificate.make()
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
+        var configuration = ConnectionPool.Configuration(
+            host: "127.0.0.1", port: server.port,
             tls: TLSConfiguration(trustRoots: .caFile(other.certificateFile)))
         configuration.connectTimeout = .seconds(3)
         let pool = try ConnectionPool(configuration: configuration, group: Self.group)
@@ -84,7 +89,8 @@ struct HTTP2PoolConnectFailureTests {
     }
 
     @Test func unreadableCAFileIsAConfigurationError() throws {
-        let configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: 1,
+        let configuration = ConnectionPool.Configuration(
+            host: "127.0.0.1", port: 1,
             tls: TLSConfiguration(trustRoots: .caFile("/nonexistent/ca.pem")))
         let error = #expect(throws: HTTP2ClientError.self) {
             try ConnectionPool(configuration: configuration, group: Self.group)
@@ -116,7 +122,8 @@ struct HTTP2PoolConnectFailureTests {
         _ = withLoopbackAddress(port: port) { bind(listener, $0, $1) }
         listen(listener, 8)
         let certificate = try TestCertificate.make()
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: port,
+        var configuration = ConnectionPool.Configuration(
+            host: "127.0.0.1", port: port,
             tls: TLSConfiguration(trustRoots: .caFile(certificate.certificateFile)))
         configuration.connectTimeout = .milliseconds(300)
         let pool = try ConnectionPool(configuration: configuration, group: Self.group)

@@ -1,11 +1,13 @@
 // Behaviour of the HTTP/2 connection pool against the scriptable test server, through real TLS on loopback.
+
 import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization
-import Testing
-@testable import HTTP2
 import TestSupport
+import Testing
+
+@testable import HTTP2
 
 @Suite("HTTP/2 pool against the test server", .serialized)
 struct HTTP2PoolTests {
@@ -14,7 +16,8 @@ struct HTTP2PoolTests {
     func makePool(_ server: HTTP2TestServer, _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in })
         throws -> ConnectionPool
     {
-        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: server.port,
+        var configuration = ConnectionPool.Configuration(
+            host: "127.0.0.1", port: server.port,
             tls: TLSConfiguration(trustRoots: .caFile(server.certificate.certificateFile)))
         configuration.requestTimeout = .seconds(5)
         configuration.connectTimeout = .seconds(3)
@@ -25,14 +28,17 @@ struct HTTP2PoolTests {
     @Test func postReturnsStatusHeadersAndBodyAndServerSeesRequest() async throws {
         var options = HTTP2TestServer.Options()
         options.reply = { request in
-            .respond(status: 201, headers: [("x-echo-path", request.path), ("x-body-bytes", "\(request.body.count)")],
+            .respond(
+                status: 201, headers: [("x-echo-path", request.path), ("x-body-bytes", "\(request.body.count)")],
                 body: Array("reply to \(request.method)".utf8))
         }
         let server = try HTTP2TestServer(options: options)
         let pool = try makePool(server)
         let body = [UInt8](repeating: 0x61, count: 40_000)
-        let response = try await pool.send(HTTP2Request(method: "POST", path: "/3/device/abc",
-            headers: [HTTP2Header("apns-topic", "com.example")], body: body))
+        let response = try await pool.send(
+            HTTP2Request(
+                method: "POST", path: "/3/device/abc",
+                headers: [HTTP2Header("apns-topic", "com.example")], body: body))
         #expect(response.status == 201)
         #expect(response.header("x-echo-path") == "/3/device/abc")
         #expect(response.header("X-Body-Bytes") == "40000")
@@ -176,8 +182,11 @@ struct HTTP2PoolTests {
     @Test func restartedServerIsReconnected() async throws {
         let first = try HTTP2TestServer()
         let port = first.port
-        let pool = try makePool(first) { $0.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(50),
-            maximum: .milliseconds(200)) }
+        let pool = try makePool(first) {
+            $0.reconnectBackoff = ExponentialBackoff(
+                initial: .milliseconds(50),
+                maximum: .milliseconds(200))
+        }
         #expect(try await pool.send(HTTP2Request(path: "/before")).status == 200)
         await first.stop()
         #expect(await eventually { pool.statistics.readyConnections == 0 }, "the pool should notice the close")
@@ -241,10 +250,11 @@ struct HTTP2PoolTests {
         var tasks = [Task { try await pool.send(HTTP2Request(path: "/first")) }]
         #expect(await eventually { pool.statistics.streamsInFlight == 1 })
         tasks += (0..<2).map { index in Task { try await pool.send(HTTP2Request(path: "/\(index)")) } }
-        #expect(await eventually {
-            let statistics = pool.statistics
-            return statistics.streamsInFlight == 1 && statistics.queuedRequests == 2
-        })
+        #expect(
+            await eventually {
+                let statistics = pool.statistics
+                return statistics.streamsInFlight == 1 && statistics.queuedRequests == 2
+            })
         let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/x")) }
         // Refused on arrival (a queued request would expire with "no free stream within ...") while the
         // queue still holds the two others.

@@ -1,6 +1,8 @@
 // HTTP2Request keeps its pseudo-headers and fields packed in one buffer; these tests pin that every
 // property reads back what was set, in order, with its HPACK flag, whichever way the request was made.
+
 import Testing
+
 @testable import HTTP2
 
 @Suite struct HTTP2RequestPackingTests {
@@ -14,14 +16,18 @@ import Testing
         #expect(request.authority == "api.push.apple.com")
         #expect(request.path == "/3/device/ab")
         #expect(request.isPathIndexable)
-        #expect(request.headers == [HTTP2Header("apns-topic", "com.example"),
-            HTTP2Header("apns-id", "x", isIndexable: false)])
+        #expect(
+            request.headers == [
+                HTTP2Header("apns-topic", "com.example"),
+                HTTP2Header("apns-id", "x", isIndexable: false),
+            ])
         #expect(request.body == [1, 2])
         #expect(request.hasSchemeAndAuthority)
     }
 
     @Test func settingOnePropertyLeavesTheOthersAsTheyWere() {
-        var request = HTTP2Request(path: "/a",
+        var request = HTTP2Request(
+            path: "/a",
             headers: [HTTP2Header("k", "v"), HTTP2Header("n", "1", isIndexable: false)])
         #expect(!request.hasSchemeAndAuthority)
         request.scheme = "https"
@@ -43,13 +49,15 @@ import Testing
     }
 
     @Test func theFieldsGoToNghttp2InSendingOrderWithTheirFlags() {
-        let request = HTTP2Request(method: "POST", scheme: "https", authority: "h", path: "/p",
-                                   headers: [HTTP2Header("a", "1"), HTTP2Header("b", "22", isIndexable: false)])
+        let request = HTTP2Request(
+            method: "POST", scheme: "https", authority: "h", path: "/p",
+            headers: [HTTP2Header("a", "1"), HTTP2Header("b", "22", isIndexable: false)])
         var seen: [String] = []
         request.fields.withUnsafeBytes { bytes in
             PackedHeaderList.forEachField(in: bytes) { field in
                 let name = String(decoding: bytes[field.nameStart..<field.nameStart + field.nameCount], as: UTF8.self)
-                let value = String(decoding: bytes[field.valueStart..<field.valueStart + field.valueCount],
+                let value = String(
+                    decoding: bytes[field.valueStart..<field.valueStart + field.valueCount],
                     as: UTF8.self)
                 seen.append("\(name)=\(value)\(field.isIndexable ? "" : " (never indexed)")")
             }

@@ -1,5 +1,7 @@
 // The small value types under the pool: back-off ceilings and jitter, the bounded wait queue, header fields.
+
 import Testing
+
 @testable import HTTP2
 
 @Suite("Back-off, bounded queues and header fields")

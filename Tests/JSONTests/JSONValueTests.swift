@@ -1,5 +1,7 @@
 // JSON values: parsing, compact writing, escapes and byte counts.
+
 import Testing
+
 @testable import JSON
 
 @Suite struct JSONValueTests {

@@ -1,7 +1,9 @@
 // Configuration: the design's defaults, pass-through properties, errors that name each rejected
 // property, and secret values that never appear in errors or librdkafka's messages.
-@testable import Kafka
+
 import Testing
+
+@testable import Kafka
 
 @Suite("KafkaConfiguration")
 struct KafkaConfigurationTests {
@@ -50,19 +52,21 @@ struct KafkaConfigurationTests {
 
     @Test("an impossible combination is reported with librdkafka's explanation")
     func inconsistentPropertiesAreExplained() throws {
-        let error = try #require(creationError([
-            "security.protocol": "ssl", "ssl.keystore.location": "/nonexistent/client.p12",
-        ]))
+        let error = try #require(
+            creationError([
+                "security.protocol": "ssl", "ssl.keystore.location": "/nonexistent/client.p12",
+            ]))
         #expect(error.code == .invalidConfiguration)
         #expect(error.message.contains("ssl.keystore.password"))
     }
 
     @Test("a rejected secret-looking property is named but its value is not shown")
     func secretValuesAreNotEchoed() throws {
-        let error = try #require(creationError([
-            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule password=\"hunter2-pw\"",
-            "my.api.secret": "hunter2-secret",
-        ]))
+        let error = try #require(
+            creationError([
+                "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule password=\"hunter2-pw\"",
+                "my.api.secret": "hunter2-secret",
+            ]))
         #expect(error.message.contains("'sasl.jaas.config' = (value hidden)"))
         #expect(error.message.contains("'my.api.secret' = (value hidden)"))
         #expect(!error.message.contains("hunter2"))
@@ -87,20 +91,23 @@ struct KafkaConfigurationTests {
                 }
             }
         )
-        #expect(await eventually(within: .seconds(5)) {
-            events.all.contains { $0.contains("sasl.oauthbearer.config") }
-        })
+        #expect(
+            await eventually(within: .seconds(5)) {
+                events.all.contains { $0.contains("sasl.oauthbearer.config") }
+            })
         #expect(events.all.contains { $0.contains("[redacted]") })
         #expect(!events.all.contains { $0.contains("hunter2") })
         try? await producer.close(timeout: .milliseconds(100))
     }
 
-    @Test("secret-looking names are recognised", arguments: [
-        ("sasl.password", true), ("ssl.key.password", true), ("ssl.key.pem", true), ("ssl.keystore.password", true),
-        ("sasl.oauthbearer.client.secret", true), ("sasl.jaas.config", true), ("sasl.username", true),
-        ("sasl.oauthbearer.config", true), ("bootstrap.servers", false), ("security.protocol", false),
-        ("ssl.ca.location", false), ("enable.auto.commit", false),
-    ])
+    @Test(
+        "secret-looking names are recognised",
+        arguments: [
+            ("sasl.password", true), ("ssl.key.password", true), ("ssl.key.pem", true), ("ssl.keystore.password", true),
+            ("sasl.oauthbearer.client.secret", true), ("sasl.jaas.config", true), ("sasl.username", true),
+            ("sasl.oauthbearer.config", true), ("bootstrap.servers", false), ("security.protocol", false),
+            ("ssl.ca.location", false), ("enable.auto.commit", false),
+        ])
     func secretNames(name: String, isSecret: Bool) {
         #expect(KafkaConfiguration.isSecret(name) == isSecret)
     }

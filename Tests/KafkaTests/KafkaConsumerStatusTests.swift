@@ -1,9 +1,11 @@
 // The consumer's status on the mock cluster: brokers reachable or not (with the cause) as they go down
 // and come back, group membership; and the bounded close: by its deadline with the brokers gone or
 // the group join still under way, and a revoke under way cut short by a shutdown's limit.
-@testable import Kafka
+
 import Synchronization
 import Testing
+
+@testable import Kafka
 
 /// Settings for outage tests: statistics (the reachability check) and reconnects every 200-500 ms.
 private func outageConfiguration(_ cluster: MockKafkaCluster, group: String) -> KafkaConsumerConfiguration {
@@ -28,10 +30,11 @@ struct KafkaConsumerStatusTests {
             configuration: outageConfiguration(cluster, group: "g"), statusHandler: { changes.append($0) })
         #expect(!consumer.status.brokersReachable && !consumer.status.isGroupMember)
         try consumer.subscribe(topics: ["in"])
-        #expect(await eventually(within: .seconds(10)) {
-            consumer.status.brokersReachable && consumer.status.isGroupMember
-                && consumer.status.partitionsAssigned == 2
-        })
+        #expect(
+            await eventually(within: .seconds(10)) {
+                consumer.status.brokersReachable && consumer.status.isGroupMember
+                    && consumer.status.partitionsAssigned == 2
+            })
         #expect(consumer.status.brokersUp >= 1)
 
         try cluster.setBrokerDown(1)
@@ -103,12 +106,14 @@ struct KafkaConsumerStatusTests {
         var configuration = testConsumerConfiguration(cluster, group: "g")
         configuration.rebalanceDeadline = .seconds(30)
         let revoking = Recorder<ContinuousClock.Instant>()
-        let a = try KafkaConsumer(configuration: configuration, rebalanceHandler: { event in
-            guard case .revoked(let revocation) = event else { return }
-            revoking.append(revocation.deadline)
-            // A handler that keeps to its deadline, like the pipeline's.
-            try? await Task.sleep(until: revocation.deadline, clock: .continuous)
-        })
+        let a = try KafkaConsumer(
+            configuration: configuration,
+            rebalanceHandler: { event in
+                guard case .revoked(let revocation) = event else { return }
+                revoking.append(revocation.deadline)
+                // A handler that keeps to its deadline, like the pipeline's.
+                try? await Task.sleep(until: revocation.deadline, clock: .continuous)
+            })
         try a.subscribe(topics: ["in"])
         #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 2 })
         let b = try KafkaConsumer(configuration: configuration)
@@ -117,9 +122,10 @@ struct KafkaConsumerStatusTests {
 
         let limited = ContinuousClock.now
         a.limitRevocations(until: .now + .milliseconds(500))
-        #expect(try await eventually(within: .seconds(15)) {
-            try a.assignment().count == 1 && b.assignment().count == 1
-        })
+        #expect(
+            try await eventually(within: .seconds(15)) {
+                try a.assignment().count == 1 && b.assignment().count == 1
+            })
         let took = seconds(ContinuousClock.now - limited)
         // Without the limit the revoke would last until the handler's 30 s deadline: the split came first.
         let originalDeadline = try #require(revoking.all.first)

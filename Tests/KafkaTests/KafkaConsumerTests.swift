@@ -1,5 +1,6 @@
 // The group consumer against the mock cluster: record contents, offset storage and commits,
 // pause and resume, the bounded hand-off, and lag.
+
 import Foundation
 import Kafka
 import Testing
@@ -45,8 +46,11 @@ struct KafkaConsumerTests {
             let index = try #require(Int(message.valueString.dropFirst("event-".count)))
             #expect(message.topic == "in")
             #expect(message.key == Array("user-\(index)".utf8))
-            #expect(message.headers == [KafkaHeader(name: "trace", string: "t\(index)"),
-                                        KafkaHeader(name: "empty", value: nil)])
+            #expect(
+                message.headers == [
+                    KafkaHeader(name: "trace", string: "t\(index)"),
+                    KafkaHeader(name: "empty", value: nil),
+                ])
             let timestamp = try #require(message.timestamp)
             #expect(timestamp.kind == .createTime)
             #expect((before...after).contains(timestamp.millisecondsSince1970))

@@ -1,22 +1,26 @@
 // What the producer does while its brokers are away: it keeps records instead of failing them, says
 // that they wait (and when they are acknowledged again), and tells failures that pass from those
 // that do not.
-@testable import Kafka
+
 import Testing
+
+@testable import Kafka
 
 @Suite("KafkaProducer outages")
 struct KafkaProducerOutageTests {
-    @Test("outages and timeouts are transient; authorization, unknown topics, fatal errors are permanent", arguments: [
-        ("_MSG_TIMED_OUT", true), ("_TIMED_OUT", true), ("_TRANSPORT", true), ("_ALL_BROKERS_DOWN", true),
-        ("_RESOLVE", true), ("_QUEUE_FULL", true), ("REQUEST_TIMED_OUT", true), ("NETWORK_EXCEPTION", true),
-        ("LEADER_NOT_AVAILABLE", true), ("NOT_LEADER_FOR_PARTITION", true), ("NOT_ENOUGH_REPLICAS", true),
-        ("NOT_ENOUGH_REPLICAS_AFTER_APPEND", true), ("BROKER_NOT_AVAILABLE", true), ("KAFKA_STORAGE_ERROR", true),
-        ("TOPIC_AUTHORIZATION_FAILED", false), ("CLUSTER_AUTHORIZATION_FAILED", false), ("_UNKNOWN_TOPIC", false),
-        ("UNKNOWN_TOPIC_OR_PART", false), ("_UNKNOWN_PARTITION", false), ("MSG_SIZE_TOO_LARGE", false),
-        ("INVALID_RECORD", false), ("POLICY_VIOLATION", false), ("_FATAL", false),
-        ("OUT_OF_ORDER_SEQUENCE_NUMBER", false), ("INVALID_PRODUCER_EPOCH", false), ("_INCONSISTENT", false),
-        ("_PURGE_QUEUE", false), ("_PURGE_INFLIGHT", false), ("_SSL", false), ("SASL_AUTHENTICATION_FAILED", false),
-    ])
+    @Test(
+        "outages and timeouts are transient; authorization, unknown topics, fatal errors are permanent",
+        arguments: [
+            ("_MSG_TIMED_OUT", true), ("_TIMED_OUT", true), ("_TRANSPORT", true), ("_ALL_BROKERS_DOWN", true),
+            ("_RESOLVE", true), ("_QUEUE_FULL", true), ("REQUEST_TIMED_OUT", true), ("NETWORK_EXCEPTION", true),
+            ("LEADER_NOT_AVAILABLE", true), ("NOT_LEADER_FOR_PARTITION", true), ("NOT_ENOUGH_REPLICAS", true),
+            ("NOT_ENOUGH_REPLICAS_AFTER_APPEND", true), ("BROKER_NOT_AVAILABLE", true), ("KAFKA_STORAGE_ERROR", true),
+            ("TOPIC_AUTHORIZATION_FAILED", false), ("CLUSTER_AUTHORIZATION_FAILED", false), ("_UNKNOWN_TOPIC", false),
+            ("UNKNOWN_TOPIC_OR_PART", false), ("_UNKNOWN_PARTITION", false), ("MSG_SIZE_TOO_LARGE", false),
+            ("INVALID_RECORD", false), ("POLICY_VIOLATION", false), ("_FATAL", false),
+            ("OUT_OF_ORDER_SEQUENCE_NUMBER", false), ("INVALID_PRODUCER_EPOCH", false), ("_INCONSISTENT", false),
+            ("_PURGE_QUEUE", false), ("_PURGE_INFLIGHT", false), ("_SSL", false), ("SASL_AUTHENTICATION_FAILED", false),
+        ])
     func deliveryFailureClassification(name: String, transient: Bool) throws {
         let error = try #require(KafkaError.deliveryFailure(librdkafkaName: name), "librdkafka knows \(name)")
         #expect(error.producerFailureKind == (transient ? .transient : .permanent), "\(name)")

@@ -1,7 +1,9 @@
 // The idempotent producer against the mock cluster: delivery reports, the callback API, flush,
 // close, and a broker outage that loses nothing.
-@testable import Kafka
+
 import Testing
+
+@testable import Kafka
 
 @Suite("KafkaProducer")
 struct KafkaProducerTests {

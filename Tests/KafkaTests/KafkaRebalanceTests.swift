@@ -1,6 +1,7 @@
 // Two consumers in one group on the mock cluster: partitions split, revoke/assign sequences for
 // EAGER and COOPERATIVE protocols, store-and-commit on revoke, the revoke deadline, stalled readers,
 // and a clean leave on close.
+
 import Kafka
 import Synchronization
 import Testing
@@ -11,7 +12,8 @@ private func describe(_ event: KafkaRebalanceEvent) -> String {
     case .assigned(let partitions):
         return "assigned " + partitions.map { String($0.partition) }.joined(separator: ",")
     case .revoked(let revocation):
-        return (revocation.isLost ? "lost " : "revoked ") + revocation.partitions.map { String($0.partition) }
+        return (revocation.isLost ? "lost " : "revoked ")
+            + revocation.partitions.map { String($0.partition) }
             .joined(separator: ",")
     }
 }
@@ -100,18 +102,22 @@ struct KafkaRebalanceTests {
         let revokedByA = Recorder<KafkaTopicPartition>()
         let errorsAtA = Recorder<KafkaError>()
         let holder = Mutex<KafkaConsumer?>(nil)
-        let a = try KafkaConsumer(configuration: configuration, rebalanceHandler: { event in
-            guard case .revoked(let revocation) = event, let consumer = holder.withLock({ $0 }) else { return }
-            let finished = nextOffsets.withLock { $0 }
-            for partition in revocation.partitions {
-                revokedByA.append(partition)
-                if let next = finished[partition] {
-                    try? consumer.storeOffset(topic: partition.topic, partition: partition.partition, nextOffset: next)
+        let a = try KafkaConsumer(
+            configuration: configuration,
+            rebalanceHandler: { event in
+                guard case .revoked(let revocation) = event, let consumer = holder.withLock({ $0 }) else { return }
+                let finished = nextOffsets.withLock { $0 }
+                for partition in revocation.partitions {
+                    revokedByA.append(partition)
+                    if let next = finished[partition] {
+                        try? consumer.storeOffset(
+                            topic: partition.topic, partition: partition.partition, nextOffset: next)
+                    }
                 }
-            }
-        }, eventHandler: { event in
-            if case .error(let error) = event { errorsAtA.append(error) }
-        })
+            },
+            eventHandler: { event in
+                if case .error(let error) = event { errorsAtA.append(error) }
+            })
         holder.withLock { $0 = a }
         try a.subscribe(topics: ["in"])
         for message in try await receive(40, from: a, within: .seconds(15)) {
@@ -140,8 +146,10 @@ struct KafkaRebalanceTests {
             error.code == .commit && error.message.contains("gave up committing before releasing")
                 && ["REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION"].contains(error.librdkafkaName ?? "")
         }
-        withKnownIssue("mock coordinator refused the revoke commit during a new rebalance round",
-                       isIntermittent: true) {
+        withKnownIssue(
+            "mock coordinator refused the revoke commit during a new rebalance round",
+            isIntermittent: true
+        ) {
             #expect(committed == Dictionary(uniqueKeysWithValues: moved.map { ($0, 10) }))
             // B starts where A left off: it sees only the records written after the handover.
             #expect(atB.count == 4)

@@ -1,5 +1,6 @@
 // Shared setup for the Kafka tests: a mock cluster per test, fast group timings, and helpers that
 // wait for records or events with a deadline instead of sleeping blindly.
+
 import Kafka
 import Synchronization
 import Testing

@@ -1,4 +1,5 @@
 // The mock cluster's own API: addresses, topic creation, broker control and its errors, stop.
+
 import Kafka
 import Testing
 

@@ -1,5 +1,7 @@
 // The worker passes one property map to both of its clients; each must get only what applies to it.
+
 import Testing
+
 @testable import Kafka
 
 @Suite struct RDKafkaPropertyScopesTests {

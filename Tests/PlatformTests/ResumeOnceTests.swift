@@ -1,4 +1,5 @@
 // The first resume wins and later ones are ignored, whoever makes them.
+
 import Platform
 import Testing
 

@@ -1,4 +1,5 @@
 // The timer heap pops in deadline order and only what is due.
+
 import Platform
 import Testing
 

@@ -1,7 +1,9 @@
 // `explain`: for each rule, whether it matched and, condition by condition, what the event had.
+
 import APNs
 import JSON
 import Testing
+
 @testable import PushRules
 
 @Suite struct ExplainTests {

@@ -1,8 +1,10 @@
 // Shared helpers for the golden tests: load inline rules, evaluate an inline event, and compare the
 // decisions, one compact JSON line each (apns-id left out: it is fresh per attempt).
+
 import APNs
 import JSON
 import Testing
+
 @testable import PushRules
 
 enum Golden {
@@ -14,8 +16,10 @@ enum Golden {
     static let token2 = String(repeating: "cd", count: 32)
 
     /// An event of `type` with `data`, for one production device, as JSON text.
-    static func event(type: String = "chat.message", data: String = "{}", extra: String = "",
-                      devices: String? = nil) -> String {
+    static func event(
+        type: String = "chat.message", data: String = "{}", extra: String = "",
+        devices: String? = nil
+    ) -> String {
         let deviceList = devices ?? #"[{"token": "\#(token)", "environment": "production"}]"#
         return """
             {"id": "evt-1", "type": "\(type)", "occurred_at": "2026-11-29T12:00:00Z", "app": "com.example.chat",

@@ -1,7 +1,9 @@
 // Golden tests of `match`: every operator, lists, nesting, arrays in events, $or, rule order.
+
 import APNs
 import JSON
 import Testing
+
 @testable import PushRules
 
 @Suite struct MatchingTests {
@@ -124,8 +126,10 @@ import Testing
         #expect(try !Self.matches("{data: {tags: urgent}}", data: #"{"tags": ["news"]}"#))
         #expect(try Self.matches("{data: {items: {sku: B2}}}", data: #"{"items": [{"sku": "A1"}, {"sku": "B2"}]}"#))
         #expect(try Self.matches("{data: {tags: {exists: false}}}", data: #"{"tags": []}"#))
-        #expect(try Self.matches("{devices: {environment: sandbox}}", data: "{}",
-                                 type: "chat.message") == false)
+        #expect(
+            try Self.matches(
+                "{devices: {environment: sandbox}}", data: "{}",
+                type: "chat.message") == false)
     }
 
     @Test func orOfAlternativePatterns() throws {
@@ -165,21 +169,25 @@ import Testing
         let continuing = rules.replacingOccurrences(of: "alert: one", with: "alert: one\n    continue: true")
         let both = try Golden.load(continuing).evaluate(try JSONValue(parsing: event), now: Golden.now)
         #expect(both.matchedRuleIDs == ["first", "second"])
-        #expect(try Golden.lines(continuing, event).map { try JSONValue(parsing: $0)["body"]?["aps"]?["alert"] }
-            == ["one", "two"])
+        #expect(
+            try Golden.lines(continuing, event).map { try JSONValue(parsing: $0)["body"]?["aps"]?["alert"] }
+                == ["one", "two"])
     }
 
     @Test func anEventNoRuleMatchesIsSkippedPerDeviceWithReasonNoRule() throws {
-        let event = Golden.event(type: "unknown.kind", devices: """
-            [{"token": "\(Golden.token)", "environment": "production"},
-             {"token": "\(Golden.token2)", "environment": "sandbox"}]
-            """)
+        let event = Golden.event(
+            type: "unknown.kind",
+            devices: """
+                [{"token": "\(Golden.token)", "environment": "production"},
+                 {"token": "\(Golden.token2)", "environment": "sandbox"}]
+                """)
         let lines = try Golden.lines(Self.rules("{type: chat.message}"), event)
         let detail = #""detail":"no rule matches events of type \"unknown.kind\""}"#
-        #expect(lines == [
-            #"{"device":0,"rule":null,"status":"skipped","reason":"no_rule","# + detail,
-            #"{"device":1,"rule":null,"status":"skipped","reason":"no_rule","# + detail,
-        ])
+        #expect(
+            lines == [
+                #"{"device":0,"rule":null,"status":"skipped","reason":"no_rule","# + detail,
+                #"{"device":1,"rule":null,"status":"skipped","reason":"no_rule","# + detail,
+            ])
     }
 
     @Test func aSkipRuleSkipsWithItsReason() throws {
@@ -193,10 +201,11 @@ import Testing
                 match: {type: chat.message}
                 alert: hi
             """
-        #expect(try Golden.lines(rules, Golden.event(data: #"{"muted": true}"#)) == [
-            #"{"device":0,"rule":"muted","status":"skipped","reason":"skipped_by_rule","#
-                + #""detail":"the thread is muted"}"#,
-        ])
+        #expect(
+            try Golden.lines(rules, Golden.event(data: #"{"muted": true}"#)) == [
+                #"{"device":0,"rule":"muted","status":"skipped","reason":"skipped_by_rule","#
+                    + #""detail":"the thread is muted"}"#
+            ])
         #expect(try Golden.decision(rules, Golden.event(data: #"{"muted": false}"#))["rule"] == "chat")
     }
 

@@ -1,8 +1,10 @@
 // Golden tests of the event's `apns` overrides (accepted, ignored, invalid) and of server-side
 // localization with its fallback chain.
+
 import APNs
 import JSON
 import Testing
+
 @testable import PushRules
 
 @Suite struct OverrideTests {
@@ -29,16 +31,19 @@ import Testing
     }
 
     @Test func acceptedOverridesReplaceTheRulesValues() throws {
-        let decision = try Self.decide("""
+        let decision = try Self.decide(
+            """
             {"priority": 5, "badge": 9, "expiration": 1795960000, "collapse_id": "c1", "thread_id": "t",
              "sound": "bell.caf", "category": "C", "interruption_level": "passive", "relevance_score": 0.5}
             """)
-        #expect(decision["headers"]?.compactString
-            == #"{"apns-push-type":"alert","apns-topic":"com.example.chat","apns-priority":"5","#
-            + #""apns-expiration":"1795960000","apns-collapse-id":"c1"}"#)
-        #expect(decision["body"]?.compactString
-            == #"{"aps":{"alert":"hi","badge":9,"thread-id":"t","sound":"bell.caf","category":"C","#
-            + #""interruption-level":"passive","relevance-score":0.5}}"#)
+        #expect(
+            decision["headers"]?.compactString
+                == #"{"apns-push-type":"alert","apns-topic":"com.example.chat","apns-priority":"5","#
+                + #""apns-expiration":"1795960000","apns-collapse-id":"c1"}"#)
+        #expect(
+            decision["body"]?.compactString
+                == #"{"aps":{"alert":"hi","badge":9,"thread-id":"t","sound":"bell.caf","category":"C","#
+                + #""interruption-level":"passive","relevance-score":0.5}}"#)
         #expect(decision["notes"] == nil)
     }
 
@@ -46,22 +51,25 @@ import Testing
         let decision = try Self.decide(#"{"priority": 5, "badge": 3, "colour": "red"}"#, type: "strict")
         #expect(decision["headers"]?["apns-priority"] == "10")
         #expect(decision["body"]?.compactString == #"{"aps":{"alert":"hi"}}"#)
-        #expect(decision["notes"] == [
-            "event override apns.priority ignored: the rule does not accept it (accept_overrides)",
-            "event override apns.badge ignored: the rule does not accept it (accept_overrides)",
-            .string("event override apns.colour ignored: not an overridable field (overridable: priority, expiration, "
-                + "collapse_id, thread_id, badge, sound, category, interruption_level, relevance_score)"),
-        ])
+        #expect(
+            decision["notes"] == [
+                "event override apns.priority ignored: the rule does not accept it (accept_overrides)",
+                "event override apns.badge ignored: the rule does not accept it (accept_overrides)",
+                .string(
+                    "event override apns.colour ignored: not an overridable field (overridable: priority, expiration, "
+                        + "collapse_id, thread_id, badge, sound, category, interruption_level, relevance_score)"),
+            ])
     }
 
     @Test func anInvalidAcceptedOverrideRejectsThePush() throws {
         let decision = try Self.decide(#"{"priority": 7, "badge": "lots"}"#)
         #expect(decision["status"] == "rejected")
         #expect(decision["reason"] == "InvalidOverride")
-        #expect(decision["problems"] == [
-            "apns.priority is 7; use 10, 5 or 1",
-            "apns.badge is \"lots\"; use a whole number from 0",
-        ])
+        #expect(
+            decision["problems"] == [
+                "apns.priority is 7; use 10, 5 or 1",
+                "apns.badge is \"lots\"; use a whole number from 0",
+            ])
     }
 
     @Test func anOverrideThePushTypeDoesNotCarryIsIgnored() throws {
@@ -73,8 +81,9 @@ import Testing
     @Test func anOverriddenPriorityTheModelRejectsIsARejection() throws {
         let decision = try Self.decide(#"{"priority": 10}"#, type: "silent")
         #expect(decision["reason"] == "InvalidRequest")
-        #expect(decision["problems"]?[0]?.stringValue?.hasPrefix(
-            "apns-priority: priority 10 is not allowed for background pushes") == true)
+        #expect(
+            decision["problems"]?[0]?.stringValue?.hasPrefix(
+                "apns-priority: priority 10 is not allowed for background pushes") == true)
     }
 
     @Test func anOverriddenExpirationInThePastSkips() throws {
@@ -112,14 +121,16 @@ import Testing
 
     static func alert(locale: String?) throws -> String {
         let recipient = locale.map { #"{"user_id": "u1", "locale": "\#($0)"}"# } ?? #"{"user_id": "u1"}"#
-        let event = #"{"id": "e", "type": "t", "app": "com.example.chat", "recipient": \#(recipient), "#
+        let event =
+            #"{"id": "e", "type": "t", "app": "com.example.chat", "recipient": \#(recipient), "#
             + #""devices": [{"token": "\#(Golden.token)", "environment": "production"}], "data": {"name": "Ana"}}"#
         return try Golden.decision(rules, event)["body"]?["aps"]?["alert"]?.compactString ?? "<none>"
     }
 
     @Test func theMostSpecificLocaleWinsAndMissingKeysFallBack() throws {
-        #expect(try Self.alert(locale: "fr-CA")
-            == #"{"title":"Allô Ana","subtitle":"Ana a envoyé une photo","body":"Bye (fr-CA)"}"#)
+        #expect(
+            try Self.alert(locale: "fr-CA")
+                == #"{"title":"Allô Ana","subtitle":"Ana a envoyé une photo","body":"Bye (fr-CA)"}"#)
         let french = #"{"title":"Bonjour Ana","subtitle":"Ana a envoyé une photo","body":"Bye (fr)"}"#
         #expect(try Self.alert(locale: "fr") == french)
         #expect(try Self.alert(locale: "fr-BE") == french)

@@ -1,9 +1,11 @@
 // Fitting the payload under APNs' size limit: the named field is shortened on a character boundary
 // with an ellipsis; escapes and multibyte characters are counted as sent; when nothing helps, the
 // push is rejected with PayloadTooLarge and nothing is sent.
+
 import APNs
 import JSON
 import Testing
+
 @testable import PushRules
 
 @Suite struct PayloadFittingTests {
@@ -52,14 +54,18 @@ import Testing
     @Test func theBodyIsShortenedToExactlyTheLimitWithAnEllipsis() throws {
         let text = String(repeating: "a", count: 5000)
         let (decision, push) = try Self.decide(Self.rules(), Self.event(text: text))
-        guard case .send(let sent) = push else { Issue.record("not sent: \(decision.compactString)"); return }
+        guard case .send(let sent) = push else {
+            Issue.record("not sent: \(decision.compactString)")
+            return
+        }
         #expect(sent.request.payload.compactByteCount == 4096)
         let body = decision["body"]?["aps"]?["alert"]?["body"]?.stringValue ?? ""
         #expect(body.hasSuffix("a…"))
         #expect(body.utf8.count == 4096 - #"{"aps":{"alert":{"title":"T","body":""}},"preview":""}"#.utf8.count)
-        #expect(decision["notes"] == [
-            "alert.body shortened from 5000 to 4042 bytes to fit the 4096-byte payload limit",
-        ])
+        #expect(
+            decision["notes"] == [
+                "alert.body shortened from 5000 to 4042 bytes to fit the 4096-byte payload limit"
+            ])
     }
 
     @Test func multibyteTextIsCutOnACharacterBoundary() throws {
@@ -81,7 +87,10 @@ import Testing
         for unit in ["\"", "\u{8}", "\u{1}", "\\"] {
             let text = String(repeating: unit, count: 5000)
             let (decision, push) = try Self.decide(Self.rules(), Self.event(text: text))
-            guard case .send(let sent) = push else { Issue.record("not sent: \(decision.compactString)"); return }
+            guard case .send(let sent) = push else {
+                Issue.record("not sent: \(decision.compactString)")
+                return
+            }
             let size = sent.request.payload.compactByteCount
             let perUnit = unit == "\u{1}" ? 6 : 2
             #expect(size <= 4096 && size > 4096 - perUnit, "unit \(unit.debugDescription): \(size)")
@@ -115,10 +124,12 @@ import Testing
         let (decision, _) = try Self.decide(Self.rules(), Self.event(text: "hi", title: title))
         #expect(decision["status"] == "rejected")
         #expect(decision["reason"] == "PayloadTooLarge")
-        #expect(decision["problems"] == [
-            .string("the payload is 5055 bytes, over the 4096-byte limit for alert pushes; shortening alert.body "
-                + "cannot make it fit"),
-        ])
+        #expect(
+            decision["problems"] == [
+                .string(
+                    "the payload is 5055 bytes, over the 4096-byte limit for alert pushes; shortening alert.body "
+                        + "cannot make it fit")
+            ])
     }
 
     @Test func voipPushesHaveTheLargerLimit() throws {
@@ -134,16 +145,21 @@ import Testing
         #expect(fits["status"] == "send")
         let tooBigEvent = Self.event(text: String(repeating: "v", count: 5200))
         let outcome = try Golden.load(rules).evaluate(try JSONValue(parsing: tooBigEvent), now: Golden.now)
-        guard case .reject(let rejection) = outcome.decisions[0] else { Issue.record("not rejected"); return }
+        guard case .reject(let rejection) = outcome.decisions[0] else {
+            Issue.record("not rejected")
+            return
+        }
         #expect(rejection.pushType == .voip)
         #expect(rejection.ruleID == "call")
         #expect(rejection.device?.token == Golden.token)
         let tooBig = try Golden.decision(rules, tooBigEvent)
         #expect(tooBig["reason"] == "PayloadTooLarge")
-        #expect(tooBig["problems"] == [
-            .string("the payload is 5211 bytes, over the 5120-byte limit for voip pushes; the rule names no field "
-                + "to shorten (shorten:)"),
-        ])
+        #expect(
+            tooBig["problems"] == [
+                .string(
+                    "the payload is 5211 bytes, over the 5120-byte limit for voip pushes; the rule names no field "
+                        + "to shorten (shorten:)")
+            ])
     }
 
     @Test func prefixArithmeticMatchesTheWriter() {

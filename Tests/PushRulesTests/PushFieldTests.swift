@@ -1,8 +1,10 @@
 // Golden tests of every APNs field a rule can set: headers (topic with suffix, push type, priority,
 // expiration, collapse id) and payload keys, per push type.
+
 import APNs
 import JSON
 import Testing
+
 @testable import PushRules
 
 @Suite struct PushFieldTests {
@@ -17,7 +19,8 @@ import Testing
     }
 
     @Test func anAlertRequestExactlyAsSent() throws {
-        let rules = Self.rule("""
+        let rules = Self.rule(
+            """
             alert:
               title: "{{ event.data.sender.name }}"
               body: "{{ event.data.text }}"
@@ -25,12 +28,13 @@ import Testing
             collapse_id: "{{ event.id }}"
             """)
         let line = try Golden.lines(rules, Golden.event(data: #"{"sender": {"name": "Ana"}, "text": "hi"}"#))
-        #expect(line == [
-            #"{"device":0,"rule":"r","status":"send","method":"POST","url":"https://api.push.apple.com/3/device/"#
-                + Golden.token + #"","headers":{"apns-push-type":"alert","apns-topic":"com.example.chat","#
-                + #""apns-priority":"10","apns-expiration":"1795957200","apns-collapse-id":"evt-1"},"#
-                + #""body":{"aps":{"alert":{"title":"Ana","body":"hi"}}}}"#,
-        ])
+        #expect(
+            line == [
+                #"{"device":0,"rule":"r","status":"send","method":"POST","url":"https://api.push.apple.com/3/device/"#
+                    + Golden.token + #"","headers":{"apns-push-type":"alert","apns-topic":"com.example.chat","#
+                    + #""apns-priority":"10","apns-expiration":"1795957200","apns-collapse-id":"evt-1"},"#
+                    + #""body":{"aps":{"alert":{"title":"Ana","body":"hi"}}}}"#
+            ])
     }
 
     @Test func eachDeviceGetsItsOwnRequestInItsEnvironment() throws {
@@ -55,12 +59,16 @@ import Testing
             [{"token": "\(Golden.token)", "environment": "production", "model": "iPhone"},
              {"token": "\(Golden.token2)", "environment": "sandbox", "model": "iPad"}]
             """
-        let rules = Self.rule(#"alert: "on your {{ device.model }}""# + "\n" + #"custom: {env: "{{ device.environment }}"}"#)
+        let rules = Self.rule(
+            #"alert: "on your {{ device.model }}""# + "\n" + #"custom: {env: "{{ device.environment }}"}"#)
         let bodies = try Golden.lines(rules, Golden.event(devices: devices)).map {
             try JSONValue(parsing: $0)["body"]?.compactString
         }
-        #expect(bodies == [#"{"aps":{"alert":"on your iPhone"},"env":"production"}"#,
-                           #"{"aps":{"alert":"on your iPad"},"env":"sandbox"}"#])
+        #expect(
+            bodies == [
+                #"{"aps":{"alert":"on your iPhone"},"env":"production"}"#,
+                #"{"aps":{"alert":"on your iPad"},"env":"sandbox"}"#,
+            ])
     }
 
     @Test func topicGetsThePushTypesSuffix() throws {
@@ -76,8 +84,9 @@ import Testing
         #expect(try topic("push_type: pushtotalk") == "com.example.chat.voip-ptt")
         #expect(try topic("push_type: widgets") == "com.example.chat.push-type.widgets")
         #expect(try topic("push_type: controls") == "com.example.chat.push-type.controls")
-        #expect(try topic("push_type: mdm\ntopic: com.apple.mgmt.External.1234\ncustom: {mdm: magic}")
-            == "com.apple.mgmt.External.1234")
+        #expect(
+            try topic("push_type: mdm\ntopic: com.apple.mgmt.External.1234\ncustom: {mdm: magic}")
+                == "com.apple.mgmt.External.1234")
     }
 
     @Test func priorityDefaultsToThePushTypesAndCanBeSet() throws {
@@ -100,30 +109,37 @@ import Testing
         #expect(try expiration("alert: hi\nttl: 1h30m") == .string(String(Golden.eventTime + 5400)))
         #expect(try expiration("alert: hi\nttl: 2d") == .string(String(Golden.eventTime + 172_800)))
         // Without occurred_at, the time of evaluation.
-        let undated = #"{"id": "e", "type": "t", "app": "com.example.chat", "#
+        let undated =
+            #"{"id": "e", "type": "t", "app": "com.example.chat", "#
             + #""devices": [{"token": "\#(Golden.token)", "environment": "production"}]}"#
         #expect(try expiration("alert: hi\nttl: 60", undated) == .string(String(Golden.now + 60)))
     }
 
     @Test func aNotificationWhoseExpirationHasPassedIsSkipped() throws {
-        let decision = try Golden.decision(Self.rule("alert: hi\nttl: 30m"), Golden.event(),
-                                           now: Golden.eventTime + 3600)
+        let decision = try Golden.decision(
+            Self.rule("alert: hi\nttl: 30m"), Golden.event(),
+            now: Golden.eventTime + 3600)
         #expect(decision["status"] == "skipped")
         #expect(decision["reason"] == "expired")
-        #expect(decision["detail"]
-            == "the notification expired at 2026-11-29T12:30:00Z (1795955400), before 2026-11-29T13:00:00Z")
+        #expect(
+            decision["detail"]
+                == "the notification expired at 2026-11-29T12:30:00Z (1795955400), before 2026-11-29T13:00:00Z")
     }
 
     @Test func anUnreadableEventTimeIsARejection() throws {
         let event = Golden.event().replacingOccurrences(of: "2026-11-29T12:00:00Z", with: "yesterday")
         let decision = try Golden.decision(Self.rule("alert: hi\nttl: 1h"), event)
         #expect(decision["reason"] == "TemplateError")
-        #expect(decision["problems"] == [.string(
-            "ttl: the event's occurred_at is \"yesterday\", not an RFC 3339 time such as 2026-11-29T12:00:00Z")])
+        #expect(
+            decision["problems"] == [
+                .string(
+                    "ttl: the event's occurred_at is \"yesterday\", not an RFC 3339 time such as 2026-11-29T12:00:00Z")
+            ])
     }
 
     @Test func everyAlertPayloadField() throws {
-        let rules = Self.rule("""
+        let rules = Self.rule(
+            """
             alert:
               title: T
               subtitle: S
@@ -143,16 +159,18 @@ import Testing
               thread: "{{ event.data.thread }}"
               meta: {n: 1, tags: [a, "{{ event.data.thread }}"]}
             """)
-        #expect(try Golden.body(rules, Golden.event(data: #"{"unread": 4, "thread": "t7"}"#))
-            == #"{"aps":{"alert":{"title":"T","subtitle":"S","body":"B","launch-image":"L.png"},"badge":4,"#
-            + #""sound":"ping.caf","thread-id":"t7","category":"MESSAGE","content-available":1,"mutable-content":1,"#
-            + #""target-content-id":"window-1","interruption-level":"time-sensitive","relevance-score":0.75,"#
-            + #""filter-criteria":"work"},"thread":"t7","meta":{"n":1,"tags":["a","t7"]}}"#)
+        #expect(
+            try Golden.body(rules, Golden.event(data: #"{"unread": 4, "thread": "t7"}"#))
+                == #"{"aps":{"alert":{"title":"T","subtitle":"S","body":"B","launch-image":"L.png"},"badge":4,"#
+                + #""sound":"ping.caf","thread-id":"t7","category":"MESSAGE","content-available":1,"mutable-content":1,"#
+                + #""target-content-id":"window-1","interruption-level":"time-sensitive","relevance-score":0.75,"#
+                + #""filter-criteria":"work"},"thread":"t7","meta":{"n":1,"tags":["a","t7"]}}"#)
     }
 
     @Test func anAlertCanBeAPlainText() throws {
-        #expect(try Golden.body(Self.rule(#"alert: "{{ event.data.text }}""#), Golden.event(data: #"{"text": "yo"}"#))
-            == #"{"aps":{"alert":"yo"}}"#)
+        #expect(
+            try Golden.body(Self.rule(#"alert: "{{ event.data.text }}""#), Golden.event(data: #"{"text": "yo"}"#))
+                == #"{"aps":{"alert":"yo"}}"#)
     }
 
     @Test func badgeFromTextIsANumberAndAWrongBadgeIsARejection() throws {
@@ -166,18 +184,21 @@ import Testing
     }
 
     @Test func criticalSound() throws {
-        let rules = Self.rule("""
+        let rules = Self.rule(
+            """
             alert: fire
             sound: {critical: true, name: alarm.caf, volume: 0.8}
             interruption_level: critical
             """)
-        #expect(try Golden.body(rules, Golden.event())
-            == #"{"aps":{"alert":"fire","sound":{"critical":1,"name":"alarm.caf","volume":0.8},"#
-            + #""interruption-level":"critical"}}"#)
+        #expect(
+            try Golden.body(rules, Golden.event())
+                == #"{"aps":{"alert":"fire","sound":{"critical":1,"name":"alarm.caf","volume":0.8},"#
+                + #""interruption-level":"critical"}}"#)
     }
 
     @Test func deviceSideLocalizationKeys() throws {
-        let rules = Self.rule("""
+        let rules = Self.rule(
+            """
             alert:
               title_loc_key: NEW_MESSAGE_TITLE
               title_loc_args: ["{{ event.data.sender }}"]
@@ -186,10 +207,11 @@ import Testing
               loc_key: NEW_MESSAGE_BODY
               loc_args: ["{{ event.data.sender }}", "{{ event.data.count }}"]
             """)
-        #expect(try Golden.body(rules, Golden.event(data: #"{"sender": "Ana", "count": 2}"#))
-            == #"{"aps":{"alert":{"title-loc-key":"NEW_MESSAGE_TITLE","title-loc-args":["Ana"],"#
-            + #""subtitle-loc-key":"SUB","subtitle-loc-args":[],"loc-key":"NEW_MESSAGE_BODY","#
-            + #""loc-args":["Ana","2"]}}}"#)
+        #expect(
+            try Golden.body(rules, Golden.event(data: #"{"sender": "Ana", "count": 2}"#))
+                == #"{"aps":{"alert":{"title-loc-key":"NEW_MESSAGE_TITLE","title-loc-args":["Ana"],"#
+                + #""subtitle-loc-key":"SUB","subtitle-loc-args":[],"loc-key":"NEW_MESSAGE_BODY","#
+                + #""loc-args":["Ana","2"]}}}"#)
     }
 
     @Test func backgroundPushCarriesOnlyContentAvailablePlusCustomData() throws {
@@ -211,7 +233,8 @@ import Testing
     }
 
     @Test func voipPushesCarryTheirDataWithoutAps() throws {
-        let rules = Self.rule("""
+        let rules = Self.rule(
+            """
             push_type: voip
             ttl: 0
             custom:
@@ -230,7 +253,8 @@ import Testing
     }
 
     @Test func liveActivityStartWithEveryField() throws {
-        let rules = Self.rule("""
+        let rules = Self.rule(
+            """
             push_type: liveactivity
             live_activity:
               event: start
@@ -247,14 +271,16 @@ import Testing
         let data = #"{"order": "A-1", "status": "packed", "stops": 4, "eta": "2026-11-29T13:00:00+01:00"}"#
         let decision = try Golden.decision(rules, Golden.event(data: data))
         #expect(decision["headers"]?["apns-topic"] == "com.example.chat.push-type.liveactivity")
-        #expect(decision["body"]?.compactString
-            == #"{"aps":{"alert":{"title":"On its way"},"relevance-score":1,"timestamp":1795953600,"event":"start","#
-            + #""content-state":{"status":"packed","stops":4},"stale-date":1795953600,"dismissal-date":1795960000,"#
-            + #""attributes-type":"DeliveryAttributes","attributes":{"order":"A-1"},"input-push-token":1}}"#)
+        #expect(
+            decision["body"]?.compactString
+                == #"{"aps":{"alert":{"title":"On its way"},"relevance-score":1,"timestamp":1795953600,"event":"start","#
+                + #""content-state":{"status":"packed","stops":4},"stale-date":1795953600,"dismissal-date":1795960000,"#
+                + #""attributes-type":"DeliveryAttributes","attributes":{"order":"A-1"},"input-push-token":1}}"#)
     }
 
     @Test func liveActivityUpdateWithAnExplicitTimestamp() throws {
-        let rules = Self.rule("""
+        let rules = Self.rule(
+            """
             push_type: liveactivity
             live_activity:
               event: update
@@ -262,8 +288,9 @@ import Testing
               content_state: "{{ event.data.state }}"
             """)
         let data = #"{"at": 1795953000, "state": {"eta": 5}}"#
-        #expect(try Golden.body(rules, Golden.event(data: data))
-            == #"{"aps":{"timestamp":1795953000,"event":"update","content-state":{"eta":5}}}"#)
+        #expect(
+            try Golden.body(rules, Golden.event(data: data))
+                == #"{"aps":{"timestamp":1795953000,"event":"update","content-state":{"eta":5}}}"#)
         let wrong = try Golden.decision(rules, Golden.event(data: #"{"at": 1795953000, "state": "soon"}"#))
         #expect(wrong["problems"] == ["live_activity.content_state must be an object, but the template gave a string"])
     }
@@ -296,8 +323,9 @@ import Testing
         let key = String(repeating: "é", count: 33)
         let decision = try Golden.decision(rules, Golden.event(data: #"{"key": "\#(key)"}"#))
         #expect(decision["reason"] == "InvalidRequest")
-        #expect(decision["problems"]?.arrayValue?.first?.stringValue?.hasPrefix(
-            "collapse_id: the collapse id is 66 bytes of UTF-8; APNs accepts at most 64") == true)
+        #expect(
+            decision["problems"]?.arrayValue?.first?.stringValue?.hasPrefix(
+                "collapse_id: the collapse id is 66 bytes of UTF-8; APNs accepts at most 64") == true)
     }
 
     @Test func aDeviceWithoutAUsableTokenIsRejectedAlone() throws {
@@ -308,20 +336,26 @@ import Testing
             """
         let lines = try Golden.lines(Self.rule("alert: hi"), Golden.event(devices: devices))
         let decisions = try lines.map { try JSONValue(parsing: $0) }
-        #expect(decisions.map { $0["reason"] ?? $0["status"] }
-            == ["InvalidDevice", "InvalidDevice", "InvalidDevice", "send"])
-        #expect(decisions[0]["problems"]?[0]?.stringValue?
-            .hasPrefix("devices[0].token: 'x' at position 1 is not a hex digit") == true)
+        #expect(
+            decisions.map { $0["reason"] ?? $0["status"] }
+                == ["InvalidDevice", "InvalidDevice", "InvalidDevice", "send"])
+        #expect(
+            decisions[0]["problems"]?[0]?.stringValue?
+                .hasPrefix("devices[0].token: 'x' at position 1 is not a hex digit") == true)
         #expect(decisions[1]["problems"] == ["devices[1] has no token (a hex text)"])
-        #expect(decisions[2]["problems"]?[0]?.stringValue?
-            .hasPrefix("devices[2].environment: 'staging' is not") == true)
+        #expect(
+            decisions[2]["problems"]?[0]?.stringValue?
+                .hasPrefix("devices[2].environment: 'staging' is not") == true)
     }
 
     @Test func anEventWithoutDevicesGetsOneSkip() throws {
         for devices in ["[]", "null", #""x""#] {
             let lines = try Golden.lines(Self.rule("alert: hi"), Golden.event(devices: devices))
-            #expect(lines == [#"{"rule":"r","status":"skipped","reason":"no_devices","#
-                + #""detail":"the event has no devices to send to"}"#])
+            #expect(
+                lines == [
+                    #"{"rule":"r","status":"skipped","reason":"no_devices","#
+                        + #""detail":"the event has no devices to send to"}"#
+                ])
         }
     }
 }

@@ -1,11 +1,13 @@
 // Reloading: a valid new file replaces the rules atomically; an invalid one leaves them in force and
 // says why; the watcher notices changes by content.
+
 import APNs
 import Foundation
 import JSON
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import PushRules
 
 @Suite struct RulesStoreTests {
@@ -30,9 +32,15 @@ import Testing
         let path = try temporaryFile(Self.rules("one"))
         let store = try RulesStore(path: path)
         #expect(try Self.alert(store) == "one")
-        guard case .unchanged = store.reload() else { Issue.record("expected unchanged"); return }
+        guard case .unchanged = store.reload() else {
+            Issue.record("expected unchanged")
+            return
+        }
         try Data(Self.rules("two").utf8).write(to: URL(fileURLWithPath: path))
-        guard case .replaced(let rules) = store.reload() else { Issue.record("expected replaced"); return }
+        guard case .replaced(let rules) = store.reload() else {
+            Issue.record("expected replaced")
+            return
+        }
         #expect(rules === store.current)
         #expect(try Self.alert(store) == "two")
     }
@@ -43,19 +51,32 @@ import Testing
         let before = store.current
         try Data("version: 1\nrules:\n  - id: r\n    match: {}\n    alert: \"{{ nope }}\"\n".utf8)
             .write(to: URL(fileURLWithPath: path))
-        guard case .rejected(let error) = store.reload() else { Issue.record("expected rejected"); return }
-        #expect(error.problems.map(\.description) == [
-            "\(path):5:16: rule 'r': alert: template error: unknown variable 'nope'; templates can read event, "
-                + "device and locale",
-        ])
+        guard case .rejected(let error) = store.reload() else {
+            Issue.record("expected rejected")
+            return
+        }
+        #expect(
+            error.problems.map(\.description) == [
+                "\(path):5:16: rule 'r': alert: template error: unknown variable 'nope'; templates can read event, "
+                    + "device and locale"
+            ])
         #expect(store.current === before)
         #expect(try Self.alert(store) == "one")
         // Asked again (as on SIGHUP), the same bad version is reported again.
-        guard case .rejected(let again) = store.reload() else { Issue.record("expected rejected"); return }
+        guard case .rejected(let again) = store.reload() else {
+            Issue.record("expected rejected")
+            return
+        }
         #expect(again.problems == error.problems)
-        guard case .unchanged = store.reloadIfChanged() else { Issue.record("expected unchanged"); return }
+        guard case .unchanged = store.reloadIfChanged() else {
+            Issue.record("expected unchanged")
+            return
+        }
         try FileManager.default.removeItem(atPath: path)
-        guard case .rejected(let missing) = store.reload() else { Issue.record("expected rejected"); return }
+        guard case .rejected(let missing) = store.reload() else {
+            Issue.record("expected rejected")
+            return
+        }
         #expect(missing.problems.first?.message.contains("keeping the rules in force") == true)
         #expect(store.current === before)
     }

@@ -1,8 +1,10 @@
 // Golden tests of templates: every filter, strict missing values, typed single expressions, and
 // output built as JSON values (event text can never break or inject into the payload).
+
 import APNs
 import JSON
 import Testing
+
 @testable import PushRules
 
 @Suite struct TemplateTests {
@@ -23,12 +25,14 @@ import Testing
         return decision["problems"] ?? .null
     }
 
-    static let sample = #"{"name": "ana", "count": 3, "ratio": 0.5, "on": true, "tags": ["a", "b", 3],"#
+    static let sample =
+        #"{"name": "ana", "count": 3, "ratio": 0.5, "on": true, "tags": ["a", "b", 3],"#
         + #" "nested": {"k": [1, {"x": null}]}, "spaced": "  hi  ", "nothing": null}"#
 
     @Test func interpolatesValuesIntoText() throws {
-        #expect(try Self.render(#""Hi {{ event.data.name }}, {{ event.data.count }} new""#, data: Self.sample)
-            == "Hi ana, 3 new")
+        #expect(
+            try Self.render(#""Hi {{ event.data.name }}, {{ event.data.count }} new""#, data: Self.sample)
+                == "Hi ana, 3 new")
         #expect(try Self.render(#""{{ event.data.ratio }}/{{ event.data.on }}""#, data: Self.sample) == "0.5/true")
         #expect(try Self.render(#""plain text""#) == "plain text")
     }
@@ -36,8 +40,9 @@ import Testing
     @Test func aSingleExpressionKeepsItsType() throws {
         #expect(try Self.render(#""{{ event.data.count }}""#, data: Self.sample) == 3)
         #expect(try Self.render(#""{{event.data.on}}""#, data: Self.sample) == true)
-        #expect(try Self.render(#""{{ event.data.nested }}""#, data: Self.sample)
-            == ["k": [1, ["x": .null]]])
+        #expect(
+            try Self.render(#""{{ event.data.nested }}""#, data: Self.sample)
+                == ["k": [1, ["x": .null]]])
         #expect(try Self.render(#""{{ event.data.tags }}""#, data: Self.sample) == ["a", "b", 3])
     }
 
@@ -50,17 +55,30 @@ import Testing
     }
 
     @Test func aMissingValueIsAnErrorNamingWhatIsMissing() throws {
-        #expect(try Self.render(#""{{ event.data.sender.name }}""#, data: #"{"sender": {}}"#)
-            == [.string("custom.out: event.data.sender.name is missing (event.data.sender has no 'name'); "
-                + "add | default(...) if it is optional")])
-        #expect(try Self.render(#""Hi {{ event.data.who }}""#)
-            == [.string("custom.out: event.data.who is missing (event.data has no 'who'); "
-                + "add | default(...) if it is optional")])
-        #expect(try Self.render(#""{{ event.data.nothing }}""#, data: Self.sample)
-            == ["custom.out: event.data.nothing is null; add | default(...) if it is optional"])
-        #expect(try Self.render(#""{{ event.data.tags[7] }}""#, data: Self.sample)
-            == [.string("custom.out: event.data.tags[7] is missing (event.data.tags has 3 elements); "
-                + "add | default(...) if it is optional")])
+        #expect(
+            try Self.render(#""{{ event.data.sender.name }}""#, data: #"{"sender": {}}"#)
+                == [
+                    .string(
+                        "custom.out: event.data.sender.name is missing (event.data.sender has no 'name'); "
+                            + "add | default(...) if it is optional")
+                ])
+        #expect(
+            try Self.render(#""Hi {{ event.data.who }}""#)
+                == [
+                    .string(
+                        "custom.out: event.data.who is missing (event.data has no 'who'); "
+                            + "add | default(...) if it is optional")
+                ])
+        #expect(
+            try Self.render(#""{{ event.data.nothing }}""#, data: Self.sample)
+                == ["custom.out: event.data.nothing is null; add | default(...) if it is optional"])
+        #expect(
+            try Self.render(#""{{ event.data.tags[7] }}""#, data: Self.sample)
+                == [
+                    .string(
+                        "custom.out: event.data.tags[7] is missing (event.data.tags has 3 elements); "
+                            + "add | default(...) if it is optional")
+                ])
     }
 
     @Test func defaultFillsMissingAndNullValues() throws {
@@ -105,16 +123,22 @@ import Testing
     @Test func joinJoinsTextsAndNumbers() throws {
         #expect(try Self.render(#""{{ event.data.tags | join }}""#, data: Self.sample) == "a, b, 3")
         #expect(try Self.render(#""{{ event.data.tags | join(' · ') }}""#, data: Self.sample) == "a · b · 3")
-        #expect(try Self.render(#""{{ event.data.name | join }}""#, data: Self.sample)
-            == ["custom.out: {{ event.data.name | join }}: join needs a list, found a string"])
-        #expect(try Self.render(#""{{ event.data.nested.k | join }}""#, data: Self.sample)
-            == [.string("custom.out: {{ event.data.nested.k | join }}: join needs a list of texts or numbers, "
-                + "element 1 is an object")])
+        #expect(
+            try Self.render(#""{{ event.data.name | join }}""#, data: Self.sample)
+                == ["custom.out: {{ event.data.name | join }}: join needs a list, found a string"])
+        #expect(
+            try Self.render(#""{{ event.data.nested.k | join }}""#, data: Self.sample)
+                == [
+                    .string(
+                        "custom.out: {{ event.data.nested.k | join }}: join needs a list of texts or numbers, "
+                            + "element 1 is an object")
+                ])
     }
 
     @Test func jsonEmbedsAValueAsText() throws {
-        #expect(try Self.render(#""{{ event.data.nested | json }}""#, data: Self.sample)
-            == #"{"k":[1,{"x":null}]}"#)
+        #expect(
+            try Self.render(#""{{ event.data.nested | json }}""#, data: Self.sample)
+                == #"{"k":[1,{"x":null}]}"#)
         #expect(try Self.render(#""n={{ event.data.tags | json }}""#, data: Self.sample) == #"n=["a","b",3]"#)
     }
 
@@ -130,10 +154,12 @@ import Testing
     }
 
     @Test func listsAndObjectsCannotBePastedIntoText() throws {
-        #expect(try Self.render(#""tags: {{ event.data.tags }}""#, data: Self.sample)
-            == ["custom.out: {{ event.data.tags }} is a list inside text; use | join(', ') or | json"])
-        #expect(try Self.render(#""n: {{ event.data.nested }}""#, data: Self.sample)
-            == ["custom.out: {{ event.data.nested }} is an object inside text; pick a field or use | json"])
+        #expect(
+            try Self.render(#""tags: {{ event.data.tags }}""#, data: Self.sample)
+                == ["custom.out: {{ event.data.tags }} is a list inside text; use | join(', ') or | json"])
+        #expect(
+            try Self.render(#""n: {{ event.data.nested }}""#, data: Self.sample)
+                == ["custom.out: {{ event.data.nested }} is an object inside text; pick a field or use | json"])
     }
 
     @Test func eventTextCannotBreakOrInjectIntoThePayload() throws {
@@ -147,12 +173,14 @@ import Testing
                   body: "{{ event.data.text }}"
             """
         let body = try Golden.body(rules, Golden.event(data: hostile))
-        #expect(body == #"{"aps":{"alert":{"body":"\"},\"aps\":{\"badge\":99},\"x\":{\"a\":\"\n\t\u0001"#
-            + #"{{ event.id }}\\"}}}"#)
+        #expect(
+            body == #"{"aps":{"alert":{"body":"\"},\"aps\":{\"badge\":99},\"x\":{\"a\":\"\n\t\u0001"#
+                + #"{{ event.id }}\\"}}}"#)
         let parsed = try JSONValue(parsing: body)
         #expect(parsed["aps"]?["badge"] == nil)
-        #expect(parsed["aps"]?["alert"]?["body"]
-            == "\"},\"aps\":{\"badge\":99},\"x\":{\"a\":\"\n\t\u{01}{{ event.id }}\\")
+        #expect(
+            parsed["aps"]?["alert"]?["body"]
+                == "\"},\"aps\":{\"badge\":99},\"x\":{\"a\":\"\n\t\u{01}{{ event.id }}\\")
     }
 
     @Test func literalBracesCanBeWrittenAsAText() throws {

@@ -1,8 +1,10 @@
 // The YAML reader: positions of every node, YAML 1.1 scalar resolution, aliases with a budget,
 // and JSON read through the same path.
+
 import APNs
 import JSON
 import Testing
+
 @testable import PushRules
 
 @Suite struct YAMLReaderTests {
@@ -11,7 +13,8 @@ import Testing
     }
 
     @Test func keepsTheLineAndColumnOfEveryNode() throws {
-        let root = try Self.read("""
+        let root = try Self.read(
+            """
             a: 1
             b:
               - x
@@ -42,7 +45,8 @@ import Testing
     }
 
     @Test func quotedBlockAndTaggedScalarsStayText() throws {
-        let root = try Self.read("""
+        let root = try Self.read(
+            """
             a: "true"
             b: '42'
             c: !!str 3.5
@@ -63,7 +67,8 @@ import Testing
     }
 
     @Test func aliasesAreExpanded() throws {
-        let root = try Self.read("""
+        let root = try Self.read(
+            """
             base: &b {x: 1, y: [a, b]}
             copy: *b
             """)

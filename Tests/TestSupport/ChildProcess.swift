@@ -1,5 +1,6 @@
 // Command-line tools tests run (openssl for keys and certificates, schema and metrics checkers): the
 // exit status and what the tool printed, with the command in the error when it fails.
+
 import Foundation
 
 /// Runs `path` with `arguments`, discarding its output; returns the exit status.
@@ -29,8 +30,10 @@ package struct ProcessResult: Sendable {
 
 /// Runs `path` with `arguments` in `directory`, feeding it `input`, and waits for it to exit.
 /// Throws only when the tool cannot be started; a non-zero status is in the result.
-package func runProcessCapturing(_ path: String, _ arguments: [String], in directory: String? = nil,
-                                 input: [UInt8]? = nil, mergingErrors: Bool = false) throws -> ProcessResult {
+package func runProcessCapturing(
+    _ path: String, _ arguments: [String], in directory: String? = nil,
+    input: [UInt8]? = nil, mergingErrors: Bool = false
+) throws -> ProcessResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
@@ -64,12 +67,15 @@ package func runProcessCapturing(_ path: String, _ arguments: [String], in direc
 /// Runs `path` like `runProcessCapturing`; returns its standard output. Throws `TestFailure` with the
 /// command and its standard error when it exits with a non-zero status.
 @discardableResult
-package func runProcessOutput(_ path: String, _ arguments: [String], in directory: String? = nil,
-                              input: [UInt8]? = nil) throws -> [UInt8] {
+package func runProcessOutput(
+    _ path: String, _ arguments: [String], in directory: String? = nil,
+    input: [UInt8]? = nil
+) throws -> [UInt8] {
     let result = try runProcessCapturing(path, arguments, in: directory, input: input)
     guard result.status == 0 else {
-        throw TestFailure("\((path as NSString).lastPathComponent) \(arguments.joined(separator: " ")) failed: "
-            + result.errorText)
+        throw TestFailure(
+            "\((path as NSString).lastPathComponent) \(arguments.joined(separator: " ")) failed: "
+                + result.errorText)
     }
     return result.output
 }

@@ -1,5 +1,6 @@
 // One connection of the HTTP/2 test server: blocking TLS, an nghttp2 server session, the scripted replies,
 // limits and GOAWAY of `HTTP2TestServer.Options`, and the counters it reports.
+
 import CNghttp2
 import COpenSSL
 import Foundation
@@ -69,8 +70,10 @@ final class TestServerConnection {
         nghttp2_session_server_new(&session, callbacks, Unmanaged.passUnretained(self).toOpaque())
         var entries: [nghttp2_settings_entry] = []
         if let limit = server.serverOptions.maximumConcurrentStreams {
-            entries.append(nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-                value: limit))
+            entries.append(
+                nghttp2_settings_entry(
+                    settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                    value: limit))
             announcedLimit = limit
         }
         nghttp2_submit_settings(session, 0, entries, entries.count)
@@ -87,7 +90,8 @@ final class TestServerConnection {
                 let count = buffer.withUnsafeMutableBytes { SSL_read(ssl, $0.baseAddress, Int32($0.count)) }
                 if count > 0 {
                     let result = buffer.withUnsafeBytes {
-                        nghttp2_session_mem_recv(session, $0.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        nghttp2_session_mem_recv(
+                            session, $0.baseAddress!.assumingMemoryBound(to: UInt8.self),
                             Int(count))
                     }
                     if result < 0 { return }
@@ -222,12 +226,16 @@ final class TestServerConnection {
         guard let stream = pending[streamID] else { return }
         arrivedStreamIDs.append(streamID)
         let options = server.serverOptions
-        let request = HTTP2TestServer.Request(connection: number, streamID: streamID, method: stream.method,
+        let request = HTTP2TestServer.Request(
+            connection: number, streamID: streamID, method: stream.method,
             path: stream.path, headers: stream.headers, body: stream.body)
         if let change = options.lowerLimit, !limitChangeSent, arrivedStreamIDs.count >= change.afterRequests {
             limitChangeSent = true
-            let entry = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-                value: change.to)]
+            let entry = [
+                nghttp2_settings_entry(
+                    settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                    value: change.to)
+            ]
             nghttp2_submit_settings(session, 0, entry, 1)
         }
         if let goaway = options.goaway, number == 1 {
@@ -239,8 +247,10 @@ final class TestServerConnection {
                     nghttp2_submit_goaway(session, 0, lastProcessedStreamID, NGHTTP2_NO_ERROR.rawValue, nil, 0)
                     for held in heldUntilGoaway where held <= lastProcessedStreamID {
                         if let stream = pending[held] {
-                            process(HTTP2TestServer.Request(connection: number, streamID: held, method: stream.method,
-                                path: stream.path, headers: stream.headers, body: stream.body))
+                            process(
+                                HTTP2TestServer.Request(
+                                    connection: number, streamID: held, method: stream.method,
+                                    path: stream.path, headers: stream.headers, body: stream.body))
                         }
                     }
                 }
@@ -259,7 +269,8 @@ final class TestServerConnection {
         }
         switch server.serverOptions.reply(request) {
         case .respond(let status, let headers, let body, let delay):
-            let reply = ScheduledReply(at: ContinuousClock.now + delay, streamID: request.streamID, status: status,
+            let reply = ScheduledReply(
+                at: ContinuousClock.now + delay, streamID: request.streamID, status: status,
                 headers: headers, body: body)
             if delay == .zero { submitResponse(reply) } else { scheduled.append(reply) }
         case .stall:
@@ -300,9 +311,14 @@ final class TestServerConnection {
         let hasBody = !reply.body.isEmpty
         bytes.withUnsafeMutableBufferPointer { buffer in
             let base = buffer.baseAddress!
-            let nva = ranges.map { nghttp2_nv(name: base + $0.0, value: base + $0.2, namelen: $0.1, valuelen: $0.3,
-                flags: 0) }
-            _ = hasBody ? nghttp2_submit_response(session, reply.streamID, nva, nva.count, &provider)
+            let nva = ranges.map {
+                nghttp2_nv(
+                    name: base + $0.0, value: base + $0.2, namelen: $0.1, valuelen: $0.3,
+                    flags: 0)
+            }
+            _ =
+                hasBody
+                ? nghttp2_submit_response(session, reply.streamID, nva, nva.count, &provider)
                 : nghttp2_submit_response(session, reply.streamID, nva, nva.count, nil)
         }
     }

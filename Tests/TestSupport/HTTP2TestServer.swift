@@ -1,6 +1,7 @@
 // A scriptable TLS HTTP/2 server for the HTTP/2 layer's own tests (nghttp2 server session, one thread per
 // connection): it can delay, stall, reset, send GOAWAY, change SETTINGS mid-connection, go silent, and counts
 // what it sees. Tests of the APNs client use the APNs simulator and its scripted faults instead.
+
 import COpenSSL
 import ChildProcesses
 import Foundation
@@ -46,7 +47,8 @@ package final class HTTP2TestServer: @unchecked Sendable {
         package init(
             maximumConcurrentStreams: UInt32? = 100, lowerLimit: (afterRequests: Int, to: UInt32)? = nil,
             goaway: (afterRequests: Int, lastProcessed: Int)? = nil, alpn: String? = "h2",
-            silentConnections: Set<Int> = [], reply: @escaping @Sendable (Request) -> Reply = { _ in .respond(status: 200) }
+            silentConnections: Set<Int> = [],
+            reply: @escaping @Sendable (Request) -> Reply = { _ in .respond(status: 200) }
         ) {
             self.maximumConcurrentStreams = maximumConcurrentStreams
             self.lowerLimit = lowerLimit
@@ -99,10 +101,12 @@ package final class HTTP2TestServer: @unchecked Sendable {
             close(listenFD)
             throw TestFailure("cannot listen on 127.0.0.1:\(chosenPort): \(String(cString: strerror(errno)))")
         }
-        SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, offered, offeredLength, argument in
-            let server = Unmanaged<HTTP2TestServer>.fromOpaque(argument!).takeUnretainedValue()
-            return server.selectALPN(out, outLength, offered, offeredLength)
-        }, Unmanaged.passUnretained(self).toOpaque())
+        SSL_CTX_set_alpn_select_cb(
+            context,
+            { _, out, outLength, offered, offeredLength, argument in
+                let server = Unmanaged<HTTP2TestServer>.fromOpaque(argument!).takeUnretainedValue()
+                return server.selectALPN(out, outLength, offered, offeredLength)
+            }, Unmanaged.passUnretained(self).toOpaque())
         let thread = Thread { [self] in acceptLoop() }
         thread.start()
     }
@@ -124,9 +128,11 @@ package final class HTTP2TestServer: @unchecked Sendable {
     /// Selects the configured protocol if the client offers it; otherwise answers like a server that
     /// does not speak it: a fatal no_application_protocol alert (RFC 7301). With no protocol configured,
     /// ALPN is ignored.
-    private func selectALPN(_ out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
-                            _ outLength: UnsafeMutablePointer<UInt8>?,
-                            _ offered: UnsafePointer<UInt8>?, _ offeredLength: UInt32) -> Int32 {
+    private func selectALPN(
+        _ out: UnsafeMutablePointer<UnsafePointer<UInt8>?>?,
+        _ outLength: UnsafeMutablePointer<UInt8>?,
+        _ offered: UnsafePointer<UInt8>?, _ offeredLength: UInt32
+    ) -> Int32 {
         guard !alpnWire.isEmpty else { return SSL_TLSEXT_ERR_NOACK }
         let list = UnsafeBufferPointer(start: offered, count: Int(offeredLength))
         var index = 0

@@ -1,5 +1,6 @@
 // A plain TCP connection to a server the test started on 127.0.0.1, for tests that speak to it byte by
 // byte or only need it to see a client. Free ports come from ChildProcesses' `freeLoopbackPort()`.
+
 import ChildProcesses
 import Glibc
 

@@ -1,6 +1,7 @@
 // Lets a test prove that a task is suspended, not merely slow: the task runs on this executor's thread,
 // and once everything enqueued has run, the task is parked until something wakes it. Waking it enqueues
 // it again at once, so an unchanged count proves that nothing woke it.
+
 import Foundation
 import Synchronization
 

@@ -1,5 +1,6 @@
 // The one way tests wait: for a condition that an event makes true, never for a stretch of time.
 // The timeout only bounds how long a broken build takes to fail.
+
 import Glibc
 
 /// Waits until `condition` holds, polling every 10 ms, for at most `timeout`; returns whether it held.

@@ -1,5 +1,6 @@
 // Randomness tests can replay: every randomized test draws from a generator whose seed it prints, and
 // TEST_SEED=<seed> in the environment makes the next run draw the same values.
+
 import Foundation
 
 /// SplitMix64: small, fast, and the same sequence on every platform for a given seed.

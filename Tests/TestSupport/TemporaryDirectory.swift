@@ -1,5 +1,6 @@
 // A fresh directory per test for the files it writes (keys, certificates, rules, configuration),
 // removed when the test lets go of it.
+
 import Foundation
 
 /// A new directory under the system's temporary directory, removed with its contents on release.

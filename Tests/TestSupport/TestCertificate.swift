@@ -1,4 +1,5 @@
 // A throwaway server identity for TLS tests, made with the openssl command-line tool.
+
 import Foundation
 
 /// A self-signed certificate and key for `localhost` / 127.0.0.1 in a temporary directory.
@@ -14,11 +15,13 @@ package struct TestCertificate: Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let certificate = directory + "/cert.pem"
         let key = directory + "/key.pem"
-        let status = try runProcess("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=\(commonName)",
-            "-addext", "subjectAltName=\(subjectAltName)",
-        ])
+        let status = try runProcess(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=\(commonName)",
+                "-addext", "subjectAltName=\(subjectAltName)",
+            ])
         guard status == 0 else { throw TestFailure("openssl req failed with status \(status)") }
         return TestCertificate(directory: directory, certificateFile: certificate, keyFile: key)
     }

@@ -2,6 +2,7 @@
 // the simulator): a GOAWAY storm, APNs answering 503 or gone for longer than any retry budget. Pushes
 // wait while their pool is down and are delivered once it is back; none is failed, none is sent after
 // its expiration.
+
 import APNs
 import APNsSimulator
 import Foundation
@@ -9,6 +10,7 @@ import HTTP2
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 @Suite("APNs faults that pass", .serialized)
@@ -16,7 +18,8 @@ struct APNsOutageTests {
     static let app = APNsPushTransportTests.app
 
     /// A budget any outage here outlasts: 3 attempts within 300 ms.
-    static let smallBudget = RetryPolicy(maximumAttempts: 3, maximumTotalTime: .milliseconds(300),
+    static let smallBudget = RetryPolicy(
+        maximumAttempts: 3, maximumTotalTime: .milliseconds(300),
         backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(20)))
 
     /// Breaker changes as the client reported them.
@@ -30,8 +33,9 @@ struct APNsOutageTests {
         try APNsPushTransportTests.client(simulator, loops: loops) { configuration in
             configuration.connectTimeout = .seconds(2)
             configuration.reconnectBackoff = ExponentialBackoff(initial: .milliseconds(20), maximum: .milliseconds(100))
-            configuration.breaker.openDuration = ExponentialBackoff(initial: .milliseconds(50),
-                                                                    maximum: .milliseconds(100))
+            configuration.breaker.openDuration = ExponentialBackoff(
+                initial: .milliseconds(50),
+                maximum: .milliseconds(100))
             configuration.onBreakerTransition = { _, transition in log.record(transition) }
         }
     }
@@ -75,15 +79,20 @@ struct APNsOutageTests {
         let loops = EventLoopGroup(threadCount: 1)
         let client = try Self.client(simulator, loops: loops, log: BreakerLog())
         // Two attempts each: a storm that cost attempts would fail most pushes.
-        let policy = RetryPolicy(maximumAttempts: 2, backoff: ExponentialBackoff(initial: .milliseconds(10),
-                                                                               maximum: .milliseconds(20)))
+        let policy = RetryPolicy(
+            maximumAttempts: 2,
+            backoff: ExponentialBackoff(
+                initial: .milliseconds(10),
+                maximum: .milliseconds(20)))
         let transport = APNsPushTransport(clients: [Self.app: [.sandbox: client]], policy: policy)
         let pushes = try (0..<400).map { try APNsPushTransportTests.push($0) }
 
         let results = await Self.sendEvents(transport, pushes)
 
         #expect(Self.statuses(results) == [.delivered: 400], "\(Set(results.map(\.summary)).prefix(3))")
-        let unprocessed = results.reduce(0) { total, result in total + result.attempts.filter { $0.reason == "unprocessed" }.count }
+        let unprocessed = results.reduce(0) { total, result in
+            total + result.attempts.filter { $0.reason == "unprocessed" }.count
+        }
         #expect(unprocessed > 0, "the storm must have left streams unprocessed")
         #expect(simulator.stats.goAwaysSent >= 400 / 7)
         #expect(Set(simulator.accepted.map(\.deviceToken)).count == 400, "each push accepted")
@@ -184,7 +193,8 @@ struct APNsOutageTests {
         #expect(Set(expiring.map(\.expiryReason)) == ["expired"])
         #expect(Self.statuses(lasting) == [.delivered: 20])
         let expiringTokens = Set(expiring.indices.map { pushes[$0 * 2].request.deviceToken.hex })
-        #expect(simulator.accepted.filter { expiringTokens.contains($0.deviceToken) }.isEmpty,
+        #expect(
+            simulator.accepted.filter { expiringTokens.contains($0.deviceToken) }.isEmpty,
             "an expired push is never sent once APNs is back")
         await client.shutdown()
         await loops.shutdown()

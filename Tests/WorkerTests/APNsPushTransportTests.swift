@@ -1,11 +1,13 @@
 // The transport's batched send: every push of an event goes out at once and the event waits once;
 // results come back in push order, refusals and retries as `deliver` gives them.
+
 import APNs
 import APNsSimulator
 import Foundation
 import HTTP2
 import Synchronization
 import Testing
+
 @testable import Worker
 
 @Suite("APNs push transport")
@@ -16,18 +18,24 @@ struct APNsPushTransportTests {
 
     static func push(_ index: Int, app: String = app) throws -> PlannedPush {
         PlannedPush(
-            request: APNsRequest(deviceToken: try DeviceToken(token(index)), environment: .sandbox,
-                                 topic: app, payload: ["aps": ["alert": "hi"]]),
+            request: APNsRequest(
+                deviceToken: try DeviceToken(token(index)), environment: .sandbox,
+                topic: app, payload: ["aps": ["alert": "hi"]]),
             app: app, ruleID: "r\(index)")
     }
 
     /// A client of the simulator on loops of its own, one connection per environment; `adjust` changes
     /// the rest.
-    static func client(_ simulator: APNsSimulator, loops: EventLoopGroup,
-                       _ adjust: (inout APNsClient.Configuration) -> Void = { _ in }) throws -> APNsClient {
+    static func client(
+        _ simulator: APNsSimulator, loops: EventLoopGroup,
+        _ adjust: (inout APNsClient.Configuration) -> Void = { _ in }
+    ) throws -> APNsClient {
         var configuration = APNsClient.Configuration(
-            credential: .token(try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "KEY1234567",
-                                                                                        teamID: "TEAM123456"))))
+            credential: .token(
+                try ProviderTokenSigner(
+                    key: try ProviderTokenKey.generate(
+                        keyID: "KEY1234567",
+                        teamID: "TEAM123456"))))
         configuration.endpointOverride = simulator.baseURL
         configuration.trustRoots = .caFile(simulator.caFilePath)
         configuration.connectionsPerEnvironment = 1
@@ -35,8 +43,11 @@ struct APNsPushTransportTests {
         return try APNsClient(configuration: configuration, group: loops)
     }
 
-    static let quickRetries = RetryPolicy(maximumAttempts: 4, backoff: ExponentialBackoff(initial: .milliseconds(10),
-                                                                                         maximum: .milliseconds(20)))
+    static let quickRetries = RetryPolicy(
+        maximumAttempts: 4,
+        backoff: ExponentialBackoff(
+            initial: .milliseconds(10),
+            maximum: .milliseconds(20)))
 
     /// First attempts lost with their connection (a GOAWAY that leaves streams unprocessed, a dropped
     /// connection) come back through the batch as transport failures and are retried on a new connection.
@@ -82,8 +93,11 @@ struct APNsPushTransportTests {
         let observed = Mutex<[String]>([])
         let transport = APNsPushTransport(
             clients: [Self.app: [.sandbox: client]],
-            policy: RetryPolicy(maximumAttempts: 3, backoff: ExponentialBackoff(initial: .milliseconds(10),
-                                                                                maximum: .milliseconds(10))),
+            policy: RetryPolicy(
+                maximumAttempts: 3,
+                backoff: ExponentialBackoff(
+                    initial: .milliseconds(10),
+                    maximum: .milliseconds(10))),
             observe: { push, _ in observed.withLock { $0.append(push.ruleID) } })
         let pushes = try (0..<6).map { try Self.push($0) } + [try Self.push(6, app: "com.example.unknown")]
 

@@ -1,6 +1,8 @@
 // The default number of event loops follows the CPUs the process may use, a pod's CPU limit included.
+
 import Foundation
 import Testing
+
 @testable import Worker
 
 @Suite struct CPUAllowanceTests {
@@ -28,7 +30,8 @@ import Testing
     }
 
     @Test func theProcessOwnCgroupIsLookedAtBeforeTheRoot() {
-        #expect(CPUAllowance.cgroupV2Directories(membership: "0::/kubepods/pod1/c1\n")
+        #expect(
+            CPUAllowance.cgroupV2Directories(membership: "0::/kubepods/pod1/c1\n")
                 == ["/sys/fs/cgroup/kubepods/pod1/c1", "/sys/fs/cgroup"])
         // In a cgroup namespace the process's cgroup is the root.
         #expect(CPUAllowance.cgroupV2Directories(membership: "0::/\n") == ["/sys/fs/cgroup"])

@@ -1,17 +1,23 @@
 // The worker's configuration: documented defaults, every problem reported with its path, environment
 // overrides and the example files.
-import Foundation
+
 import APNs
+import Foundation
 import JSON
 import PushRules
 import Testing
+
 @testable import Worker
 
 @Suite struct ConfigurationTests {
     let minimal: JSONValue = [
         "kafka": ["brokers": ["k1:9092"]],
-        "credentials": ["team-key": ["type": "token", "key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG",
-                                     "team_id": "DEF123GHIJ"]],
+        "credentials": [
+            "team-key": [
+                "type": "token", "key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG",
+                "team_id": "DEF123GHIJ",
+            ]
+        ],
         "apps": ["com.example.chat": ["credential": "team-key"]],
     ]
 
@@ -21,8 +27,9 @@ import Testing
         #expect(configuration.kafka.group == "apns-worker")
         #expect(configuration.kafka.requestsTopic == "push.requests")
         #expect(configuration.kafka.deadLetterTopic == "push.dlq")
-        #expect(configuration.credentials["team-key"]
-            == .token(keyFile: "/s/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+        #expect(
+            configuration.credentials["team-key"]
+                == .token(keyFile: "/s/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
         #expect(configuration.apps["com.example.chat"]?.credentialName(for: .sandbox) == "team-key")
         #expect(configuration.pipeline.maxInFlightRecords == 1000)
         #expect(configuration.retry.maxAttempts == 5)
@@ -67,17 +74,18 @@ import Testing
 
     @Test func environmentVariablesOverrideAnyKey() throws {
         var document = minimal
-        let applied = EnvironmentOverrides.apply([
-            "APNS_WORKER_KAFKA__BROKERS": #"["prod-1:9093","prod-2:9093"]"#,
-            "APNS_WORKER_KAFKA__PROPERTIES__SASL_MECHANISM": "SCRAM-SHA-512",
-            "APNS_WORKER_KAFKA__GROUP_INSTANCE_ID": "apns-worker-3",
-            "APNS_WORKER_PIPELINE__MAX_IN_FLIGHT_RECORDS": "250",
-            "APNS_WORKER_RETRY__BASE_BACKOFF": "50ms",
-            "HOME": "/root",
-            // Kubernetes service links for a Service named apns-worker-metrics: not configuration.
-            "APNS_WORKER_METRICS_PORT": "tcp://10.0.0.7:9090",
-            "APNS_WORKER_METRICS_SERVICE_HOST": "10.0.0.7",
-        ], to: &document)
+        let applied = EnvironmentOverrides.apply(
+            [
+                "APNS_WORKER_KAFKA__BROKERS": #"["prod-1:9093","prod-2:9093"]"#,
+                "APNS_WORKER_KAFKA__PROPERTIES__SASL_MECHANISM": "SCRAM-SHA-512",
+                "APNS_WORKER_KAFKA__GROUP_INSTANCE_ID": "apns-worker-3",
+                "APNS_WORKER_PIPELINE__MAX_IN_FLIGHT_RECORDS": "250",
+                "APNS_WORKER_RETRY__BASE_BACKOFF": "50ms",
+                "HOME": "/root",
+                // Kubernetes service links for a Service named apns-worker-metrics: not configuration.
+                "APNS_WORKER_METRICS_PORT": "tcp://10.0.0.7:9090",
+                "APNS_WORKER_METRICS_SERVICE_HOST": "10.0.0.7",
+            ], to: &document)
         #expect(applied.count == 5)
         let configuration = try WorkerConfiguration(decoding: document)
         #expect(configuration.kafka.brokers == ["prod-1:9093", "prod-2:9093"])
@@ -126,7 +134,8 @@ import Testing
             _ = try ConfigurationLoader.load(bytes: Array(yaml.utf8), file: "w.yaml", environment: [:])
         } throws: { error in
             let text = "\(error)"
-            return text.contains("w.yaml:3:27: credentials.team-key.key_file: file not found at '/nonexistent/AuthKey.p8'")
+            return text.contains(
+                "w.yaml:3:27: credentials.team-key.key_file: file not found at '/nonexistent/AuthKey.p8'")
                 && text.contains("kafka.property_files.sasl.password: file not found")
                 && text.contains("w.yaml:5:9: rules.file: file not found")
         }
@@ -142,13 +151,15 @@ import Testing
             _ = try ConfigurationLoader.load(
                 bytes: Array(yaml.utf8), file: "worker.yaml", environment: ["APNS_WORKER_APNS__CONNECTIONS": "0"])
         } throws: { error in
-            "\(error)".contains("environment variable APNS_WORKER_APNS__CONNECTIONS: apns.connections: must be between 1 and 64")
+            "\(error)".contains(
+                "environment variable APNS_WORKER_APNS__CONNECTIONS: apns.connections: must be between 1 and 64")
         }
     }
 
     @Test func syntaxErrorsHaveTheirPosition() {
         #expect {
-            _ = try ConfigurationLoader.load(bytes: Array("kafka:\n  brokers: [a\n".utf8), file: "w.yaml", environment: [:])
+            _ = try ConfigurationLoader.load(
+                bytes: Array("kafka:\n  brokers: [a\n".utf8), file: "w.yaml", environment: [:])
         } throws: { error in
             "\(error)".contains("w.yaml:") && "\(error)".contains("not valid YAML")
         }
@@ -156,7 +167,8 @@ import Testing
 
     @Test func theExampleConfigurationsInSchemasLoad() throws {
         for name in ["worker-config.minimal.yaml", "worker-config.production.yaml", "worker-config.simulator.yaml"] {
-            let path = #filePath.replacingOccurrences(of: "Tests/WorkerTests/ConfigurationTests.swift", with: "schemas/examples/" + name)
+            let path = #filePath.replacingOccurrences(
+                of: "Tests/WorkerTests/ConfigurationTests.swift", with: "schemas/examples/" + name)
             // The examples name files of a real deployment, so their existence is not checked here.
             let data = try #require(FileManager.default.contents(atPath: path))
             _ = try WorkerConfiguration(decoding: YAMLDocument(bytes: Array(data)).value)

@@ -1,12 +1,15 @@
 // A credential APNs refuses is logged once, shown in /readyz and the gauge, and restored once it works.
+
 import APNs
 import Foundation
 import Testing
+
 @testable import Worker
 
 @Suite struct CredentialHealthTests {
     static func attempt(_ status: Int, _ reason: String?) -> DeliveryAttempt {
-        DeliveryAttempt(apnsID: .random(), httpStatus: status, reason: reason, errorMessage: nil, startedAt: Date(),
+        DeliveryAttempt(
+            apnsID: .random(), httpStatus: status, reason: reason, errorMessage: nil, startedAt: Date(),
             latency: .milliseconds(3))
     }
 
@@ -34,7 +37,8 @@ import Testing
         #expect(health.refusedPools == 0)
         writer.flush()
         let messages = try captured.lines().compactMap { $0["message"]?.stringValue }
-        #expect(messages.filter { $0.contains("refuses the credential of pool production/key-a") }.count == 1,
+        #expect(
+            messages.filter { $0.contains("refuses the credential of pool production/key-a") }.count == 1,
             "once per change, not per push: \(messages)")
         #expect(messages.filter { $0.contains("accepts the credential of pool production/key-a again") }.count == 1)
     }

@@ -1,25 +1,29 @@
 // Dead letters as schemas/dlq-headers.schema.json documents them: the worker's headers cannot be
 // forged by the input record, and a record Kafka refuses as too large is replaced by smaller forms
 // (value prefix, no value, the worker's headers alone) so that its partition moves on.
+
+import APNs
 import Foundation
 import TestSupport
 import Testing
-import APNs
+
 @testable import Worker
 
 @Suite struct DeadLetterTests {
     static let token = String(repeating: "ab", count: 32)
 
     static func headers(_ record: OutboundRecord) -> [String: String] {
-        Dictionary(record.headers.map { ($0.name, String(decoding: $0.value ?? [], as: UTF8.self)) },
-                   uniquingKeysWith: { first, _ in first })
+        Dictionary(
+            record.headers.map { ($0.name, String(decoding: $0.value ?? [], as: UTF8.self)) },
+            uniquingKeysWith: { first, _ in first })
     }
 
     static func source(value: [UInt8]?, key: [UInt8]? = Array("user-7".utf8), headers: [RecordHeader] = [])
         -> SourceRecord
     {
-        SourceRecord(topic: "push.requests", partition: 3, offset: 41, key: key, value: value, headers: headers,
-                     timestamp: 1_795_953_600.123)
+        SourceRecord(
+            topic: "push.requests", partition: 3, offset: 41, key: key, value: value, headers: headers,
+            timestamp: 1_795_953_600.123)
     }
 
     static func refusal(limit: Int?) -> RecordTooLargeError {
@@ -34,11 +38,12 @@ import APNs
 
         #expect(record.key == Array("user-7".utf8))
         #expect(record.value == Array("{oops".utf8))
-        #expect(record.headers.map(\.name) == [
-            DeadLetterHeader.errorClass, DeadLetterHeader.errorMessage, DeadLetterHeader.sourceTopic,
-            DeadLetterHeader.sourcePartition, DeadLetterHeader.sourceOffset, DeadLetterHeader.sourceTimestamp,
-            DeadLetterHeader.failedAt, "traceparent",
-        ])
+        #expect(
+            record.headers.map(\.name) == [
+                DeadLetterHeader.errorClass, DeadLetterHeader.errorMessage, DeadLetterHeader.sourceTopic,
+                DeadLetterHeader.sourcePartition, DeadLetterHeader.sourceOffset, DeadLetterHeader.sourceTimestamp,
+                DeadLetterHeader.failedAt, "traceparent",
+            ])
         let headers = Self.headers(record)
         #expect(headers[DeadLetterHeader.sourceTimestamp] == "1795953600123")
         #expect(headers[DeadLetterHeader.failedAt] == "2026-11-29T12:00:00.500Z")
@@ -71,8 +76,9 @@ import APNs
     @Test func theErrorMessageIsBoundedToAThousandUnicodeScalars() {
         // Each flag is one Character of two scalars: bounding by Characters would let 2,000 scalars through.
         let message = String(repeating: "🇫🇷", count: 900)
-        let headers = Self.headers(DeadLetterHeader.record(
-            for: Self.source(value: nil), errorClass: "invalid_event", message: message, topic: "push.dlq"))
+        let headers = Self.headers(
+            DeadLetterHeader.record(
+                for: Self.source(value: nil), errorClass: "invalid_event", message: message, topic: "push.dlq"))
         #expect(headers[DeadLetterHeader.errorMessage]?.unicodeScalars.count == 1000)
     }
 
@@ -112,8 +118,9 @@ import APNs
     @Test func theFormsShrinkUntilOnlyTheWorkersHeadersAreLeftThenNoneRemains() throws {
         let key = [UInt8](repeating: UInt8(ascii: "k"), count: 50_000)
         let letter = DeadLetter(
-            Self.source(value: [UInt8](repeating: 1, count: 100_000), key: key,
-                        headers: [RecordHeader("trace", "t"), RecordHeader(DeadLetterHeader.errorClass, "forged")]),
+            Self.source(
+                value: [UInt8](repeating: 1, count: 100_000), key: key,
+                headers: [RecordHeader("trace", "t"), RecordHeader(DeadLetterHeader.errorClass, "forged")]),
             errorClass: "invalid_event", message: "devices has 100000 entries")
         let refusal = Self.refusal(limit: 30_000)
 
@@ -163,8 +170,9 @@ import APNs
     }
 
     @Test func sha256MatchesTheStandardTestVectors() {
-        #expect(SHA256Digest.hex(Array("abc".utf8))
-            == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            SHA256Digest.hex(Array("abc".utf8))
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(SHA256Digest.hex([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 }
@@ -188,9 +196,10 @@ import APNs
                 return result
             })
         try? pipeline.start()
-        #expect(await eventually(timeout: .seconds(20)) {
-            pipeline.counters.recordsFinished + pipeline.counters.publishFailures == records.count
-        })
+        #expect(
+            await eventually(timeout: .seconds(20)) {
+                pipeline.counters.recordsFinished + pipeline.counters.publishFailures == records.count
+            })
         return (pipeline, source)
     }
 
@@ -200,8 +209,10 @@ import APNs
             topic: "push.requests", partition: 0, offset: 1, key: Array("k".utf8),
             value: [UInt8](repeating: UInt8(ascii: "~"), count: 2_000_000),
             headers: [RecordHeader(DeadLetterHeader.errorClass, "internal")])
-        let records = [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]]), huge,
-                       makeRecord(partition: 0, offset: 2, devices: [Self.tokens[1]])]
+        let records = [
+            makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]]), huge,
+            makeRecord(partition: 0, offset: 2, devices: [Self.tokens[1]]),
+        ]
         let sink = InMemoryResultSink(maximumBytes: 1_000_000, refusesAtOnce: refusedAtEnqueue)
         let (pipeline, source) = await run(records, sink: sink)
 
@@ -245,8 +256,10 @@ import APNs
     }
 
     @Test func whenNotEvenTheWorkersHeadersFitTheWorkerStopsNamingTheCauseAndStoresNothing() async {
-        let records = [SourceRecord(
-            topic: "push.requests", partition: 0, offset: 0, key: nil, value: Array("{oops".utf8))]
+        let records = [
+            SourceRecord(
+                topic: "push.requests", partition: 0, offset: 0, key: nil, value: Array("{oops".utf8))
+        ]
         let sink = InMemoryResultSink(maximumBytes: 50)
         let (pipeline, source) = await run(records, sink: sink)
 

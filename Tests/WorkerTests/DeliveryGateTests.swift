@@ -1,8 +1,10 @@
 // The pipeline's pause in front of the consumer: records of a closed partition wait, opening hands
 // them over, a revocation drops the one held, and shutting down lets the reader leave.
+
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 /// A reader parked at the gate, and whether it got past.

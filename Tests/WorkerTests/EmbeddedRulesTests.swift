@@ -1,4 +1,5 @@
 // The rules built into the executable are the example file, not a copy that drifts.
+
 import Foundation
 import PushRules
 import Testing

@@ -1,8 +1,10 @@
 // /healthz and /readyz: heartbeats, readiness reasons scrubbed of secrets, and what else the port refuses.
+
 import APNs
 import JSON
 import Synchronization
 import Testing
+
 @testable import Worker
 
 /// A monotonic clock the test moves by hand.

@@ -1,9 +1,11 @@
 // In-memory plug-ins: a source that plays records from a list on its own thread, a sink that
 // acknowledges asynchronously (and can fail), and a transport answering from a closure.
+
 import APNs
 import Foundation
 import JSON
 import Synchronization
+
 @testable import Worker
 
 final class InMemoryEventSource: EventSource {

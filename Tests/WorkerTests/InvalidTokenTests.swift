@@ -2,6 +2,7 @@
 // delete tokens on them: Unregistered, DeviceTokenNotForTopic (for its topic), and BadDeviceToken only
 // once the app's other environment refused it too (or there is none). Through the real transport, a
 // simulator per environment and the pipeline with in-memory Kafka; every record checked against schemas/.
+
 import APNs
 import APNsSimulator
 import Foundation
@@ -9,6 +10,7 @@ import HTTP2
 import JSON
 import TestSupport
 import Testing
+
 @testable import Worker
 
 @Suite("Invalid-token events", .serialized)
@@ -47,8 +49,11 @@ struct InvalidTokenTests {
         }
     }
 
-    static let policy = RetryPolicy(maximumAttempts: 3, backoff: ExponentialBackoff(initial: .milliseconds(10),
-                                                                                   maximum: .milliseconds(20)))
+    static let policy = RetryPolicy(
+        maximumAttempts: 3,
+        backoff: ExponentialBackoff(
+            initial: .milliseconds(10),
+            maximum: .milliseconds(20)))
 
     /// What one event with every kind of device produced, with the app's environments as configured.
     struct Run {
@@ -83,7 +88,7 @@ struct InvalidTokenTests {
             clients: [app: clients], policy: policy, observe: { push, result in observer.delivered(push, result) })
         // makeRecord declares every device a production one.
         let source = InMemoryEventSource(records: [
-            makeRecord(partition: 0, offset: 0, devices: Device.allCases.map(\.token), id: "evt-tokens"),
+            makeRecord(partition: 0, offset: 0, devices: Device.allCases.map(\.token), id: "evt-tokens")
         ])
         let sink = InMemoryResultSink()
         let pipeline = Pipeline(
@@ -112,8 +117,11 @@ struct InvalidTokenTests {
         let run = try await Self.run(environments: [.production, .sandbox])
 
         #expect(run.records.outcomes.count == Device.allCases.count, "one outcome per device")
-        #expect(Set(run.invalidTokens.keys) == [Device.unregistered.token, Device.badInBoth.token,
-                                                Device.notForTopic.token])
+        #expect(
+            Set(run.invalidTokens.keys) == [
+                Device.unregistered.token, Device.badInBoth.token,
+                Device.notForTopic.token,
+            ])
         #expect(run.records.invalidTokens.count == 3, "one event per invalid token")
 
         let unregistered = try #require(run.invalidTokens[Device.unregistered.token])
@@ -154,8 +162,11 @@ struct InvalidTokenTests {
         #expect(fine["environment_fallback"] == false)
         #expect(run.acceptedInProduction == [Device.fine.token])
 
-        #expect(run.invalidTokenMetric == ["Unregistered": 1, "ExpiredToken": 0, "BadDeviceToken": 1,
-                                           "DeviceTokenNotForTopic": 1], "the metric counts the events made")
+        #expect(
+            run.invalidTokenMetric == [
+                "Unregistered": 1, "ExpiredToken": 0, "BadDeviceToken": 1,
+                "DeviceTokenNotForTopic": 1,
+            ], "the metric counts the events made")
         try SchemaCheck.validate(run.records.outcomes, against: "push-outcome")
         try SchemaCheck.validate(run.records.invalidTokens, against: "invalid-token")
     }
@@ -197,8 +208,9 @@ struct InvalidTokenTests {
         let sandbox = try Self.client(sandboxSimulator, loops: loops, observer: observer)
         let transport = APNsPushTransport(
             clients: [Self.app: [.production: production, .sandbox: sandbox]], policy: Self.policy)
-        let request = APNsRequest(deviceToken: try DeviceToken(Device.badInProductionOnly.token),
-                                  environment: .production, topic: Self.app, payload: ["aps": ["alert": "hi"]])
+        let request = APNsRequest(
+            deviceToken: try DeviceToken(Device.badInProductionOnly.token),
+            environment: .production, topic: Self.app, payload: ["aps": ["alert": "hi"]])
 
         let result = await transport.deliver(PlannedPush(request: request, app: Self.app, ruleID: "r"))
 
@@ -217,8 +229,9 @@ struct InvalidTokenTests {
 
     /// What no simulator answers: ExpiredToken, and answers that prove nothing about the token.
     @Test func onlyAFinalDefinitiveAnswerIsAnInvalidatingReason() throws {
-        let request = APNsRequest(deviceToken: try DeviceToken(Self.token(9)), environment: .production,
-                                  topic: Self.app, payload: ["aps": ["alert": "hi"]])
+        let request = APNsRequest(
+            deviceToken: try DeviceToken(Self.token(9)), environment: .production,
+            topic: Self.app, payload: ["aps": ["alert": "hi"]])
         let push = PlannedPush(request: request, app: Self.app, ruleID: "r")
         func reason(_ status: Int, _ reason: String) -> APNsErrorReason? {
             InvalidTokenRecord.invalidatingReason(of: apnsAnswer(push, status: status, reason: reason))
@@ -243,7 +256,8 @@ enum SchemaCheck {
 
     static func validate(_ records: [JSONValue], against schema: String) throws {
         let environment = ProcessInfo.processInfo.environment
-        let tool = environment["APNS_WORKER_CHECK_JSONSCHEMA"]
+        let tool =
+            environment["APNS_WORKER_CHECK_JSONSCHEMA"]
             ?? root.appendingPathComponent(".venv/bin/check-jsonschema").path
         guard FileManager.default.isExecutableFile(atPath: tool) else {
             let hint = "run scripts/setup.sh --test, or set APNS_WORKER_CHECK_JSONSCHEMA"

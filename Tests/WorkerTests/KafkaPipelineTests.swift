@@ -1,4 +1,5 @@
 // The pipeline on librdkafka's mock cluster: every event's outcomes produced and its offset committed.
+
 import APNs
 import Foundation
 import JSON
@@ -6,15 +7,18 @@ import Kafka
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 /// Kafka helpers for pipeline tests on librdkafka's mock cluster.
 enum KafkaTestSupport {
     static func consumerConfiguration(_ cluster: MockKafkaCluster, group: String) -> KafkaConsumerConfiguration {
         var configuration = KafkaConsumerConfiguration(
-            client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: [
-                "reconnect.backoff.max.ms": "500", "topic.metadata.refresh.interval.ms": "500",
-            ]),
+            client: KafkaConfiguration(
+                bootstrapServers: cluster.bootstrapServers,
+                properties: [
+                    "reconnect.backoff.max.ms": "500", "topic.metadata.refresh.interval.ms": "500",
+                ]),
             groupID: group)
         configuration.autoCommitInterval = .milliseconds(200)
         configuration.sessionTimeout = .seconds(6)
@@ -23,7 +27,8 @@ enum KafkaTestSupport {
 
     static func producer(_ cluster: MockKafkaCluster) throws -> KafkaProducer {
         var configuration = KafkaProducerConfiguration(
-            client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers, properties: ["reconnect.backoff.max.ms": "500"]))
+            client: KafkaConfiguration(
+                bootstrapServers: cluster.bootstrapServers, properties: ["reconnect.backoff.max.ms": "500"]))
         configuration.linger = .milliseconds(2)
         return try KafkaProducer(configuration: configuration)
     }
@@ -74,7 +79,8 @@ enum KafkaTestSupport {
             } else {
                 value = makeRecord(partition: 0, offset: 0, devices: devices, id: "evt-\(index)").value!
             }
-            try await producer.send(topic: "push.requests", key: Array("u\(index)".utf8), value: value, onDelivery: { _ in })
+            try await producer.send(
+                topic: "push.requests", key: Array("u\(index)".utf8), value: value, onDelivery: { _ in })
         }
         try await producer.flush(timeout: .seconds(10))
 
@@ -99,15 +105,17 @@ enum KafkaTestSupport {
         let malformed = events / 100
         let expectedOutcomes = (events - malformed) * 2
         let outcomes = try await KafkaTestSupport.readAll(cluster, topic: "push.outcomes", count: expectedOutcomes)
-        let pairs = Set(outcomes.compactMap { message -> String? in
-            guard let value = message.value, let json = try? JSONValue(parsing: value) else { return nil }
-            return "\(json["event_id"]!.stringValue!)/\(json["device_token"]!.stringValue!)"
-        })
+        let pairs = Set(
+            outcomes.compactMap { message -> String? in
+                guard let value = message.value, let json = try? JSONValue(parsing: value) else { return nil }
+                return "\(json["event_id"]!.stringValue!)/\(json["device_token"]!.stringValue!)"
+            })
         #expect(outcomes.count == expectedOutcomes)
         #expect(pairs.count == expectedOutcomes)
         let letters = try await KafkaTestSupport.readAll(cluster, topic: "push.dlq", count: malformed)
         #expect(letters.count == malformed)
-        let invalid = try await KafkaTestSupport.readAll(cluster, topic: "push.invalid-tokens", count: 1, timeout: .seconds(10))
+        let invalid = try await KafkaTestSupport.readAll(
+            cluster, topic: "push.invalid-tokens", count: 1, timeout: .seconds(10))
         #expect(invalid.first?.key == Array(Self.tokens[5].utf8))
 
         let partitions = (0..<4).map { KafkaTopicPartition(topic: "push.requests", partition: Int32($0)) }

@@ -1,11 +1,13 @@
 // KafkaResultSink on librdkafka's mock cluster: a record Kafka refuses as too large, at enqueue (the
 // producer's message.max.bytes) or in its delivery report (the broker's), is acknowledged with
 // RecordTooLargeError naming the size, the limit and the topic, and the producer goes on working.
+
 import APNs
 import Foundation
 import Kafka
 import Synchronization
 import Testing
+
 @testable import Worker
 
 @Suite(.serialized) struct KafkaResultSinkTests {

@@ -1,10 +1,12 @@
 // The JSON log: one object per line, levels, context, secrets kept out, bursts summarised, the writer
 // thread.
+
 import APNs
 import JSON
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 /// Collects what a `LogWriter` writes, as parsed JSON lines.
@@ -36,8 +38,9 @@ final class CapturedLog: Sendable {
         logger.info("partition assigned", ["topic": "push.requests", "partition": 3])
         logger.warning("quote \" and newline \n stay inside one line")
         writer.flush()
-        #expect(captured.text.hasPrefix(
-            #"{"time":"2026-11-29T12:00:00.123Z","level":"info","message":"partition assigned","fields":{"#))
+        #expect(
+            captured.text.hasPrefix(
+                #"{"time":"2026-11-29T12:00:00.123Z","level":"info","message":"partition assigned","fields":{"#))
         let lines = try captured.lines()
         #expect(lines.count == 2)
         #expect(lines[0]["fields"] == ["component": "consumer", "topic": "push.requests", "partition": 3])
@@ -74,14 +77,17 @@ final class CapturedLog: Sendable {
     @Test func neverWritesSecretsInFieldsMessagesOrContext() throws {
         let writer = makeWriter()
         let jwt = "eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyMyJ9.eyJpc3MiOiJURUFNMTIzIiwiaWF0IjoxNzAwMDAwMDAwfQ.AbC-dEf_123"
-        let pem = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n"
+        let pem =
+            "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n"
             + "-----END PRIVATE KEY-----"
         let logger = Logger(writer: writer, context: ["sasl.password": "hunter2"])
-        logger.error("request failed with authorization: bearer \(jwt)", [
-            "password": "p4ss", "apiKey": "k-123", "provider_token": .string(jwt), "key_id": "ABC123DEFG",
-            "key_file": "/etc/apns/key.p8", "nested": ["client_secret": "s3", "note": .string("key: \(pem) end")],
-            "headers": [["name": "authorization", "authorization": "bearer xyz"]],
-        ])
+        logger.error(
+            "request failed with authorization: bearer \(jwt)",
+            [
+                "password": "p4ss", "apiKey": "k-123", "provider_token": .string(jwt), "key_id": "ABC123DEFG",
+                "key_file": "/etc/apns/key.p8", "nested": ["client_secret": "s3", "note": .string("key: \(pem) end")],
+                "headers": [["name": "authorization", "authorization": "bearer xyz"]],
+            ])
         writer.flush()
         let text = captured.text
         for secret in ["hunter2", "p4ss", "k-123", "eyJ", "MIGHAgEA", "BEGIN PRIVATE", "s3\"", "bearer xyz"] {
@@ -104,9 +110,10 @@ final class CapturedLog: Sendable {
         logger.error("a different error")
         writer.flush()
         var lines = try captured.lines()
-        #expect(lines.map { $0["message"] } == [
-            "connect to broker failed", "connect to broker failed", "connect to broker failed", "a different error",
-        ])
+        #expect(
+            lines.map { $0["message"] } == [
+                "connect to broker failed", "connect to broker failed", "connect to broker failed", "a different error",
+            ])
 
         clock.advance(.seconds(11))
         writer.flush()
@@ -130,9 +137,10 @@ final class CapturedLog: Sendable {
         clock.advance(.seconds(2))
         logger.warning("connect to 10.0.0.3 failed", rateLimitKey: "connect failed")
         writer.flush()
-        #expect(try captured.lines().map { $0["message"] } == [
-            "connect to 10.0.0.1 failed", "suppressed 1 repeated log lines", "connect to 10.0.0.3 failed",
-        ])
+        #expect(
+            try captured.lines().map { $0["message"] } == [
+                "connect to 10.0.0.1 failed", "suppressed 1 repeated log lines", "connect to 10.0.0.3 failed",
+            ])
     }
 
     @Test func infoLinesAreNotRateLimitedUnlessGivenAKey() throws {
@@ -220,8 +228,9 @@ final class CapturedLog: Sendable {
         let jwt = "eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJUIn0.sig_nature-1"
         #expect(LogRedaction.scrub("a \(jwt) b") == "a [redacted jwt] b")
         #expect(LogRedaction.scrub("x=\(jwt)") == "x=[redacted jwt]")
-        #expect(LogRedaction.scrub("key -----BEGIN EC PRIVATE KEY-----\nabc\n-----END EC PRIVATE KEY----- tail")
-            == "key [redacted pem] tail")
+        #expect(
+            LogRedaction.scrub("key -----BEGIN EC PRIVATE KEY-----\nabc\n-----END EC PRIVATE KEY----- tail")
+                == "key [redacted pem] tail")
         #expect(LogRedaction.scrub("cut -----BEGIN PRIVATE KEY-----\nMIGH") == "cut [redacted pem]")
         #expect(LogRedaction.scrub("theyJust said eyJ") == "theyJust said eyJ")
         #expect(LogRedaction.scrub("eyJabc.short") == "eyJabc.short")

@@ -1,6 +1,7 @@
 // APNs attempts counted as APNs answers them (the client's attempt observer), not when a push's retries
 // are done; the reasons no-response attempts carry are labelled as themselves; the README's metric table
 // names exactly the families the worker registers.
+
 import APNs
 import APNsSimulator
 import Foundation
@@ -8,6 +9,7 @@ import HTTP2
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 @Suite("Metrics: APNs attempts")
@@ -16,14 +18,16 @@ struct MetricsAttemptTests {
 
     static func push() throws -> PlannedPush {
         PlannedPush(
-            request: APNsRequest(deviceToken: try DeviceToken(String(repeating: "ab", count: 32)),
-                                 environment: .sandbox, topic: app, payload: ["aps": ["alert": "hi"]]),
+            request: APNsRequest(
+                deviceToken: try DeviceToken(String(repeating: "ab", count: 32)),
+                environment: .sandbox, topic: app, payload: ["aps": ["alert": "hi"]]),
             app: app, ruleID: "r1")
     }
 
     static func attempt(status: Int?, reason: String?, latency: Duration = .milliseconds(40)) -> DeliveryAttempt {
-        DeliveryAttempt(apnsID: .random(), httpStatus: status, reason: reason, errorMessage: nil, startedAt: Date(),
-                        latency: latency)
+        DeliveryAttempt(
+            apnsID: .random(), httpStatus: status, reason: reason, errorMessage: nil, startedAt: Date(),
+            latency: latency)
     }
 
     /// A first attempt answered 503 with Retry-After shows in `apns_requests_total` while the push still
@@ -31,7 +35,7 @@ struct MetricsAttemptTests {
     @Test func anAttemptIsCountedWhenAnsweredWhileItsPushStillWaitsToRetry() async throws {
         var configuration = SimulatorConfiguration()
         configuration.faults.script = [
-            ScriptedFault(.request(1), .fail(InjectedFailure.forStatus(503, retryAfterSeconds: 1)!)),
+            ScriptedFault(.request(1), .fail(InjectedFailure.forStatus(503, retryAfterSeconds: 1)!))
         ]
         let simulator = try APNsSimulator(configuration)
         _ = try simulator.start()
@@ -39,8 +43,11 @@ struct MetricsAttemptTests {
         let metrics = try WorkerMetrics()
         let observer = MetricsObserver(metrics: metrics, next: nil)
         var clientConfiguration = APNsClient.Configuration(
-            credential: .token(try ProviderTokenSigner(key: try ProviderTokenKey.generate(keyID: "KEY1234567",
-                                                                                        teamID: "TEAM123456"))))
+            credential: .token(
+                try ProviderTokenSigner(
+                    key: try ProviderTokenKey.generate(
+                        keyID: "KEY1234567",
+                        teamID: "TEAM123456"))))
         clientConfiguration.endpointOverride = simulator.baseURL
         clientConfiguration.trustRoots = .caFile(simulator.caFilePath)
         clientConfiguration.connectionsPerEnvironment = 1
@@ -49,8 +56,11 @@ struct MetricsAttemptTests {
         let client = try APNsClient(configuration: clientConfiguration, group: loops)
         let transport = APNsPushTransport(
             clients: [Self.app: [.sandbox: client]],
-            policy: RetryPolicy(maximumAttempts: 3, backoff: ExponentialBackoff(initial: .milliseconds(10),
-                                                                               maximum: .milliseconds(20))),
+            policy: RetryPolicy(
+                maximumAttempts: 3,
+                backoff: ExponentialBackoff(
+                    initial: .milliseconds(10),
+                    maximum: .milliseconds(20))),
             observe: { push, result in observer.delivered(push, result) })
         let refused = metrics.apnsRequests.labels("alert", "503", "ServiceUnavailable")
         let accepted = metrics.apnsRequests.labels("alert", "200", "none")
@@ -111,8 +121,11 @@ struct MetricsAttemptTests {
         ]
         let response = APNsResponse(status: 410, reason: .unregistered)
 
-        observer.delivered(try Self.push(), DeliveryResult(status: .rejected, response: response, attempts: attempts,
-                                                           summary: "unregistered"))
+        observer.delivered(
+            try Self.push(),
+            DeliveryResult(
+                status: .rejected, response: response, attempts: attempts,
+                summary: "unregistered"))
 
         #expect(metrics.apnsRequests.labelSetCount == 0)
         #expect(metrics.retries.labels("connectFailed").value == 1)
@@ -148,14 +161,16 @@ struct MetricsAttemptTests {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        let documented = Set(readme.split(separator: "\n").compactMap { line -> String? in
-            guard line.hasPrefix("| `apns_worker_") else { return nil }
-            return line.dropFirst(3).split(separator: "`").first.map(String.init)
-        })
+        let documented = Set(
+            readme.split(separator: "\n").compactMap { line -> String? in
+                guard line.hasPrefix("| `apns_worker_") else { return nil }
+                return line.dropFirst(3).split(separator: "`").first.map(String.init)
+            })
         let metrics = try WorkerMetrics()
         let text = String(decoding: metrics.registry.exposition(), as: UTF8.self)
-        let registered = Set(text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }
-            .map { String($0.split(separator: " ")[2]) })
+        let registered = Set(
+            text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }
+                .map { String($0.split(separator: " ")[2]) })
         #expect(documented.subtracting(registered).isEmpty, "in README, not registered")
         #expect(registered.subtracting(documented).isEmpty, "registered, not in README")
     }

@@ -1,7 +1,9 @@
 // A live scrape checked by promtool, and the label folding that keeps metric families bounded.
+
 import Foundation
 import TestSupport
 import Testing
+
 @testable import Worker
 
 /// The worker's metric set served by the real server, scraped over a socket and checked by Prometheus' promtool.
@@ -43,18 +45,21 @@ import Testing
         #expect(response.status == 200)
         #expect(response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8")
         let text = response.text
-        for family in ["records_consumed_total", "apns_requests_total", "retries_total", "outcomes_total",
+        for family in [
+            "records_consumed_total", "apns_requests_total", "retries_total", "outcomes_total",
             "dead_letters_total", "invalid_tokens_total", "rule_matches_total", "rules_reloads_total",
             "apns_requests_in_flight", "records_in_flight", "partitions_paused", "consumer_lag_records",
             "apns_connections_open", "provider_token_age_seconds", "certificate_expiry_timestamp_seconds",
-            "apns_response_duration_seconds", "event_to_outcome_seconds", "apns_requests_queued", "build_info"]
-        {
+            "apns_response_duration_seconds", "event_to_outcome_seconds", "apns_requests_queued", "build_info",
+        ] {
             #expect(text.contains("# TYPE apns_worker_\(family) "), "missing \(family)")
         }
-        #expect(text.contains(
-            #"apns_worker_apns_requests_total{push_type="voip",status="none",reason="requestTimeout"} 1"#))
-        #expect(text.contains(
-            #"apns_worker_apns_response_duration_seconds_bucket{environment="production",le="0.025"} 1"#))
+        #expect(
+            text.contains(
+                #"apns_worker_apns_requests_total{push_type="voip",status="none",reason="requestTimeout"} 1"#))
+        #expect(
+            text.contains(
+                #"apns_worker_apns_response_duration_seconds_bucket{environment="production",le="0.025"} 1"#))
 
         let check = try await Promtool.checkMetrics(response.body)
         #expect(check.status == 0, "promtool: \(check.output)")

@@ -1,5 +1,7 @@
 // The metrics registry's text exposition (format 0.0.4): families, escaping and number formatting.
+
 import Testing
+
 @testable import Worker
 
 @Suite struct MetricsRegistryTests {
@@ -16,24 +18,25 @@ import Testing
         for value in [0.05, 0.1, 0.7, 3.0] { production.observe(value) }
 
         let text = String(decoding: registry.exposition(), as: UTF8.self)
-        #expect(text == """
-            # HELP demo_sent_total Sent.
-            # TYPE demo_sent_total counter
-            demo_sent_total{topic="a"} 1
-            demo_sent_total{topic="b"} 3
-            # HELP demo_queue_depth Depth.
-            # TYPE demo_queue_depth gauge
-            demo_queue_depth -2.5
-            # HELP demo_latency_seconds Latency.
-            # TYPE demo_latency_seconds histogram
-            demo_latency_seconds_bucket{env="production",le="0.1"} 2
-            demo_latency_seconds_bucket{env="production",le="1"} 3
-            demo_latency_seconds_bucket{env="production",le="2.5"} 3
-            demo_latency_seconds_bucket{env="production",le="+Inf"} 4
-            demo_latency_seconds_sum{env="production"} 3.85
-            demo_latency_seconds_count{env="production"} 4
+        #expect(
+            text == """
+                # HELP demo_sent_total Sent.
+                # TYPE demo_sent_total counter
+                demo_sent_total{topic="a"} 1
+                demo_sent_total{topic="b"} 3
+                # HELP demo_queue_depth Depth.
+                # TYPE demo_queue_depth gauge
+                demo_queue_depth -2.5
+                # HELP demo_latency_seconds Latency.
+                # TYPE demo_latency_seconds histogram
+                demo_latency_seconds_bucket{env="production",le="0.1"} 2
+                demo_latency_seconds_bucket{env="production",le="1"} 3
+                demo_latency_seconds_bucket{env="production",le="2.5"} 3
+                demo_latency_seconds_bucket{env="production",le="+Inf"} 4
+                demo_latency_seconds_sum{env="production"} 3.85
+                demo_latency_seconds_count{env="production"} 4
 
-            """)
+                """)
     }
 
     @Test func escapesHelpAndLabelValues() throws {

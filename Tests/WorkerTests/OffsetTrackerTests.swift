@@ -1,7 +1,9 @@
 // Which offset may be committed: only the finished prefix of each partition, across revokes, and the
 // pause and resume of flow control.
+
 import TestSupport
 import Testing
+
 @testable import Worker
 
 @Suite struct OffsetTrackerTests {

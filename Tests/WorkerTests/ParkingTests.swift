@@ -1,6 +1,7 @@
 // A credential APNs refuses stops its own app, not the others: through the whole worker (librdkafka's mock
 // cluster, the simulator over TLS and HTTP/2), app A's key is refused while app B flows; A's records are
 // parked on the retry topic, and once APNs takes A's key again every A push is delivered. Counted.
+
 import APNs
 import APNsSimulator
 import Foundation
@@ -9,6 +10,7 @@ import Kafka
 import PushRules
 import TestSupport
 import Testing
+
 @testable import Worker
 
 @Suite("Parking pushes whose credential APNs refuses", .serialized)
@@ -16,23 +18,28 @@ struct ParkingTests {
     static let appA = "com.example.alpha"
     static let appB = "com.example.beta"
 
-    static func simulatorConfiguration(trusting keys: [ProviderTokenKey], identity: SimulatorTLSIdentity,
-                                       port: Int) -> SimulatorConfiguration {
+    static func simulatorConfiguration(
+        trusting keys: [ProviderTokenKey], identity: SimulatorTLSIdentity,
+        port: Int
+    ) -> SimulatorConfiguration {
         var configuration = SimulatorConfiguration()
         configuration.tls = identity
         configuration.port = port
         configuration.environment = .production
-        configuration.authentication = .providerToken(keys: keys.map {
-            SimulatorProviderKey(keyID: $0.keyID, publicKeyPEM: $0.publicKeyPEM, teamID: $0.teamID)
-        })
+        configuration.authentication = .providerToken(
+            keys: keys.map {
+                SimulatorProviderKey(keyID: $0.keyID, publicKeyPEM: $0.publicKeyPEM, teamID: $0.teamID)
+            })
         configuration.acceptedCapacity = 100_000
         return configuration
     }
 
     @Test func aRefusedKeyParksItsAppsRecordsWhileOtherAppsFlowAndDeliversThemOnceItWorks() async throws {
         let cluster = try MockKafkaCluster(brokers: 1)
-        for (topic, partitions) in ["push.requests": 4, "push.outcomes": 4, "push.invalid-tokens": 2, "push.dlq": 1,
-                                    "push.retry": 2] {
+        for (topic, partitions) in [
+            "push.requests": 4, "push.outcomes": 4, "push.invalid-tokens": 2, "push.dlq": 1,
+            "push.retry": 2,
+        ] {
             try cluster.createTopic(topic, partitions: partitions)
         }
         let keyA = try ProviderTokenKey.generate(keyID: "ALPHAKEY01", teamID: "TESTTEAM01")
@@ -45,8 +52,11 @@ struct ParkingTests {
         var document = JSONObject()
         document["kafka"] = [
             "brokers": .array(cluster.bootstrapServers.split(separator: ",").map { .string(String($0)) }),
-            "group": "parking", "properties": ["session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
-                                               "partition.assignment.strategy": "range"],
+            "group": "parking",
+            "properties": [
+                "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
+                "partition.assignment.strategy": "range",
+            ],
         ]
         document["credentials"] = [
             "ka": ["type": "token", "key_file": "(memory)", "key_id": .string(keyA.keyID), "team_id": "TESTTEAM01"],
@@ -66,7 +76,8 @@ struct ParkingTests {
         let metrics = try WorkerMetrics()
         let worker = try WorkerRuntime(
             configuration: configuration,
-            rules: RulesStore(path: "test-rules.yaml", initial: try RuleSet(text: WorkerHarness.rules)), metrics: metrics,
+            rules: RulesStore(path: "test-rules.yaml", initial: try RuleSet(text: WorkerHarness.rules)),
+            metrics: metrics,
             readiness: Readiness(), logger: Logger(writer: LogWriter(configuration: .init(level: .critical))),
             preloadedCredentials: [
                 "ka": LoadedCredential(name: "ka", signer: try ProviderTokenSigner(key: keyA)),
@@ -81,8 +92,9 @@ struct ParkingTests {
             let tokens = (0..<2).map { String(format: "%064x", 0xB000 + index * 2 + $0) }
             let devices = tokens.map { #"{"token":"\#($0)","environment":"production"}"# }.joined(separator: ",")
             let value = #"{"id":"e\#(index)","type":"t","app":"\#(app)","devices":[\#(devices)]}"#
-            try await producer.send(topic: "push.requests", key: Array("u\(index % 13)".utf8), value: Array(value.utf8),
-                                    onDelivery: { _ in })
+            try await producer.send(
+                topic: "push.requests", key: Array("u\(index % 13)".utf8), value: Array(value.utf8),
+                onDelivery: { _ in })
             for token in tokens { expected[app]!.insert("e\(index)/\(token)") }
         }
         try await producer.flush(timeout: .seconds(20))
@@ -93,7 +105,8 @@ struct ParkingTests {
         let bDelivered = try await Self.outcomes(cluster, atLeast: 200) { $0.app == Self.appB }
         #expect(Set(bDelivered.map(\.pair)) == expected[Self.appB]!)
         #expect(bDelivered.allSatisfy { $0.status == "delivered" })
-        #expect(await eventually(timeout: .seconds(60)) { worker.pipeline.counters.parked >= 100 },
+        #expect(
+            await eventually(timeout: .seconds(60)) { worker.pipeline.counters.parked >= 100 },
             "every A record parked at least once")
         let exposition = String(decoding: metrics.registry.exposition(), as: UTF8.self)
         let parkedMetric = exposition.contains(#"apns_worker_records_parked_total{reason="InvalidProviderToken"}"#)
@@ -101,8 +114,10 @@ struct ParkingTests {
 
         // APNs takes A's key again: the same server identity on the same port, trusting both keys.
         revoked.stop()
-        let restored = try APNsSimulator(Self.simulatorConfiguration(trusting: [keyA, keyB], identity: identity,
-                                                                     port: port))
+        let restored = try APNsSimulator(
+            Self.simulatorConfiguration(
+                trusting: [keyA, keyB], identity: identity,
+                port: port))
         _ = try restored.start()
         let all = try await Self.outcomes(cluster, atLeast: 400) { _ in true }
         let aOutcomes = all.filter { $0.app == Self.appA }
@@ -112,8 +127,9 @@ struct ParkingTests {
         let bAgain = Set(restored.accepted.map(\.deviceToken)).intersection(
             Set(expected[Self.appB]!.map { String($0.split(separator: "/")[1]) }))
         #expect(bAgain.isEmpty, "a push delivered before its record was parked is never sent again")
-        print("parking test: A \(aOutcomes.count) delivered after the key worked again, B \(bDelivered.count) "
-            + "delivered meanwhile, \(worker.pipeline.counters.parked) parks")
+        print(
+            "parking test: A \(aOutcomes.count) delivered after the key worked again, B \(bDelivered.count) "
+                + "delivered meanwhile, \(worker.pipeline.counters.parked) parks")
         await worker.shutdown(timeout: 5)
         restored.stop()
         await cluster.stop()

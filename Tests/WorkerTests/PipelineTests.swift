@@ -1,11 +1,13 @@
 // The pipeline with in-memory plug-ins: one outcome per device, dead letters, the in-flight cap, slow
 // records, revokes and invalid-token events.
+
 import APNs
 import Foundation
 import JSON
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 @Suite struct PipelineTests {
@@ -63,8 +65,10 @@ import Testing
         let bad = SourceRecord(
             topic: "push.requests", partition: 0, offset: 1, key: Array("key-1".utf8), value: Array("{oops".utf8),
             headers: [RecordHeader("trace", "t-1")])
-        let records = [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]]), bad,
-                       makeRecord(partition: 0, offset: 2, devices: [Self.tokens[0]])]
+        let records = [
+            makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]]), bad,
+            makeRecord(partition: 0, offset: 2, devices: [Self.tokens[0]]),
+        ]
         let source = InMemoryEventSource(records: records)
         let sink = InMemoryResultSink()
         let pipeline = Pipeline(
@@ -78,8 +82,9 @@ import Testing
         let letter = letters[0]
         #expect(letter.key == Array("key-1".utf8))
         #expect(letter.value == Array("{oops".utf8))
-        let headers = Dictionary(letter.headers.map { ($0.name, String(decoding: $0.value ?? [], as: UTF8.self)) },
-                                 uniquingKeysWith: { a, _ in a })
+        let headers = Dictionary(
+            letter.headers.map { ($0.name, String(decoding: $0.value ?? [], as: UTF8.self)) },
+            uniquingKeysWith: { a, _ in a })
         #expect(headers["trace"] == "t-1")
         #expect(headers[DeadLetterHeader.errorClass] == "undecodable")
         #expect(headers[DeadLetterHeader.errorMessage]?.contains("line 1, column") == true)
@@ -91,7 +96,9 @@ import Testing
     }
 
     @Test func inFlightRecordsNeverExceedTheCapAndConsumptionResumes() async throws {
-        let records = (Int64(0)..<300).map { makeRecord(partition: Int32($0 % 3), offset: $0, devices: [Self.tokens[1]]) }
+        let records = (Int64(0)..<300).map {
+            makeRecord(partition: Int32($0 % 3), offset: $0, devices: [Self.tokens[1]])
+        }
         let source = InMemoryEventSource(records: records)
         let sink = InMemoryResultSink()
         let concurrent = Atomic<Int>(0)
@@ -172,8 +179,9 @@ import Testing
         let first = TopicPartition(topic: "push.requests", partition: 0)
         let second = TopicPartition(topic: "push.requests", partition: 1)
         let records = (Int64(0)..<200).map { index in
-            makeRecord(partition: Int32(index % 2), offset: index / 2,
-                       devices: [index == 0 ? Self.tokens[3] : Self.tokens[0]])
+            makeRecord(
+                partition: Int32(index % 2), offset: index / 2,
+                devices: [index == 0 ? Self.tokens[3] : Self.tokens[0]])
         }
         let (pipeline, source, release) = try Self.startWithSlowPushes(records)
         // All of partition 1 is finished and committed while partition 0's first record still waits.
@@ -206,9 +214,10 @@ import Testing
                 : apnsAnswer(push, status: 200)
         }
         let pipeline = try startPipeline(source, sink, transport)
-        #expect(await eventually(timeout: .seconds(20)) {
-            pipeline.counters.recordsFinished + pipeline.counters.publishFailures == 3
-        })
+        #expect(
+            await eventually(timeout: .seconds(20)) {
+                pipeline.counters.recordsFinished + pipeline.counters.publishFailures == 3
+            })
         #expect(pipeline.counters.publishFailures == 1)
         #expect(pipeline.fatalError != nil)
         #expect(source.log.withLock { $0.stored[TopicPartition(topic: "push.requests", partition: 0)] } == 1)
@@ -245,7 +254,8 @@ import Testing
         var lanes: RecordLanes<Pipeline.TakenRecord>?
         do {
             let source = InMemoryEventSource(records: [makeRecord(partition: 0, offset: 0, devices: [Self.tokens[0]])])
-            let pipeline = try startPipeline(source, InMemoryResultSink(), ClosureTransport { apnsAnswer($0, status: 200) })
+            let pipeline = try startPipeline(
+                source, InMemoryResultSink(), ClosureTransport { apnsAnswer($0, status: 200) })
             #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 1 })
             lanes = pipeline.lanes
             #expect(lanes?.counts.lanesRunning == 1)

@@ -1,7 +1,9 @@
 // Decoding push events from Kafka records, and the RFC 3339 times in them.
-import Testing
+
 import APNs
 import JSON
+import Testing
+
 @testable import Worker
 
 @Suite struct PushEventDecoderTests {
@@ -15,9 +17,11 @@ import JSON
         let event = try PushEventDecoder.decode(Array(text.utf8))
         #expect(event.id == "evt-1")
         #expect(event.occurredAt == 1_795_950_000.25)
-        #expect(event.devices == [
-            EventDevice(token: "ab01", environment: "production"), EventDevice(token: "cd02", environment: "sandbox"),
-        ])
+        #expect(
+            event.devices == [
+                EventDevice(token: "ab01", environment: "production"),
+                EventDevice(token: "cd02", environment: "sandbox"),
+            ])
         #expect(event.document["data"]?["text"] == "hi")
     }
 

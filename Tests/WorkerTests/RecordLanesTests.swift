@@ -1,12 +1,14 @@
 // The pipeline's record lanes: long-lived tasks that take records one at a time. Every item is handled
 // exactly once; an idle lane is reused rather than a task made per item; at most `maximumLanes` lanes
 // exist and items beyond them still run at once; stop ends the lanes.
+
 import APNs
 import Foundation
 import HTTP2
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 /// Items handled, and gates that hold handlers until a test lets them go.
@@ -23,7 +25,10 @@ final class LaneProbe: Sendable {
     }
 
     func releaseAll() {
-        for continuation in held.withLock({ held in defer { held = [:] }; return Array(held.values) }) {
+        for continuation in held.withLock({ held in
+            defer { held = [:] }
+            return Array(held.values)
+        }) {
             continuation.resume()
         }
     }

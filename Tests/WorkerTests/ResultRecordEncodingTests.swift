@@ -1,15 +1,18 @@
 // Outcome records are written straight to bytes on the hot path; the value tree (`json`) is what the
 // schema tests and `dev` read. The two must never drift apart.
-import Foundation
-import Testing
+
 import APNs
+import Foundation
 import JSON
+import Testing
+
 @testable import Worker
 
 @Suite struct ResultRecordEncodingTests {
     static func attempt(_ status: Int?, _ reason: String?, started: Double, latency: Duration) -> DeliveryAttempt {
-        DeliveryAttempt(apnsID: .random(), httpStatus: status, reason: reason, errorMessage: nil,
-                        startedAt: Date(timeIntervalSince1970: started), latency: latency)
+        DeliveryAttempt(
+            apnsID: .random(), httpStatus: status, reason: reason, errorMessage: nil,
+            startedAt: Date(timeIntervalSince1970: started), latency: latency)
     }
 
     static let records: [OutcomeRecord] = [
@@ -21,7 +24,8 @@ import JSON
                 attempt(503, "ServiceUnavailable", started: 1_795_953_600.0004, latency: .microseconds(12_345_678)),
                 attempt(200, nil, started: 1_795_953_601.999, latency: .milliseconds(3)),
             ],
-            source: RecordSource(topic: "push.requests", partition: 7, offset: 9_000_000_000), completedAt: 1_795_953_602.5),
+            source: RecordSource(topic: "push.requests", partition: 7, offset: 9_000_000_000),
+            completedAt: 1_795_953_602.5),
         OutcomeRecord(
             eventID: "quote \" backslash \\ newline \n tab \t nul \u{0} é 🎉", deviceToken: "not hex <>",
             environment: "sandbox", topic: nil, pushType: nil, ruleID: nil, status: .skipped, httpStatus: nil,

@@ -1,8 +1,10 @@
 // The shutdown's one deadline and its parts, the waits that end at a deadline or at cancellation, and
 // the shutdown signal's early actions (a start-up cancelled by a SIGTERM).
+
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 @Suite struct ShutdownDeadlineTests {

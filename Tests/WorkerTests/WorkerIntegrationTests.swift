@@ -1,5 +1,6 @@
 // The whole worker through the real libraries on loopback: librdkafka's mock cluster, the APNs
 // simulator over TLS and HTTP/2, the rules engine. Every test asserts counts, not impressions.
+
 import APNs
 import APNsSimulator
 import Foundation
@@ -9,6 +10,7 @@ import PushRules
 import Synchronization
 import TestSupport
 import Testing
+
 @testable import Worker
 
 /// A mock cluster, a simulator trusting a generated key, and workers built like `run` builds them.
@@ -33,7 +35,9 @@ final class WorkerHarness: Sendable {
 
     init(simulator configure: (inout SimulatorConfiguration) -> Void = { _ in }) throws {
         cluster = try MockKafkaCluster(brokers: 3)
-        for (topic, partitions) in ["push.requests": 6, "push.outcomes": 4, "push.invalid-tokens": 2, "push.dlq": 1, "push.retry": 2] {
+        for (topic, partitions) in [
+            "push.requests": 6, "push.outcomes": 4, "push.invalid-tokens": 2, "push.dlq": 1, "push.retry": 2,
+        ] {
             try cluster.createTopic(topic, partitions: partitions)
         }
         key = try ProviderTokenKey.generate(keyID: "TESTKEY001", teamID: "TESTTEAM01")
@@ -51,15 +55,21 @@ final class WorkerHarness: Sendable {
         document["kafka"] = [
             "brokers": .array(cluster.bootstrapServers.split(separator: ",").map { .string(String($0)) }),
             "group": .string(group),
-            "properties": ["reconnect.backoff.max.ms": "300", "topic.metadata.refresh.interval.ms": "1000",
-                           "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
-                           // librdkafka 2.0.2's mock cluster never finishes the second round of a
-                           // cooperative rebalance (seen here: revoked partitions stay unassigned), so the
-                           // tests use the eager protocol; production keeps cooperative-sticky.
-                           "partition.assignment.strategy": "range"],
+            "properties": [
+                "reconnect.backoff.max.ms": "300", "topic.metadata.refresh.interval.ms": "1000",
+                "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
+                // librdkafka 2.0.2's mock cluster never finishes the second round of a
+                // cooperative rebalance (seen here: revoked partitions stay unassigned), so the
+                // tests use the eager protocol; production keeps cooperative-sticky.
+                "partition.assignment.strategy": "range",
+            ],
         ]
-        document["credentials"] = ["k": ["type": "token", "key_file": "(memory)", "key_id": .string(key.keyID),
-                                         "team_id": .string(key.teamID)]]
+        document["credentials"] = [
+            "k": [
+                "type": "token", "key_file": "(memory)", "key_id": .string(key.keyID),
+                "team_id": .string(key.teamID),
+            ]
+        ]
         var apps = JSONObject()
         apps[Self.app] = ["credential": "k"]
         document["apps"] = .object(apps)
@@ -86,19 +96,23 @@ final class WorkerHarness: Sendable {
 
     /// Produces `count` events from `start`, each to `devicesPerEvent` tokens; every `malformedEvery`-th is
     /// not JSON. Returns the (event id, token) pairs that must get an outcome.
-    func produce(start: Int = 0, count: Int, devicesPerEvent: Int = 2, malformedEvery: Int = 0) async throws -> Set<String> {
+    func produce(start: Int = 0, count: Int, devicesPerEvent: Int = 2, malformedEvery: Int = 0) async throws -> Set<
+        String
+    > {
         let producer = try KafkaTestSupport.producer(cluster)
         var expected = Set<String>()
         for index in start..<(start + count) {
             if malformedEvery > 0 && index % malformedEvery == malformedEvery - 1 {
-                try await producer.send(topic: "push.requests", key: nil, value: Array("{\"id\":".utf8), onDelivery: { _ in })
+                try await producer.send(
+                    topic: "push.requests", key: nil, value: Array("{\"id\":".utf8), onDelivery: { _ in })
                 continue
             }
             let tokens = (0..<devicesPerEvent).map { Self.token((index * 7 + $0 * 13) % 500) }
             let devices = tokens.map { #"{"token":"\#($0)","environment":"production"}"# }.joined(separator: ",")
             let value = #"{"id":"e\#(index)","type":"t","app":"\#(Self.app)","devices":[\#(devices)]}"#
-            try await producer.send(topic: "push.requests", key: Array("u\(index)".utf8), value: Array(value.utf8),
-                                    onDelivery: { _ in })
+            try await producer.send(
+                topic: "push.requests", key: Array("u\(index)".utf8), value: Array(value.utf8),
+                onDelivery: { _ in })
             for token in Set(tokens) { expected.insert("e\(index)/\(token)") }
         }
         try await producer.flush(timeout: .seconds(20))
@@ -140,7 +154,9 @@ func dumpProducedRecords(_ name: String, _ records: [JSONValue]) {
 func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
     var counts: [String: Int] = [:]
     for outcome in outcomes {
-        counts["\(outcome["event_id"]?.stringValue ?? "?")/\(outcome["device_token"]?.stringValue ?? "?")", default: 0] += 1
+        counts[
+            "\(outcome["event_id"]?.stringValue ?? "?")/\(outcome["device_token"]?.stringValue ?? "?")", default: 0] +=
+            1
     }
     return counts
 }
@@ -165,24 +181,35 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         #expect(Set(counts.keys) == expected)
         #expect(counts.values.allSatisfy { $0 == 1 })
         let rejected = outcomes.filter { $0["status"] == "rejected" }
-        #expect(rejected.allSatisfy { $0["reason"] == "Unregistered" && unregistered.contains($0["device_token"]!.stringValue!) })
+        #expect(
+            rejected.allSatisfy {
+                $0["reason"] == "Unregistered" && unregistered.contains($0["device_token"]!.stringValue!)
+            })
         #expect(outcomes.filter { $0["status"] == "delivered" }.count == expected.count - rejected.count)
-        let invalid = try await KafkaTestSupport.readAll(harness.cluster, topic: "push.invalid-tokens", count: rejected.count)
+        let invalid = try await KafkaTestSupport.readAll(
+            harness.cluster, topic: "push.invalid-tokens", count: rejected.count)
         #expect(invalid.count == rejected.count)
-        #expect(Set(invalid.compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } }).isSubset(of: Set(unregistered)))
+        #expect(
+            Set(invalid.compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } }).isSubset(
+                of: Set(unregistered)))
         let letters = try await KafkaTestSupport.readAll(harness.cluster, topic: "push.dlq", count: events / 500)
         #expect(letters.count == events / 500)
         dumpProducedRecords("push-outcome", outcomes)
         dumpProducedRecords("invalid-token", invalid.compactMap { $0.value.flatMap { try? JSONValue(parsing: $0) } })
-        dumpProducedRecords("dlq-headers", letters.map { letter in
-            var headers = JSONObject()
-            for header in letter.headers { headers[header.name] = .string(String(decoding: header.value ?? [], as: UTF8.self)) }
-            return .object(headers)
-        })
+        dumpProducedRecords(
+            "dlq-headers",
+            letters.map { letter in
+                var headers = JSONObject()
+                for header in letter.headers {
+                    headers[header.name] = .string(String(decoding: header.value ?? [], as: UTF8.self))
+                }
+                return .object(headers)
+            })
         #expect(try await harness.committedTotal() == Int64(events))
         // What APNs accepted is what the outcomes say was delivered, apns-id for apns-id.
         let acceptedIDs = Set(harness.simulator.accepted.map(\.apnsID))
-        let deliveredIDs = Set(outcomes.filter { $0["status"] == "delivered" }.compactMap { $0["apns_id"]?.stringValue })
+        let deliveredIDs = Set(
+            outcomes.filter { $0["status"] == "delivered" }.compactMap { $0["apns_id"]?.stringValue })
         #expect(acceptedIDs == deliveredIDs)
         await harness.stop()
     }
@@ -227,7 +254,8 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         try harness.cluster.setBrokerDown(1)
         try harness.cluster.setBrokerDown(2)
         // The outage lasts until the consumer has seen it: its connection check finds the two brokers down.
-        #expect(await eventually(timeout: .seconds(30)) { worker.source.status.brokersUp <= 1 },
+        #expect(
+            await eventually(timeout: .seconds(30)) { worker.source.status.brokersUp <= 1 },
             "the consumer never saw the brokers go down")
         try harness.cluster.setBrokerUp(1)
         try harness.cluster.setBrokerUp(2)
@@ -256,9 +284,10 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         #expect(await eventually(timeout: .seconds(60)) { second.pipeline.counters.recordsFinished > 0 })
         #expect(second.pipeline.counters.recordsFinished > 0, "the joining worker took partitions")
         #expect(first.pipeline.counters.recordsFinished < events, "the first worker was still mid-stream")
-        #expect(await eventually(timeout: .seconds(120)) {
-            first.pipeline.counters.recordsFinished + second.pipeline.counters.recordsFinished >= events
-        })
+        #expect(
+            await eventually(timeout: .seconds(120)) {
+                first.pipeline.counters.recordsFinished + second.pipeline.counters.recordsFinished >= events
+            })
         // The first leaves; the second takes its partitions over and finishes what was left, until the
         // group's committed offsets reach the end of every partition.
         await first.shutdown(timeout: 10)

@@ -1,5 +1,6 @@
 // Sends APNs requests over pooled HTTP/2 connections with one credential: one pool per environment,
 // provider tokens from a shared signer (or mutual TLS), and the retry loop that records every attempt.
+
 import Foundation
 public import HTTP2
 import Platform
@@ -97,7 +98,8 @@ public final class APNsClient: Sendable {
         self.group = group
         if case .token(let signer) = configuration.credential { self.signer = signer } else { self.signer = nil }
         sandboxPool = try ConnectionPool(configuration: configuration.poolConfiguration(for: .sandbox), group: group)
-        productionPool = try ConnectionPool(configuration: configuration.poolConfiguration(for: .production),
+        productionPool = try ConnectionPool(
+            configuration: configuration.poolConfiguration(for: .production),
             group: group)
         let onTransition = configuration.onBreakerTransition
         sandboxBreaker = CircuitBreaker(configuration: configuration.breaker) { onTransition?(.sandbox, $0) }
@@ -131,7 +133,8 @@ public final class APNsClient: Sendable {
         let problems = request.validate()
         if !problems.isEmpty { throw APNsInvalidRequest(problems: problems) }
         // The pool's authority: the host actually connected to (Apple's, or an override).
-        let http = request.http2Request(authorizationValue: token?.authorizationHeaderValue,
+        let http = request.http2Request(
+            authorizationValue: token?.authorizationHeaderValue,
             authority: pool(for: request.environment).authority)
         return (http, token)
     }
@@ -145,7 +148,8 @@ public final class APNsClient: Sendable {
             accepted.apnsUniqueID = response.header("apns-unique-id")
             return (accepted, nil)
         }
-        let parsed = APNsResponse(status: response.status,
+        let parsed = APNsResponse(
+            status: response.status,
             headers: response.headerFields.lazy.map { APNsHeaderField($0.name, $0.value) }, body: response.body)
         let retryAfter = response.header("retry-after").flatMap {
             RetryAfter.delay($0, now: Int64(Date().timeIntervalSince1970))
@@ -162,11 +166,13 @@ public final class APNsClient: Sendable {
     /// - Important: runs on the caller's executor (`nonisolated(nonsending)`). Senders that run on
     ///   `EventLoopGroup.taskExecutor()` render, submit and resume on the I/O thread with no hand-off.
     nonisolated(nonsending)
-    public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult {
+        public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult
+    {
         let clock = ContinuousClock()
         let firstStart = clock.now
         // While the pool's breaker holds, the first attempt waits in the retry loop like any other.
-        let first = breaker(for: request.environment).isClosed
+        let first =
+            breaker(for: request.environment).isClosed
             ? await attemptOnce(request, clock: clock, start: firstStart, probe: false) : nil
         return await finishSend(SendInProgress(request: request, first: first, firstStart: firstStart), policy: policy)
     }
@@ -227,9 +233,11 @@ public final class APNsClient: Sendable {
     /// or refused in a way the policy does not retry), else after the policy's retries, each with a fresh
     /// apns-id.
     nonisolated(nonsending)
-    public func finishSend(_ progress: SendInProgress, policy: RetryPolicy) async -> DeliveryResult {
+        public func finishSend(_ progress: SendInProgress, policy: RetryPolicy) async -> DeliveryResult
+    {
         if let settled = settledResult(progress, policy: policy) { return settled }
-        return await retry(progress.request, policy: policy, after: progress.first, firstStart: progress.firstStart,
+        return await retry(
+            progress.request, policy: policy, after: progress.first, firstStart: progress.firstStart,
             clock: ContinuousClock())
     }
 
@@ -238,11 +246,13 @@ public final class APNsClient: Sendable {
     public func settledResult(_ progress: SendInProgress, policy: RetryPolicy) -> DeliveryResult? {
         guard let first = progress.first else { return nil }
         if progress.isDelivered, let response = first.response {
-            return DeliveryResult(status: .delivered, response: response, attempts: [first.record],
+            return DeliveryResult(
+                status: .delivered, response: response, attempts: [first.record],
                 summary: "accepted by APNs")
         }
         if isHeldByBreaker(first, environment: progress.request.environment) { return nil }
-        let decision = policy.decide(after: first.outcome, attempts: 1,
+        let decision = policy.decide(
+            after: first.outcome, attempts: 1,
             elapsed: progress.firstStart.duration(to: .now), timeToExpiration: timeToExpiration(of: progress.request))
         guard case .finish(let status, let because) = decision else { return nil }
         return DeliveryResult(status: status, response: first.response, attempts: [first.record], summary: because)
@@ -258,13 +268,18 @@ public final class APNsClient: Sendable {
     }
 
     private static func newAttempt(_ request: APNsRequest) -> RecordedAttempt {
-        RecordedAttempt(record: DeliveryAttempt(apnsID: request.apnsID, httpStatus: nil, reason: nil,
-            errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
+        RecordedAttempt(
+            record: DeliveryAttempt(
+                apnsID: request.apnsID, httpStatus: nil, reason: nil,
+                errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
     }
 
     nonisolated(nonsending)
-    private func attemptOnce(_ request: APNsRequest, clock: ContinuousClock,
-                             start attemptStart: ContinuousClock.Instant, probe: Bool) async -> RecordedAttempt {
+        private func attemptOnce(
+            _ request: APNsRequest, clock: ContinuousClock,
+            start attemptStart: ContinuousClock.Instant, probe: Bool
+        ) async -> RecordedAttempt
+    {
         var attempt = Self.newAttempt(request)
         do {
             let (http, token) = try prepare(request)
@@ -331,8 +346,10 @@ public final class APNsClient: Sendable {
     /// that failed with a fault of its pool while the pool's breaker opened waits for the breaker without
     /// counting. Waiting ends when the breaker lets the push through, or as `expired` when the push's
     /// expiration or the hold limit comes first.
-    private func retry(_ request: APNsRequest, policy: RetryPolicy, after first: RecordedAttempt?,
-                       firstStart: ContinuousClock.Instant, clock: ContinuousClock) async -> DeliveryResult {
+    private func retry(
+        _ request: APNsRequest, policy: RetryPolicy, after first: RecordedAttempt?,
+        firstStart: ContinuousClock.Instant, clock: ContinuousClock
+    ) async -> DeliveryResult {
         let breaker = breaker(for: request.environment)
         var attempts: [DeliveryAttempt] = []
         var counted = 0
@@ -349,12 +366,14 @@ public final class APNsClient: Sendable {
                 if isHeldByBreaker(attempt, environment: request.environment) {
                     excused += attempt.record.latency
                 } else {
-                    let decision = policy.decide(after: attempt.outcome, attempts: counted + 1,
+                    let decision = policy.decide(
+                        after: attempt.outcome, attempts: counted + 1,
                         elapsed: firstStart.duration(to: clock.now) - excused,
                         timeToExpiration: timeToExpiration(of: request))
                     switch decision {
                     case .finish(let status, let because):
-                        return DeliveryResult(status: status, response: attempt.response, attempts: attempts,
+                        return DeliveryResult(
+                            status: status, response: attempt.response, attempts: attempts,
                             summary: because)
                     case .resend:
                         resendsInARow += 1
@@ -367,15 +386,18 @@ public final class APNsClient: Sendable {
                         switch action {
                         case .none: break
                         case .useNewConnection:
-                            pool(for: request.environment).retireConnection(id: attempt.connectionID,
+                            pool(for: request.environment).retireConnection(
+                                id: attempt.connectionID,
                                 reason: "APNs answered \(attempt.response?.reason?.rawValue ?? "a connection error")")
                         case .refreshProviderToken:
                             // Expired again with a token signed after the first refusal: the token is not
                             // the problem (a clock far off, say); the credential is, not the push.
                             tokenRefreshes += 1
                             if tokenRefreshes > 1 {
-                                return DeliveryResult(status: .credentialRefused, response: attempt.response,
-                                    attempts: attempts, summary: "APNs answered ExpiredProviderToken again after "
+                                return DeliveryResult(
+                                    status: .credentialRefused, response: attempt.response,
+                                    attempts: attempts,
+                                    summary: "APNs answered ExpiredProviderToken again after "
                                         + "the token was refreshed; is the system clock right?")
                             }
                             signer?.invalidate(attempt.token)
@@ -390,7 +412,8 @@ public final class APNsClient: Sendable {
                 do {
                     try await Task.sleep(for: delay)
                 } catch {
-                    return DeliveryResult(status: .failed, response: last?.response, attempts: attempts,
+                    return DeliveryResult(
+                        status: .failed, response: last?.response, attempts: attempts,
                         summary: "cancelled while waiting to retry")
                 }
             }
@@ -407,7 +430,8 @@ public final class APNsClient: Sendable {
                     probe = isProbe
                 case .deadlinePassed:
                     if let left = timeToExpiration(of: request), left <= .zero {
-                        return DeliveryResult(status: .expired, response: last?.response, attempts: attempts,
+                        return DeliveryResult(
+                            status: .expired, response: last?.response, attempts: attempts,
                             summary: "the notification expired while APNs could not be reached; it was not sent again")
                     }
                     return heldPastLimit(last, attempts, waited: excused, policy: policy)
@@ -418,7 +442,8 @@ public final class APNsClient: Sendable {
             let attempt = await attemptOnce(current, clock: clock, start: clock.now, probe: probe)
             if attempt.record.httpStatus == 200, let response = attempt.response {
                 Self.keep(attempt, in: &attempts)
-                return DeliveryResult(status: .delivered, response: response, attempts: attempts,
+                return DeliveryResult(
+                    status: .delivered, response: response, attempts: attempts,
                     summary: "accepted by APNs")
             }
             last = attempt
@@ -445,9 +470,12 @@ public final class APNsClient: Sendable {
         attempts.append(attempt.record)
     }
 
-    private func heldPastLimit(_ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], waited: Duration,
-                               policy: RetryPolicy) -> DeliveryResult {
-        DeliveryResult(status: .expired, response: last?.response, attempts: attempts,
+    private func heldPastLimit(
+        _ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], waited: Duration,
+        policy: RetryPolicy
+    ) -> DeliveryResult {
+        DeliveryResult(
+            status: .expired, response: last?.response, attempts: attempts,
             summary: "waited \(Self.format(waited)) for APNs, past the \(Self.format(policy.maximumHoldTime)) "
                 + "hold limit",
             expiryReason: "holdLimitReached")

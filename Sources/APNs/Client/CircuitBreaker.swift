@@ -2,6 +2,7 @@
 // pool fail in ways that say nothing about the push itself (no connection, TLS failures, timeouts, 5xx,
 // 429), the pool's breaker opens: its pushes wait, spending no attempts, until a probe finds APNs
 // answering again. Kafka holds the rest of the work meanwhile, so waiting is cheap and nothing is burnt.
+
 public import HTTP2
 import Platform
 import Synchronization
@@ -130,8 +131,10 @@ public final class CircuitBreaker: Sendable {
     /// How often waiting pushes are checked against their deadlines and an open breaker against its probe time.
     private static let tickNanoseconds: UInt64 = 100_000_000
 
-    public init(configuration: Configuration = Configuration(),
-                onTransition: @escaping @Sendable (Transition) -> Void = { _ in }) {
+    public init(
+        configuration: Configuration = Configuration(),
+        onTransition: @escaping @Sendable (Transition) -> Void = { _ in }
+    ) {
         self.configuration = configuration
         self.onTransition = onTransition
     }
@@ -212,8 +215,10 @@ public final class CircuitBreaker: Sendable {
                         effects.resume.append((continuation, .deadlinePassed))
                     } else {
                         machine.nextWaiterID += 1
-                        machine.waiters.append(Waiter(id: machine.nextWaiterID, deadline: deadline,
-                            continuation: continuation))
+                        machine.waiters.append(
+                            Waiter(
+                                id: machine.nextWaiterID, deadline: deadline,
+                                continuation: continuation))
                         ensureTicking(&machine, effects: &effects)
                     }
                 }
@@ -238,8 +243,10 @@ public final class CircuitBreaker: Sendable {
         holding.store(true, ordering: .relaxed)
         // Reopening after a failed probe is no news to an operator beyond the first opening.
         if from == .closed {
-            effects.transitions.append(Transition(from: from, to: .open, cause: cause,
-                waiting: machine.waiters.count, probeIn: probeIn))
+            effects.transitions.append(
+                Transition(
+                    from: from, to: .open, cause: cause,
+                    waiting: machine.waiters.count, probeIn: probeIn))
         }
         ensureTicking(&machine, effects: &effects)
     }
@@ -252,8 +259,10 @@ public final class CircuitBreaker: Sendable {
         machine.consecutiveFaults = 0
         clearWindow(&machine)
         holding.store(false, ordering: .relaxed)
-        effects.transitions.append(Transition(from: from, to: .closed, cause: cause,
-            waiting: machine.waiters.count, probeIn: nil))
+        effects.transitions.append(
+            Transition(
+                from: from, to: .closed, cause: cause,
+                waiting: machine.waiters.count, probeIn: nil))
         for waiter in machine.waiters { effects.resume.append((waiter.continuation, .go(probe: false))) }
         machine.waiters.removeAll()
     }
@@ -295,8 +304,10 @@ public final class CircuitBreaker: Sendable {
             if machine.state == .open, now >= machine.reopenAt {
                 machine.state = .halfOpen
                 if machine.failedProbes == 0 {
-                    effects.transitions.append(Transition(from: .open, to: .halfOpen,
-                        cause: "probing after \(machine.lastFault)", waiting: machine.waiters.count, probeIn: nil))
+                    effects.transitions.append(
+                        Transition(
+                            from: .open, to: .halfOpen,
+                            cause: "probing after \(machine.lastFault)", waiting: machine.waiters.count, probeIn: nil))
                 }
             }
             machine.waiters.removeAll { waiter in

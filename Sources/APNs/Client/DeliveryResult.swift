@@ -1,5 +1,6 @@
 // What happened to one notification across all its attempts: the record the worker turns into an
 // outcome event (status, final response, and every attempt with its apns-id and latency).
+
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -41,8 +42,10 @@ public struct DeliveryAttempt: Sendable, Hashable {
     /// From the start of the attempt to its response or failure.
     public var latency: Duration
 
-    public init(apnsID: APNsID, httpStatus: Int?, reason: String?, errorMessage: String?, startedAt: Date,
-                latency: Duration) {
+    public init(
+        apnsID: APNsID, httpStatus: Int?, reason: String?, errorMessage: String?, startedAt: Date,
+        latency: Duration
+    ) {
         self.apnsID = apnsID
         self.httpStatus = httpStatus
         self.reason = reason
@@ -69,8 +72,10 @@ public struct DeliveryResult: Sendable {
     /// longer than the hold limit for a pool that could not reach APNs. Nil for other statuses.
     public var expiryReason: String?
 
-    public init(status: DeliveryStatus, response: APNsResponse?, attempts: [DeliveryAttempt], summary: String,
-                expiryReason: String? = nil) {
+    public init(
+        status: DeliveryStatus, response: APNsResponse?, attempts: [DeliveryAttempt], summary: String,
+        expiryReason: String? = nil
+    ) {
         self.status = status
         self.response = response
         self.attempts = attempts

@@ -1,4 +1,5 @@
 // The HTTP Retry-After header: a number of seconds or an HTTP date (IMF-fixdate, RFC 9110 §10.2.3).
+
 import Glibc
 
 enum RetryAfter {

@@ -1,5 +1,6 @@
 // When a notification is sent again, and after how long: a pure decision from the last attempt's outcome,
 // kept apart from the transport so it can be tested and tuned alone.
+
 public import HTTP2
 
 /// What one attempt came to, as the retry policy sees it.
@@ -70,11 +71,14 @@ public struct RetryPolicy: Sendable, Hashable {
     /// attempt): the first goes at once. Default: 10 ms doubling to 1 s, full jitter.
     public var resendBackoff: ExponentialBackoff
 
-    public init(maximumAttempts: Int = 5, maximumTotalTime: Duration = .seconds(60),
-                backoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(200), maximum: .seconds(30)),
-                retriesPossiblyProcessedRequests: Bool = true, maximumHoldTime: Duration = .seconds(3600),
-                resendBackoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(10),
-                                                                       maximum: .seconds(1))) {
+    public init(
+        maximumAttempts: Int = 5, maximumTotalTime: Duration = .seconds(60),
+        backoff: ExponentialBackoff = ExponentialBackoff(initial: .milliseconds(200), maximum: .seconds(30)),
+        retriesPossiblyProcessedRequests: Bool = true, maximumHoldTime: Duration = .seconds(3600),
+        resendBackoff: ExponentialBackoff = ExponentialBackoff(
+            initial: .milliseconds(10),
+            maximum: .seconds(1))
+    ) {
         self.maximumAttempts = max(1, maximumAttempts)
         self.maximumTotalTime = maximumTotalTime
         self.backoff = backoff
@@ -97,15 +101,20 @@ public struct RetryPolicy: Sendable, Hashable {
     ///   - elapsed: time since the first attempt started.
     ///   - timeToExpiration: time left until the notification's apns-expiration; nil when it has none,
     ///     `.zero` for an expiration of 0 (immediate retries only), negative once it has passed.
-    public func decide(after outcome: AttemptOutcome, attempts: Int, elapsed: Duration,
-                       timeToExpiration: Duration?) -> RetryDecision {
+    public func decide(
+        after outcome: AttemptOutcome, attempts: Int, elapsed: Duration,
+        timeToExpiration: Duration?
+    ) -> RetryDecision {
         var generator = SystemRandomNumberGenerator()
-        return decide(after: outcome, attempts: attempts, elapsed: elapsed, timeToExpiration: timeToExpiration,
+        return decide(
+            after: outcome, attempts: attempts, elapsed: elapsed, timeToExpiration: timeToExpiration,
             using: &generator)
     }
 
-    public func decide(after outcome: AttemptOutcome, attempts: Int, elapsed: Duration, timeToExpiration: Duration?,
-                       using generator: inout some RandomNumberGenerator) -> RetryDecision {
+    public func decide(
+        after outcome: AttemptOutcome, attempts: Int, elapsed: Duration, timeToExpiration: Duration?,
+        using generator: inout some RandomNumberGenerator
+    ) -> RetryDecision {
         let kind: RetryKind
         let what: String
         switch outcome {
@@ -162,20 +171,27 @@ public struct RetryPolicy: Sendable, Hashable {
             action = .none
         }
         if elapsed + delay > maximumTotalTime {
-            return .finish(.failed, because: "gave up: a retry in \(format(delay)) would pass the "
-                + "\(format(maximumTotalTime)) limit; last: \(what)")
+            return .finish(
+                .failed,
+                because: "gave up: a retry in \(format(delay)) would pass the "
+                    + "\(format(maximumTotalTime)) limit; last: \(what)")
         }
         if let timeToExpiration, timeToExpiration < .zero {
             return .finish(.expired, because: "the notification has expired; last: \(what)")
         }
         if let timeToExpiration, delay > .zero, delay >= timeToExpiration {
-            return .finish(.expired, because: "the notification expires before a retry in "
-                + "\(format(delay)); last: \(what)")
+            return .finish(
+                .expired,
+                because: "the notification expires before a retry in "
+                    + "\(format(delay)); last: \(what)")
         }
         return .retry(after: delay, action: action)
     }
 
-    private enum RetryKind { case immediate(RetryAction), backoff(minimum: Duration?) }
+    private enum RetryKind {
+        case immediate(RetryAction)
+        case backoff(minimum: Duration?)
+    }
 
     private func format(_ duration: Duration) -> String {
         let milliseconds = Int((duration.seconds * 1000).rounded())

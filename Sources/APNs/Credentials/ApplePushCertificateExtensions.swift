@@ -1,6 +1,7 @@
 // Reads what Apple writes into push certificates: the topics extension (which bundle ids and push
 // kinds the certificate may push to) and the environment markers. OpenSSL decodes the DER; what it
 // holds is checked here (string types, lengths, how many topics).
+
 import COpenSSL
 
 /// Apple's push-certificate extension OIDs and the parser for the topics extension.

@@ -1,7 +1,8 @@
 // An APNs client certificate with its private key and chain, loaded from PKCS#12 or PEM, checked,
 // described (subject, validity, topics, environments), and installable into an OpenSSL SSL_CTX.
-public import Foundation
+
 import COpenSSL
+public import Foundation
 
 /// The environments a push certificate may connect to.
 public struct CertificateEnvironments: OptionSet, Sendable, Hashable, CustomStringConvertible {
@@ -79,25 +80,28 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
             if let parsed = ApplePushCertificateExtensions.topics(fromExtensionValue: value) {
                 topics = parsed
             } else {
-                warnings.append("the certificate's topics extension (\(ApplePushCertificateExtensions.topicsOID)) "
-                    + "is malformed and was ignored; the subject's UID is used instead")
+                warnings.append(
+                    "the certificate's topics extension (\(ApplePushCertificateExtensions.topicsOID)) "
+                        + "is malformed and was ignored; the subject's UID is used instead")
             }
         }
         if topics.isEmpty, let uid = X509Text.entry(X509_get_subject_name(certificate), nid: NID_userId) {
             topics = [uid]
         }
         if topics.isEmpty {
-            warnings.append("the certificate names no topic (no Apple topics extension and no UID in its subject); "
-                + "is this an Apple Push Services certificate?")
+            warnings.append(
+                "the certificate names no topic (no Apple topics extension and no UID in its subject); "
+                    + "is this an Apple Push Services certificate?")
         }
         self.topics = topics
 
         let selfIssued = X509_check_issued(certificate, certificate) == X509_V_OK
         let hasIssuer = chain.contains { X509_check_issued($0, certificate) == X509_V_OK }
         if !selfIssued && !hasIssuer {
-            warnings.append("the chain lacks the intermediate that issued this certificate (\(issuer)); include it "
-                + "in the .p12 or PEM file (for Apple certificates: 'Apple Worldwide Developer Relations "
-                + "Certification Authority'), otherwise the server may refuse the client certificate")
+            warnings.append(
+                "the chain lacks the intermediate that issued this certificate (\(issuer)); include it "
+                    + "in the .p12 or PEM file (for Apple certificates: 'Apple Worldwide Developer Relations "
+                    + "Certification Authority'), otherwise the server may refuse the client certificate")
         }
         self.warnings = warnings
         OpenSSLErrorQueue.clear()
@@ -138,9 +142,10 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
     /// - Parameters:
     ///   - password: the PKCS#12 password, or the password of an encrypted PEM key.
     ///   - now: the time at which validity is checked.
-    public convenience init(certificateFile: String, keyFile: String? = nil, password: String? = nil,
-                            now: Date = Date()) throws(CredentialError)
-    {
+    public convenience init(
+        certificateFile: String, keyFile: String? = nil, password: String? = nil,
+        now: Date = Date()
+    ) throws(CredentialError) {
         let certificateBytes = try CredentialFile.read(certificateFile, what: "certificate")
         let keyBytes = try keyFile.map { path throws(CredentialError) in
             try CredentialFile.read(path, what: "PEM private key")
@@ -148,8 +153,9 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
         if PEMLabels(certificateBytes).all.isEmpty && keyFile == nil {
             try self.init(pkcs12: certificateBytes, password: password, source: certificateFile, now: now)
         } else {
-            try self.init(certificatePEM: certificateBytes, keyPEM: keyBytes, password: password,
-                          certificateSource: certificateFile, keySource: keyFile, now: now)
+            try self.init(
+                certificatePEM: certificateBytes, keyPEM: keyBytes, password: password,
+                certificateSource: certificateFile, keySource: keyFile, now: now)
         }
     }
 
@@ -170,8 +176,10 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
 
     /// Parses a PEM certificate (the first `CERTIFICATE` block, followed by its chain) and a PEM private
     /// key; without `keyPEM` the key is looked for in `certificatePEM`.
-    public convenience init(certificatePEM: [UInt8], keyPEM: [UInt8]?, password: String? = nil,
-                            certificateSource: String? = nil, keySource: String? = nil, now: Date = Date())
+    public convenience init(
+        certificatePEM: [UInt8], keyPEM: [UInt8]?, password: String? = nil,
+        certificateSource: String? = nil, keySource: String? = nil, now: Date = Date()
+    )
         throws(CredentialError)
     {
         let name = certificateSource.map { "'\($0)'" } ?? "the certificate"
@@ -179,16 +187,21 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
         guard !labels.all.isEmpty else {
             if X509Text.isDERCertificate(certificatePEM) {
                 throw CredentialError(
-                    .notPEM, "\(name) is a DER (binary) certificate, not PEM; convert it with 'openssl x509 -inform "
+                    .notPEM,
+                    "\(name) is a DER (binary) certificate, not PEM; convert it with 'openssl x509 -inform "
                         + "DER -in FILE -out cert.pem' and pass the key too", path: certificateSource)
             }
-            throw CredentialError(.notPEM, PEMLabels.notPEMMessage(certificatePEM, subject: name,
-                                                                   expected: "CERTIFICATE"), path: certificateSource)
+            throw CredentialError(
+                .notPEM,
+                PEMLabels.notPEMMessage(
+                    certificatePEM, subject: name,
+                    expected: "CERTIFICATE"), path: certificateSource)
         }
         var certificates = X509Text.readPEMCertificates(certificatePEM)
         guard !certificates.isEmpty else {
             throw CredentialError(
-                .missingCertificate, "\(name) holds \(labels.all.joined(separator: ", ")) but no certificate; "
+                .missingCertificate,
+                "\(name) holds \(labels.all.joined(separator: ", ")) but no certificate; "
                     + "expected a '-----BEGIN CERTIFICATE-----' block", path: certificateSource)
         }
         let leaf = certificates.removeFirst()
@@ -200,7 +213,8 @@ public final class CertificateIdentity: @unchecked Sendable, CustomStringConvert
                 key = try OpenSSLKey.privateKey(fromPEM: certificatePEM, password: password, source: certificateSource)
             } else {
                 throw CredentialError(
-                    .missingPrivateKey, "\(name) holds a certificate but no private key; pass the key file too "
+                    .missingPrivateKey,
+                    "\(name) holds a certificate but no private key; pass the key file too "
                         + "(--key-file), or use a .p12 that holds both", path: certificateSource)
             }
         } catch {

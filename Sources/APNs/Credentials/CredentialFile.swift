@@ -1,4 +1,5 @@
 // Reads small credential files (keys, certificates, passwords) with errors that say which file and why.
+
 import Glibc
 
 /// Reading credential files and password files.
@@ -14,7 +15,8 @@ public enum CredentialFile {
             let reason = errno
             if reason == ENOENT || reason == ENOTDIR {
                 throw CredentialError(
-                    .fileNotFound, "\(what) file not found at '\(path)'; check the path (relative paths start "
+                    .fileNotFound,
+                    "\(what) file not found at '\(path)'; check the path (relative paths start "
                         + "from the current directory)", path: path)
             }
             throw CredentialError(
@@ -24,8 +26,9 @@ public enum CredentialFile {
         defer { close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-            throw CredentialError(.fileUnreadable, "'\(path)' is not a regular file; expected the \(what) file",
-                                  path: path)
+            throw CredentialError(
+                .fileUnreadable, "'\(path)' is not a regular file; expected the \(what) file",
+                path: path)
         }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16384)
@@ -40,7 +43,8 @@ public enum CredentialFile {
             bytes.append(contentsOf: chunk.prefix(count))
             guard bytes.count <= maximumSize else {
                 throw CredentialError(
-                    .fileUnreadable, "'\(path)' is larger than \(maximumSize / 1024) KiB, too large for a \(what) "
+                    .fileUnreadable,
+                    "'\(path)' is larger than \(maximumSize / 1024) KiB, too large for a \(what) "
                         + "file; check that this is the right file", path: path)
             }
         }

@@ -1,6 +1,7 @@
 // Conversions between the two ECDSA signature encodings: the DER `ECDSA-Sig-Value` OpenSSL signs and
 // verifies with, and the raw fixed-width `r || s` that JWS (RFC 7518 §3.4) requires. OpenSSL reads and
 // writes the DER; a signature it refuses is walked element by element only to say what is wrong with it.
+
 import COpenSSL
 
 /// ECDSA signature encodings for ES256 (P-256: each of r and s is 32 bytes in raw form).

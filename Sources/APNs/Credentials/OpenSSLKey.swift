@@ -1,5 +1,6 @@
 // Owns an OpenSSL EVP_PKEY and does the few things credentials need with it: parse PEM (telling
 // apart the ways a key file can be wrong), sign and verify ECDSA SHA-256, export the public half.
+
 import COpenSSL
 
 /// An `EVP_PKEY` owned by exactly one object, freed in `deinit`.
@@ -19,8 +20,9 @@ final class OpenSSLKey: @unchecked Sendable {
         let labels = PEMLabels(bytes)
         let subject = source.map { "'\($0)'" } ?? "the key"
         guard !labels.all.isEmpty else {
-            throw CredentialError(.notPEM, PEMLabels.notPEMMessage(bytes, subject: subject, expected: "PRIVATE KEY"),
-                                  path: source)
+            throw CredentialError(
+                .notPEM, PEMLabels.notPEMMessage(bytes, subject: subject, expected: "PRIVATE KEY"),
+                path: source)
         }
         guard labels.hasPrivateKey else {
             throw CredentialError(
@@ -72,7 +74,8 @@ final class OpenSSLKey: @unchecked Sendable {
         guard let key else {
             let reason = OpenSSLErrorQueue.drain().last ?? "no PEM block found"
             throw CredentialError(
-                .invalidPublicKey, "\(what) is not a PEM public key ('-----BEGIN PUBLIC KEY-----'): \(reason); "
+                .invalidPublicKey,
+                "\(what) is not a PEM public key ('-----BEGIN PUBLIC KEY-----'): \(reason); "
                     + "make one with 'openssl pkey -in key.p8 -pubout'")
         }
         return OpenSSLKey(taking: key)
@@ -190,7 +193,8 @@ struct PEMLabels {
         }
         all = labels
         let procTypeEncrypted = Array("Proc-Type: 4,ENCRYPTED".utf8)
-        isEncrypted = labels.contains("ENCRYPTED PRIVATE KEY")
+        isEncrypted =
+            labels.contains("ENCRYPTED PRIVATE KEY")
             || (bytes.count >= procTypeEncrypted.count
                 && (0...(bytes.count - procTypeEncrypted.count)).contains { offset in
                     bytes[offset] == procTypeEncrypted[0]
@@ -205,7 +209,8 @@ struct PEMLabels {
     static func notPEMMessage(_ bytes: [UInt8], subject: String, expected: String) -> String {
         if bytes.isEmpty { return "\(subject) is empty; expected a '-----BEGIN \(expected)-----' PEM block" }
         if bytes.first == 0x30 {
-            let convert = expected == "CERTIFICATE"
+            let convert =
+                expected == "CERTIFICATE"
                 ? "'openssl x509 -inform DER -in FILE -out FILE.pem'"
                 : "'openssl pkey -inform DER -in FILE -out FILE.pem'"
             return "\(subject) is binary DER, not PEM text; expected a '-----BEGIN \(expected)-----' block. "

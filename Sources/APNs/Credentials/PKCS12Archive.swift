@@ -1,5 +1,6 @@
 // Opens a PKCS#12 archive and says precisely why it could not: PEM or a DER .cer instead of PKCS#12,
 // damaged bytes, a missing or wrong password (checked with the MAC), a legacy cipher, no key.
+
 import COpenSSL
 import Synchronization
 
@@ -14,7 +15,8 @@ enum PKCS12Archive {
         let name = source.map { "'\($0)'" } ?? "the archive"
         if !PEMLabels(bytes).all.isEmpty {
             throw CredentialError(
-                .notPKCS12, "\(name) is PEM text, not a PKCS#12 archive; pass it as a PEM certificate with its key, "
+                .notPKCS12,
+                "\(name) is PEM text, not a PKCS#12 archive; pass it as a PEM certificate with its key, "
                     + "or convert it with 'openssl pkcs12 -export -in cert.pem -inkey key.pem -out cert.p12'",
                 path: source)
         }
@@ -35,11 +37,13 @@ enum PKCS12Archive {
             }
             if bytes.first == 0x30 {
                 throw CredentialError(
-                    .corruptPKCS12, "\(name) looks like DER but is not a readable PKCS#12 archive (truncated or "
+                    .corruptPKCS12,
+                    "\(name) looks like DER but is not a readable PKCS#12 archive (truncated or "
                         + "damaged?); export it again", path: source)
             }
             throw CredentialError(
-                .notPKCS12, "\(name) is not a PKCS#12 (.p12) archive (it is neither PEM nor DER); check that this "
+                .notPKCS12,
+                "\(name) is not a PKCS#12 (.p12) archive (it is neither PEM nor DER); check that this "
                     + "is the right file", path: source)
         }
         defer { PKCS12_free(archive) }
@@ -52,7 +56,8 @@ enum PKCS12Archive {
         guard let (certificate, key, chain) = parsed else {
             let reason = OpenSSLErrorQueue.summary()
             throw CredentialError(
-                .corruptPKCS12, "\(name) could not be decrypted although its password is right (\(reason)); it may "
+                .corruptPKCS12,
+                "\(name) could not be decrypted although its password is right (\(reason)); it may "
                     + "use a cipher this OpenSSL lacks: re-export it with 'openssl pkcs12 -legacy -in OLD -nodes | "
                     + "openssl pkcs12 -export -out NEW.p12'", path: source)
         }
@@ -61,7 +66,8 @@ enum PKCS12Archive {
             if let certificate { X509_free(certificate) }
             for extra in chain { X509_free(extra) }
             throw CredentialError(
-                .missingPrivateKey, "\(name) holds a certificate but no private key; export certificate and "
+                .missingPrivateKey,
+                "\(name) holds a certificate but no private key; export certificate and "
                     + "private key together (Keychain Access: expand the certificate, select both, Export)",
                 path: source)
         }
@@ -69,7 +75,8 @@ enum PKCS12Archive {
             EVP_PKEY_free(key)
             for extra in chain { X509_free(extra) }
             throw CredentialError(
-                .missingCertificate, "\(name) holds a private key but no certificate matching it; export the push "
+                .missingCertificate,
+                "\(name) holds a private key but no certificate matching it; export the push "
                     + "certificate together with its private key", path: source)
         }
         return Parts(certificate: certificate, key: OpenSSLKey(taking: key), chain: chain)
@@ -86,7 +93,8 @@ enum PKCS12Archive {
             OpenSSLErrorQueue.clear()
             guard verified else {
                 throw CredentialError(
-                    .wrongPassword, "the password for \(name) is wrong (the archive's integrity check fails with it); "
+                    .wrongPassword,
+                    "the password for \(name) is wrong (the archive's integrity check fails with it); "
                         + "check the password file or environment variable", path: source)
             }
             return password
@@ -96,7 +104,8 @@ enum PKCS12Archive {
         if PKCS12_verify_mac(archive, "", 0) == 1 { return "" }
         OpenSSLErrorQueue.clear()
         throw CredentialError(
-            .passwordRequired, "\(name) is protected by a password and none was given; pass it with "
+            .passwordRequired,
+            "\(name) is protected by a password and none was given; pass it with "
                 + "--password-file FILE or the APNS_CERT_PASSWORD environment variable", path: source)
     }
 

@@ -1,5 +1,6 @@
 // The APNs token-auth signing key: an EC P-256 private key from Apple's .p8 file (PKCS#8 PEM) with
 // the Key ID and Team ID it belongs to, able to make ES256 provider tokens.
+
 import COpenSSL
 import JSON
 
@@ -25,9 +26,10 @@ public final class ProviderTokenKey: @unchecked Sendable, CustomStringConvertibl
 
     /// Loads a P-256 private key from PEM text (PKCS#8 `PRIVATE KEY`, or SEC1 `EC PRIVATE KEY`).
     /// - Parameter source: the file name to mention in errors, if any.
-    public init(pem: some Collection<UInt8>, keyID: String, teamID: String, password: String? = nil,
-                source: String? = nil) throws(CredentialError)
-    {
+    public init(
+        pem: some Collection<UInt8>, keyID: String, teamID: String, password: String? = nil,
+        source: String? = nil
+    ) throws(CredentialError) {
         try Self.checkIdentifier(keyID, kind: .keyID)
         try Self.checkIdentifier(teamID, kind: .teamID)
         self.keyID = keyID
@@ -76,14 +78,18 @@ public final class ProviderTokenKey: @unchecked Sendable, CustomStringConvertibl
 
     /// Checks a Key ID or Team ID: 10 characters, each an uppercase letter A-Z or a digit.
     public static func checkIdentifier(_ value: String, kind: IdentifierKind) throws(CredentialError) {
-        let valid = value.utf8.count == 10 && value.utf8.allSatisfy {
-            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-        }
+        let valid =
+            value.utf8.count == 10
+            && value.utf8.allSatisfy {
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+            }
         guard !valid else { return }
-        let (name, code, whereToFind): (String, CredentialError.Code, String) = switch kind {
-        case .keyID: ("Key ID", .invalidKeyID, "Certificates, Identifiers & Profiles > Keys, next to the key")
-        case .teamID: ("Team ID", .invalidTeamID, "Membership details of your Apple Developer account")
-        }
+        let (name, code, whereToFind): (String, CredentialError.Code, String) =
+            switch kind {
+            case .keyID: ("Key ID", .invalidKeyID, "Certificates, Identifiers & Profiles > Keys, next to the key")
+            case .teamID: ("Team ID", .invalidTeamID, "Membership details of your Apple Developer account")
+            }
         let shown = value.count <= 40 ? "'\(value)'" : "a \(value.count)-character value"
         throw CredentialError(
             code,

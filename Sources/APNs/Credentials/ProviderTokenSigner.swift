@@ -1,8 +1,9 @@
 // Shares one provider token per key across every connection and replaces it inside APNs' window:
 // older than an hour is rejected (ExpiredProviderToken), newer than 20 minutes is throttled
 // (TooManyProviderTokenUpdates).
-import Platform
+
 import Glibc
+import Platform
 import Synchronization
 
 /// Hands out the current provider token of one key, signing a new one when it reaches the refresh age.
@@ -39,9 +40,10 @@ public final class ProviderTokenSigner: Sendable {
     /// - Parameters:
     ///   - refreshAge: seconds after which a token is replaced; 1200...3600. Default: 3000 (50 minutes).
     ///   - now: the clock, UNIX seconds; injectable for tests.
-    public init(key: ProviderTokenKey, refreshAge: Int64 = ProviderTokenSigner.defaultRefreshAge,
-                now: @escaping @Sendable () -> Int64 = ProviderTokenSigner.systemClock) throws(CredentialError)
-    {
+    public init(
+        key: ProviderTokenKey, refreshAge: Int64 = ProviderTokenSigner.defaultRefreshAge,
+        now: @escaping @Sendable () -> Int64 = ProviderTokenSigner.systemClock
+    ) throws(CredentialError) {
         guard (Self.minimumRefreshAge...Self.maximumRefreshAge).contains(refreshAge) else {
             throw CredentialError(
                 .invalidConfiguration,

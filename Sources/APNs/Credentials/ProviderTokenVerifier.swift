@@ -1,5 +1,6 @@
 // Checks APNs provider tokens the way APNs does, for the simulator and for tests: ES256 over
 // base64url header.claims with a known key, raw r||s signature, kid/iss/iat present.
+
 import JSON
 
 /// Verifies ES256 provider tokens against P-256 public keys looked up by Key ID.

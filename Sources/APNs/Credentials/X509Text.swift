@@ -1,4 +1,5 @@
 // Reading an X509 certificate's names, dates and extensions into Swift values.
+
 import COpenSSL
 import Foundation
 import Glibc
@@ -9,7 +10,8 @@ enum X509Text {
         guard let name, let bio = BIO_new(BIO_s_mem()) else { return "" }
         defer { BIO_free(bio) }
         // RFC 2253 escaping without ESC_MSB, so non-ASCII stays readable UTF-8; entries in certificate order.
-        let strings = UInt(ASN1_STRFLGS_ESC_2253) | UInt(ASN1_STRFLGS_ESC_CTRL) | UInt(ASN1_STRFLGS_UTF8_CONVERT)
+        let strings =
+            UInt(ASN1_STRFLGS_ESC_2253) | UInt(ASN1_STRFLGS_ESC_CTRL) | UInt(ASN1_STRFLGS_UTF8_CONVERT)
             | UInt(ASN1_STRFLGS_DUMP_UNKNOWN) | UInt(ASN1_STRFLGS_DUMP_DER)
         let flags = strings | UInt(XN_FLAG_SEP_CPLUS_SPC) | UInt(XN_FLAG_FN_SN)
         guard X509_NAME_print_ex(bio, name, 0, flags) >= 0 else { return "" }

@@ -1,5 +1,6 @@
 // Small value types for the apns-expiration, apns-collapse-id and apns-id headers, each checked
 // when made so that a request holding them renders valid headers.
+
 import Synchronization
 
 /// The apns-expiration header: until when APNs keeps trying to deliver.
@@ -173,7 +174,8 @@ public struct APNsID: Sendable, Hashable, Comparable, CustomStringConvertible {
                 value = value << 4 | UInt64(nibble & 0x0F)
             }
         }
-        var high: UInt64 = 0, low: UInt64 = 0
+        var high: UInt64 = 0
+        var low: UInt64 = 0
         hex(0, 8, into: &high)
         hex(9, 13, into: &high)
         hex(14, 18, into: &high)

@@ -1,6 +1,7 @@
 // Payload rules APNs enforces or that decide whether a notification does anything: the size limit
 // on the bytes actually sent, the `aps` dictionary's keys and their types, and the per-push-type
 // rules for background pushes and Live Activities. Works on JSONValue, no Foundation.
+
 public import JSON
 
 /// Checks notification payloads against APNs' rules.
@@ -49,33 +50,37 @@ public enum APNsPayload {
         var problems: [APNsRequestProblem] = []
         let size = byteCount ?? payload.compactByteCount
         if size > pushType.payloadLimit {
-            problems.append(APNsRequestProblem(
-                .payloadTooLarge, field: "payload",
-                "the payload is \(size) bytes of compact UTF-8 JSON, \(size - pushType.payloadLimit) over the "
-                    + "\(pushType.payloadLimit)-byte limit for \(pushType) pushes; shorten the text or move data "
-                    + "the app can fetch itself out of the payload"))
+            problems.append(
+                APNsRequestProblem(
+                    .payloadTooLarge, field: "payload",
+                    "the payload is \(size) bytes of compact UTF-8 JSON, \(size - pushType.payloadLimit) over the "
+                        + "\(pushType.payloadLimit)-byte limit for \(pushType) pushes; shorten the text or move data "
+                        + "the app can fetch itself out of the payload"))
         }
         guard case .object(let root) = payload else {
-            problems.append(APNsRequestProblem(
-                .payloadNotObject, field: "payload",
-                "the payload is \(payload.typeName); it must be a JSON object with an \"aps\" dictionary, "
-                    + #"such as {"aps":{"alert":"Hello"}}"#))
+            problems.append(
+                APNsRequestProblem(
+                    .payloadNotObject, field: "payload",
+                    "the payload is \(payload.typeName); it must be a JSON object with an \"aps\" dictionary, "
+                        + #"such as {"aps":{"alert":"Hello"}}"#))
             return problems
         }
         guard let aps = root["aps"] else {
             if requiresAPS(pushType) {
-                problems.append(APNsRequestProblem(
-                    .payloadMissingAPS, field: "payload.aps",
-                    "\(pushType) pushes need an \"aps\" dictionary in the payload, such as "
-                        + (pushType == .background
-                            ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"Hello"}}"#)))
+                problems.append(
+                    APNsRequestProblem(
+                        .payloadMissingAPS, field: "payload.aps",
+                        "\(pushType) pushes need an \"aps\" dictionary in the payload, such as "
+                            + (pushType == .background
+                                ? #"{"aps":{"content-available":1}}"# : #"{"aps":{"alert":"Hello"}}"#)))
             }
             return problems
         }
         guard case .object(let apsObject) = aps else {
-            problems.append(APNsRequestProblem(
-                .payloadWrongType, field: "payload.aps",
-                "\"aps\" is \(aps.typeName); it must be a dictionary of APNs keys (custom data goes beside it)"))
+            problems.append(
+                APNsRequestProblem(
+                    .payloadWrongType, field: "payload.aps",
+                    "\"aps\" is \(aps.typeName); it must be a dictionary of APNs keys (custom data goes beside it)"))
             return problems
         }
         checkAPSKeys(apsObject, problems: &problems)
@@ -109,16 +114,20 @@ public enum APNsPayload {
                 if value.intValue == nil {
                     problems.append(wrongType(field, value, "the number 1"))
                 } else if value.intValue != 1 {
-                    problems.append(outOfRange(
-                        field, "\(member.key) is \(value.compactString); the only value APNs defines is 1, "
-                            + "leave the key out otherwise"))
+                    problems.append(
+                        outOfRange(
+                            field,
+                            "\(member.key) is \(value.compactString); the only value APNs defines is 1, "
+                                + "leave the key out otherwise"))
                 }
             case "interruption-level":
                 if let level = value.stringValue {
                     if !interruptionLevels.contains(level) {
-                        problems.append(outOfRange(
-                            field, "'\(level)' is not an interruption level; use one of "
-                                + interruptionLevels.joined(separator: ", ")))
+                        problems.append(
+                            outOfRange(
+                                field,
+                                "'\(level)' is not an interruption level; use one of "
+                                    + interruptionLevels.joined(separator: ", ")))
                     }
                 } else {
                     problems.append(wrongType(field, value, "a string: " + interruptionLevels.joined(separator: ", ")))
@@ -130,8 +139,9 @@ public enum APNsPayload {
             case "event":
                 if let event = value.stringValue {
                     if !liveActivityEvents.contains(event) {
-                        problems.append(outOfRange(
-                            field, "'\(event)' is not a Live Activity event; use start, update or end"))
+                        problems.append(
+                            outOfRange(
+                                field, "'\(event)' is not a Live Activity event; use start, update or end"))
                     }
                 } else {
                     problems.append(wrongType(field, value, "a string: start, update or end"))
@@ -145,10 +155,11 @@ public enum APNsPayload {
             case "input-push-channel":
                 if value.stringValue == nil { problems.append(wrongType(field, value, "a channel id string")) }
             default:
-                problems.append(APNsRequestProblem(
-                    .payloadUnknownAPSKey, field: field,
-                    "\"\(member.key)\" is not an APNs key, and APNs keeps \"aps\" for its own; put custom data "
-                        + "beside \"aps\" at the top level of the payload"))
+                problems.append(
+                    APNsRequestProblem(
+                        .payloadUnknownAPSKey, field: field,
+                        "\"\(member.key)\" is not an APNs key, and APNs keeps \"aps\" for its own; put custom data "
+                            + "beside \"aps\" at the top level of the payload"))
             }
         }
     }
@@ -193,19 +204,22 @@ public enum APNsPayload {
                 case "volume":
                     checkUnitInterval(member.value, field: field, name: "volume", problems: &problems)
                 default:
-                    problems.append(APNsRequestProblem(
-                        .payloadUnknownAPSKey, field: field,
-                        "\"\(member.key)\" is not a sound key; a sound dictionary has critical, name and volume"))
+                    problems.append(
+                        APNsRequestProblem(
+                            .payloadUnknownAPSKey, field: field,
+                            "\"\(member.key)\" is not a sound key; a sound dictionary has critical, name and volume"))
                 }
             }
             if sound["name"] == nil {
-                problems.append(APNsRequestProblem(
-                    .payloadMissingKey, field: "payload.aps.sound.name",
-                    "a sound dictionary needs \"name\", the sound file or \"default\""))
+                problems.append(
+                    APNsRequestProblem(
+                        .payloadMissingKey, field: "payload.aps.sound.name",
+                        "a sound dictionary needs \"name\", the sound file or \"default\""))
             }
         default:
-            problems.append(wrongType(
-                "payload.aps.sound", value, #"a sound name string, or {"critical":1,"name":"default","volume":1}"#))
+            problems.append(
+                wrongType(
+                    "payload.aps.sound", value, #"a sound name string, or {"critical":1,"name":"default","volume":1}"#))
         }
     }
 
@@ -231,22 +245,25 @@ public enum APNsPayload {
         if seconds < 0 {
             problems.append(outOfRange(field(), "\(name) is \(seconds); use a time in UNIX seconds"))
         } else if seconds >= APNsExpiration.millisecondsThreshold {
-            problems.append(outOfRange(
-                field(), "\(name) \(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))"))
+            problems.append(
+                outOfRange(
+                    field(), "\(name) \(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))"))
         }
     }
 
     static func checkBackground(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
         for member in aps where member.key != "content-available" && apsKeys.contains(member.key) {
-            problems.append(APNsRequestProblem(
-                .payloadKeyNotAllowed, field: "payload.aps." + member.key,
-                "background pushes carry only \"content-available\": 1 in \"aps\"; remove \"\(member.key)\" "
-                    + "(use push type alert to show an alert, badge or sound)"))
+            problems.append(
+                APNsRequestProblem(
+                    .payloadKeyNotAllowed, field: "payload.aps." + member.key,
+                    "background pushes carry only \"content-available\": 1 in \"aps\"; remove \"\(member.key)\" "
+                        + "(use push type alert to show an alert, badge or sound)"))
         }
         if aps["content-available"] == nil {
-            problems.append(APNsRequestProblem(
-                .payloadMissingKey, field: "payload.aps.content-available",
-                #"background pushes need "content-available": 1 in "aps", as in {"aps":{"content-available":1}}"#))
+            problems.append(
+                APNsRequestProblem(
+                    .payloadMissingKey, field: "payload.aps.content-available",
+                    #"background pushes need "content-available": 1 in "aps", as in {"aps":{"content-available":1}}"#))
         }
     }
 

@@ -1,5 +1,6 @@
 // Building a request from unchecked text (a command line, a rules template), reporting every
 // problem at once instead of stopping at the first, so the person fixes them all in one go.
+
 public import JSON
 
 extension APNsRequest {
@@ -37,8 +38,9 @@ extension APNsRequest {
         do {
             payload = .success(try JSONValue(parsing: payloadJSON))
         } catch {
-            payload = .failure(APNsRequestProblem(
-                .payloadInvalidJSON, field: "payload", "the payload is not valid JSON: \(error)"))
+            payload = .failure(
+                APNsRequestProblem(
+                    .payloadInvalidJSON, field: "payload", "the payload is not valid JSON: \(error)"))
         }
         return try build(
             deviceToken: deviceToken, environment: environment, bundleOrTopic: bundleOrTopic, pushType: pushType,

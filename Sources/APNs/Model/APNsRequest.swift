@@ -1,4 +1,5 @@
 // One notification to one device, and its rendering into exactly what goes on the wire.
+
 import HTTP2
 public import JSON
 import Synchronization
@@ -125,9 +126,10 @@ public struct APNsRequest: Sendable, Hashable {
         APNsRequest.checkTopic(topic, pushType: pushType, problems: &problems)
         if !pushType.allowedPriorities.contains(priority) {
             let allowed = pushType.allowedPriorities.map(\.headerValue).joined(separator: " or ")
-            problems.append(APNsRequestProblem(
-                .priorityNotAllowed, field: "apns-priority",
-                "priority \(priority) is not allowed for \(pushType) pushes; use \(allowed)"))
+            problems.append(
+                APNsRequestProblem(
+                    .priorityNotAllowed, field: "apns-priority",
+                    "priority \(priority) is not allowed for \(pushType) pushes; use \(allowed)"))
         }
         if let seconds = expiration.unixSeconds, let problem = APNsExpiration.problem(seconds) {
             problems.append(problem)
@@ -172,7 +174,8 @@ public struct APNsRequest: Sendable, Hashable {
         let pathPrefix: StaticString = "/3/device/"
         let pathCount = pathPrefix.utf8CodeUnitCount + hex.count
         // Two passes over the same list: the sizes, then the bytes, into one exact allocation.
-        var byteCount = PackedHeaderList.size(nameCount: 7, valueCount: 4)  // :method POST
+        var byteCount =
+            PackedHeaderList.size(nameCount: 7, valueCount: 4)  // :method POST
             + PackedHeaderList.size(nameCount: 7, valueCount: 5)  // :scheme https
             + PackedHeaderList.size(nameCount: 10, valueCount: authority.utf8.count)
             + PackedHeaderList.size(nameCount: 5, valueCount: pathCount)
@@ -180,7 +183,8 @@ public struct APNsRequest: Sendable, Hashable {
             switch value {
             case .text(let text), .perRequest(let text):
                 byteCount += PackedHeaderList.size(nameCount: name.utf8CodeUnitCount, valueCount: text.utf8.count)
-            case .id: byteCount += PackedHeaderList.size(nameCount: name.utf8CodeUnitCount, valueCount: APNsID.textLength)
+            case .id:
+                byteCount += PackedHeaderList.size(nameCount: name.utf8CodeUnitCount, valueCount: APNsID.textLength)
             }
         }
         let fields = PackedHeaderList(byteCount: byteCount) { writer in
@@ -189,7 +193,8 @@ public struct APNsRequest: Sendable, Hashable {
             writer.append(name: ":authority", value: authority, indexable: true)
             writer.append(name: ":path", valueCount: pathCount, indexable: false) { buffer in
                 let end = buffer.initialize(
-                    fromContentsOf: UnsafeBufferPointer(start: pathPrefix.utf8Start, count: pathPrefix.utf8CodeUnitCount))
+                    fromContentsOf: UnsafeBufferPointer(
+                        start: pathPrefix.utf8Start, count: pathPrefix.utf8CodeUnitCount))
                 let rest = UnsafeMutableBufferPointer(rebasing: buffer[end...])
                 if hex.withContiguousStorageIfAvailable({ _ = rest.initialize(fromContentsOf: $0) }) == nil {
                     _ = rest.initialize(fromContentsOf: Array(hex))
@@ -253,19 +258,23 @@ public struct APNsRequest: Sendable, Hashable {
         contiguous.withUTF8 { checkTopic(topic, bytes: $0, pushType: pushType, problems: &problems) }
     }
 
-    private static func checkTopic(_ topic: String, bytes: UnsafeBufferPointer<UInt8>, pushType: PushType,
-                                   problems: inout [APNsRequestProblem]) {
+    private static func checkTopic(
+        _ topic: String, bytes: UnsafeBufferPointer<UInt8>, pushType: PushType,
+        problems: inout [APNsRequestProblem]
+    ) {
         if bytes.isEmpty {
-            problems.append(APNsRequestProblem(
-                .topicEmpty, field: "apns-topic",
-                "the topic is empty; use the app's bundle id, such as com.example.app"))
+            problems.append(
+                APNsRequestProblem(
+                    .topicEmpty, field: "apns-topic",
+                    "the topic is empty; use the app's bundle id, such as com.example.app"))
             return
         }
         var previous: UInt8 = UInt8(ascii: ".")
         var emptyPart = false
         var lastPartLength = 0
         for byte in bytes {
-            let allowed = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A)
+            let allowed =
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A)
                 || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x2E
             if !allowed {
                 problems.append(topicCharacterProblem(topic))
@@ -280,27 +289,30 @@ public struct APNsRequest: Sendable, Hashable {
             previous = byte
         }
         if emptyPart || previous == 0x2E {
-            problems.append(APNsRequestProblem(
-                .topicInvalid, field: "apns-topic",
-                "topic '\(topic)' has an empty part between dots; use a bundle id such as com.example.app"))
+            problems.append(
+                APNsRequestProblem(
+                    .topicInvalid, field: "apns-topic",
+                    "topic '\(topic)' has an empty part between dots; use a bundle id such as com.example.app"))
             return
         }
         if pushType == .mdm {
             if !hasASCIIPrefix(topic, "com.apple.mgmt.") {
-                problems.append(APNsRequestProblem(
-                    .topicSuffixMismatch, field: "apns-topic",
-                    "mdm pushes go to the MDM push magic topic from the push certificate, which starts with "
-                        + "com.apple.mgmt. (as com.apple.mgmt.External.<uuid>); '\(topic)' does not"))
+                problems.append(
+                    APNsRequestProblem(
+                        .topicSuffixMismatch, field: "apns-topic",
+                        "mdm pushes go to the MDM push magic topic from the push certificate, which starts with "
+                            + "com.apple.mgmt. (as com.apple.mgmt.External.<uuid>); '\(topic)' does not"))
             }
             return
         }
         let suffix = pushType.topicSuffix
         if !suffix.isEmpty {
             if !hasASCIISuffix(topic, suffix) {
-                problems.append(APNsRequestProblem(
-                    .topicSuffixMismatch, field: "apns-topic",
-                    "\(pushType) pushes go to the topic <bundle id>\(suffix); '\(topic)' lacks the suffix, "
-                        + "use '\(pushType.topic(forBundle: topic))'"))
+                problems.append(
+                    APNsRequestProblem(
+                        .topicSuffixMismatch, field: "apns-topic",
+                        "\(pushType) pushes go to the topic <bundle id>\(suffix); '\(topic)' lacks the suffix, "
+                            + "use '\(pushType.topic(forBundle: topic))'"))
             }
             return
         }
@@ -309,10 +321,12 @@ public struct APNsRequest: Sendable, Hashable {
         guard lastPartLength < 64, suffixLastPartLengths & (1 << UInt64(lastPartLength)) != 0 else { return }
         for other in PushType.allCases where !other.topicSuffix.isEmpty && hasASCIISuffix(topic, other.topicSuffix) {
             let bundle = String(decoding: bytes.dropLast(other.topicSuffix.utf8.count), as: UTF8.self)
-            problems.append(APNsRequestProblem(
-                .topicSuffixMismatch, field: "apns-topic",
-                "topic '\(topic)' carries the \(other) suffix '\(other.topicSuffix)', but the push type is "
-                    + "\(pushType); send \(pushType) pushes to the bundle id '\(bundle)', or use push type \(other)"))
+            problems.append(
+                APNsRequestProblem(
+                    .topicSuffixMismatch, field: "apns-topic",
+                    "topic '\(topic)' carries the \(other) suffix '\(other.topicSuffix)', but the push type is "
+                        + "\(pushType); send \(pushType) pushes to the bundle id '\(bundle)', or use push type \(other)"
+                ))
             return
         }
     }
@@ -325,7 +339,8 @@ public struct APNsRequest: Sendable, Hashable {
 
     /// Byte-wise: `text` is longer than `suffix` and ends with it.
     static func hasASCIISuffix(_ text: String, _ suffix: String) -> Bool {
-        var text = text, suffix = suffix
+        var text = text
+        var suffix = suffix
         return text.withUTF8 { text in
             suffix.withUTF8 { suffix in
                 text.count > suffix.count
@@ -336,7 +351,8 @@ public struct APNsRequest: Sendable, Hashable {
 
     /// Byte-wise: `text` is longer than `prefix` and starts with it.
     static func hasASCIIPrefix(_ text: String, _ prefix: String) -> Bool {
-        var text = text, prefix = prefix
+        var text = text
+        var prefix = prefix
         return text.withUTF8 { text in
             prefix.withUTF8 { prefix in
                 text.count > prefix.count
@@ -351,7 +367,8 @@ public struct APNsRequest: Sendable, Hashable {
         for scalar in topic.unicodeScalars {
             position += 1
             let v = scalar.value
-            let allowed = (v >= 0x30 && v <= 0x39) || (v >= 0x41 && v <= 0x5A) || (v >= 0x61 && v <= 0x7A)
+            let allowed =
+                (v >= 0x30 && v <= 0x39) || (v >= 0x41 && v <= 0x5A) || (v >= 0x61 && v <= 0x7A)
                 || v == 0x2D || v == 0x2E
             if !allowed {
                 return APNsRequestProblem(

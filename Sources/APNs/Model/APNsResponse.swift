@@ -1,6 +1,8 @@
 // What APNs answered to one request: status, ids, and for errors the reason and (410) the time
 // the token stopped being valid.
+
 import JSON
+
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else

@@ -22,10 +22,11 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
     /// (with its 1-based position in `raw`), has an odd number of digits, or is too short or too long.
     public init(_ raw: String) throws(APNsRequestError) {
         // Fast path for what services send: already lowercase hex, nothing to copy.
-        let clean = raw.utf8.withContiguousStorageIfAvailable { bytes in
-            for byte in bytes where !DeviceToken.isLowerHex(byte) { return false }
-            return true
-        } ?? false
+        let clean =
+            raw.utf8.withContiguousStorageIfAvailable { bytes in
+                for byte in bytes where !DeviceToken.isLowerHex(byte) { return false }
+                return true
+            } ?? false
         if clean {
             try DeviceToken.checkDigitCount(raw.utf8.count)
             hex = raw
@@ -97,7 +98,8 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
     }
 
     static func checkDigitCount(_ count: Int) throws(APNsRequestError) {
-        let minimum = byteCountRange.lowerBound, maximum = byteCountRange.upperBound
+        let minimum = byteCountRange.lowerBound
+        let maximum = byteCountRange.upperBound
         if count == 0 {
             throw APNsRequestError(
                 .deviceTokenEmpty, field: "device-token",

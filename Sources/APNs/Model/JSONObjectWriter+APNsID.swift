@@ -1,4 +1,5 @@
 // Writes an apns-id into the project's JSON records without building its text first.
+
 public import JSON
 
 extension JSONObjectWriter {

@@ -1,6 +1,7 @@
 // Byte-level checks for per-request hot paths (headers, ids, tokens). Written out by hand: the generic
 // `elementsEqual` over a `String.UTF8View` and range patterns such as `case 0x30...0x39` compiled to
 // protocol-witness calls per byte, several percent of a sender's or the simulator's thread.
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,6 @@
 // SHA-256 through OpenSSL, for modules that must not reach OpenSSL themselves: the worker writes
 // the digest of a record too large to copy whole into its dead letter.
+
 import COpenSSL
 
 public enum SHA256Digest {

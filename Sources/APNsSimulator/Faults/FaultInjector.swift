@@ -1,5 +1,6 @@
 // Decides, per request, which faults apply: scripted actions for the Nth request or stream first,
 // then the rates. Holds the current faults behind a lock so `setFaults` can change them at any time.
+
 import Synchronization
 
 /// The faults that apply to one request.

@@ -1,5 +1,6 @@
 // The faults a simulator injects: failures, stalls, dropped connections, GOAWAY, latency and
 // SETTINGS_MAX_CONCURRENT_STREAMS, by rate or by a script of actions for the Nth request or stream.
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -157,13 +158,16 @@ public struct SimulatorFaults: Sendable, Hashable {
 
     /// Checks that rates are probabilities and counts are positive; says which value is wrong.
     public func validate() throws(SimulatorError) {
-        for (name, rate) in [("failureRate", failureRate), ("stallRate", stallRate),
-                             ("dropConnectionRate", dropConnectionRate)]
+        for (name, rate) in [
+            ("failureRate", failureRate), ("stallRate", stallRate),
+            ("dropConnectionRate", dropConnectionRate),
+        ]
         where !(rate >= 0 && rate <= 1) {
             throw SimulatorError(.configuration, "faults.\(name) must be between 0 and 1, got \(rate)")
         }
         if failureRate + stallRate + dropConnectionRate > 1 {
-            throw SimulatorError(.configuration,
+            throw SimulatorError(
+                .configuration,
                 "faults: failureRate + stallRate + dropConnectionRate must not exceed 1")
         }
         if let after = goAwayAfterStreams, after < 1 {

@@ -1,7 +1,8 @@
 // What the simulator accepted (a bounded ring of records) and what it counted (connections, answers
 // by status and reason, peak concurrent streams per connection), for tests to assert on.
-public import JSON
+
 public import APNs
+public import JSON
 
 /// One notification the simulator accepted (answered 200).
 public struct AcceptedNotification: Sendable, Hashable {

@@ -1,5 +1,6 @@
 // The bundle id a client certificate may push to. Apple's push certificates carry it as the
 // subject's UID; a certificate without one (a test CA's client certificate) limits nothing.
+
 import COpenSSL
 
 enum ClientCertificateTopics {

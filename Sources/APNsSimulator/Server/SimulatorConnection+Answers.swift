@@ -1,5 +1,6 @@
 // A complete request is planned by the engine, then answered at once or when its delay timer fires;
 // response bodies are handed to nghttp2 as it asks for them.
+
 import CNghttp2
 import Platform
 
@@ -98,7 +99,8 @@ enum HeaderBlock {
             withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: fields.count) { nva in
                 var offset = 0
                 for (index, (name, value)) in fields.enumerated() {
-                    let nameLength = name.utf8.count, valueLength = value.utf8.count
+                    let nameLength = name.utf8.count
+                    let valueLength = value.utf8.count
                     nva[index] = nghttp2_nv(
                         name: raw.baseAddress! + offset, value: raw.baseAddress! + offset + nameLength,
                         namelen: nameLength, valuelen: valueLength, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))

@@ -1,5 +1,6 @@
 // The connection's nghttp2 server session: its callbacks collect each stream's request, and the
 // session-wide frames (SETTINGS when the faults change, GOAWAY on stop) go out from here.
+
 import APNs
 import CNghttp2
 
@@ -28,9 +29,11 @@ extension SimulatorConnection {
         let user = Unmanaged.passUnretained(self).toOpaque()
         guard nghttp2_session_server_new(&session, callbacks, user) == 0, let session else { return false }
         self.session = session
-        var settings = [nghttp2_settings_entry(
-            settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-            value: announcedMaxConcurrentStreams)]
+        var settings = [
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                value: announcedMaxConcurrentStreams)
+        ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, 1)
         engine.connectionEstablished(id: id)
         return true
@@ -145,8 +148,10 @@ extension SimulatorConnection {
 
     func announce(maxConcurrentStreams: UInt32, session: OpaquePointer) {
         announcedMaxConcurrentStreams = maxConcurrentStreams
-        var settings = [nghttp2_settings_entry(
-            settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: maxConcurrentStreams)]
+        var settings = [
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: maxConcurrentStreams)
+        ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, 1)
     }
 
@@ -156,7 +161,8 @@ extension SimulatorConnection {
         guard let session, goAwayLastStreamID == nil else { return }
         goAwayLastStreamID = lastStreamID
         Self.shutdownDebugData.withUnsafeBufferPointer {
-            _ = nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStreamID,
+            _ = nghttp2_submit_goaway(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStreamID,
                 NGHTTP2_NO_ERROR.rawValue, $0.baseAddress, $0.count)
         }
         engine.goAwaySent()

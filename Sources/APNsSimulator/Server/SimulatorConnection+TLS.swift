@@ -1,7 +1,8 @@
 // The TLS side of the socket: the server handshake, then reads fed to nghttp2 and its frames written
 // back, each bounded so that one busy or unread connection cannot starve its timers or grow memory.
-import COpenSSL
+
 import CNghttp2
+import COpenSSL
 
 extension SimulatorConnection {
     /// Continues the TLS handshake; false when it failed (the connection is then closed).

@@ -1,6 +1,7 @@
 // One accepted connection on its own thread: a non-blocking TLS socket, an nghttp2 server session,
 // and a timer heap for delayed answers, driven by poll(2). The thread also wakes on a pipe when the
 // simulator stops or its faults change (a new SETTINGS_MAX_CONCURRENT_STREAMS goes out at once).
+
 import APNs
 import CNghttp2
 import COpenSSL

@@ -1,5 +1,6 @@
 // The listening socket and its accept thread, and the registry of connection threads so that
 // stop() can close every connection and join every thread before it returns.
+
 import Platform
 import Synchronization
 
@@ -143,8 +144,10 @@ final class SimulatorListener: Sendable {
     }
 
     private func acceptLoop() {
-        var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0),
+        ]
         while true {
             fds[0].revents = 0
             fds[1].revents = 0
@@ -163,7 +166,6 @@ final class SimulatorListener: Sendable {
             }
         }
     }
-
 
     private func startConnection(_ client: Int32) {
         let id: Int? = registry.withLock { registry in

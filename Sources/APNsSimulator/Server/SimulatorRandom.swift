@@ -22,7 +22,7 @@ struct SimulatorRandom: RandomNumberGenerator, Sendable {
         var high = next()
         var low = next()
         high = (high & 0xFFFF_FFFF_FFFF_0FFF) | 0x0000_0000_0000_4000  // version 4
-        low = (low & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000    // RFC 4122 variant
+        low = (low & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000  // RFC 4122 variant
         return Self.format(high: high, low: low)
     }
 
@@ -38,13 +38,17 @@ struct SimulatorRandom: RandomNumberGenerator, Sendable {
                 }
             }
             put(high, nibbles: 8, from: 60)
-            buffer[index] = UInt8(ascii: "-"); index += 1
+            buffer[index] = UInt8(ascii: "-")
+            index += 1
             put(high, nibbles: 4, from: 28)
-            buffer[index] = UInt8(ascii: "-"); index += 1
+            buffer[index] = UInt8(ascii: "-")
+            index += 1
             put(high, nibbles: 4, from: 12)
-            buffer[index] = UInt8(ascii: "-"); index += 1
+            buffer[index] = UInt8(ascii: "-")
+            index += 1
             put(low, nibbles: 4, from: 60)
-            buffer[index] = UInt8(ascii: "-"); index += 1
+            buffer[index] = UInt8(ascii: "-")
+            index += 1
             put(low, nibbles: 12, from: 44)
             return index
         }

@@ -1,5 +1,6 @@
 // The hand-off between the HTTP/2 connection (bytes, frames, timers) and the simulator's logic
 // (faults, validation, device state, recording): one complete request in, one plan for its stream out.
+
 import APNs
 
 /// One request as it arrived on a stream: pseudo-headers, regular headers in order, and the body.

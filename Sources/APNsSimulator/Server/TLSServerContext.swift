@@ -1,6 +1,7 @@
 // The simulator's TLS side: an OpenSSL server context that speaks only h2 (ALPN), TLS 1.2+, with
 // either given cert/key files or a self-signed EC P-256 certificate generated at start-up, and
 // optionally requiring client certificates signed by a configured CA (certificate authentication).
+
 import COpenSSL
 
 #if canImport(Glibc)
@@ -35,12 +36,15 @@ final class TLSServerContext: @unchecked Sendable {
             // SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION: the macros
             // (SSL_OP_BIT) do not import into Swift.
             _ = SSL_CTX_set_options(context, (1 << 17) | (1 << 22) | (1 << 30))
-            _ = SSL_CTX_ctrl(context, SSL_CTRL_MODE,
+            _ = SSL_CTX_ctrl(
+                context, SSL_CTRL_MODE,
                 Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS),
                 nil)
-            SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, input, inputLength, _ in
-                TLSServerContext.selectH2(out, outLength, input, inputLength)
-            }, nil)
+            SSL_CTX_set_alpn_select_cb(
+                context,
+                { _, out, outLength, input, inputLength, _ in
+                    TLSServerContext.selectH2(out, outLength, input, inputLength)
+                }, nil)
             switch identity {
             case .generated(let hosts):
                 generated = try Self.installGeneratedCertificate(context, hosts: hosts)
@@ -49,7 +53,8 @@ final class TLSServerContext: @unchecked Sendable {
             }
             if let caFile = clientCertificateCAFile {
                 guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
-                    throw SimulatorError(.tls,
+                    throw SimulatorError(
+                        .tls,
                         "cannot load client CA file \(caFile): \(TLSServerContext.openSSLErrors())")
                 }
                 if let names = SSL_load_client_CA_file(caFile) { SSL_CTX_set_client_CA_list(context, names) }

@@ -2,6 +2,7 @@
 // without building values: the simulator needs only that answer per request, and building the whole
 // JSONValue was its costliest step. Grammar as RFC 8259 (what the APNs module's JSON parser accepts);
 // a differential test keeps the two in agreement.
+
 import APNs
 import JSON
 

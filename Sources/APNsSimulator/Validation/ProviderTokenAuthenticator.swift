@@ -1,6 +1,7 @@
 // Token authentication as APNs does it, per connection: ES256 signature by key id (via the APNs
 // module's ProviderTokenVerifier), the token's age, how often a connection changes its token, and
 // that a connection keeps the key of its first token.
+
 import APNs
 
 /// What one connection has shown so far.
@@ -36,8 +37,9 @@ struct ProviderTokenAuthenticator: Sendable {
         -> ProviderTokenCheck
     {
         guard let authorization, !authorization.isEmpty else { return .rejected(.missingProviderToken) }
-        guard authorization.utf8.count > 7, authorization.utf8.prefix(7).lazy.map({ $0 | 0x20 })
-            .elementsEqual("bearer ".utf8)
+        guard authorization.utf8.count > 7,
+            authorization.utf8.prefix(7).lazy.map({ $0 | 0x20 })
+                .elementsEqual("bearer ".utf8)
         else { return .rejected(.invalidProviderToken) }
         let token = authorization.utf8.dropFirst(7)
         // Nearly every request repeats the connection's token: compare bytes (String's own comparison
@@ -70,7 +72,8 @@ struct ProviderTokenAuthenticator: Sendable {
 
     /// Whether `text` without its first `prefix` bytes is byte for byte `current`.
     private static func sameBytes(_ current: String, _ text: String, droppingPrefix prefix: Int) -> Bool {
-        var current = current, text = text
+        var current = current
+        var text = text
         return current.withUTF8 { currentBytes in
             text.withUTF8 { textBytes in
                 textBytes.count >= prefix

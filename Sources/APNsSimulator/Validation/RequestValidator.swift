@@ -1,6 +1,7 @@
 // Apple's checks on one request, in order: method, path, duplicate headers, authentication, apns-id,
 // push type, topic, priority, expiration, collapse id, payload, device token and its state. The first
 // failing check decides the answer, with Apple's status and reason (APNsErrorReason from the model).
+
 import APNs
 import JSON
 
@@ -179,8 +180,9 @@ struct RequestValidator: Sendable {
         case .unregistered(let since)?: return reject(.unregistered, timestamp: since)
         case nil: break
         }
-        return .accepted(AcceptedRequest(
-            deviceToken: deviceToken.hex, apnsID: apnsID, pushType: pushType, topic: topic, keyID: keyID))
+        return .accepted(
+            AcceptedRequest(
+                deviceToken: deviceToken.hex, apnsID: apnsID, pushType: pushType, topic: topic, keyID: keyID))
     }
 
     /// The three values APNs accepts, exactly as sent on the wire.

@@ -1,6 +1,8 @@
 // Runs blocking librdkafka calls on threads of their own, never on Swift's cooperative pool.
+
 import Foundation
 import Platform
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,6 @@
 // The C callbacks every client installs: log lines, errors and statistics become KafkaEvents, a fatal
 // error is recorded, delivery reports reach each message's callback, and rebalances reach the consumer.
+
 internal import CRdKafka
 
 /// What the C callbacks of one client call into. The conf's opaque points at this object, which

@@ -1,5 +1,6 @@
 // The consumer's librdkafka calls: subscribing, polling for records, the assignment and positions,
 // storing and committing offsets, pausing partitions and closing.
+
 internal import CRdKafka
 
 /// What one consumer poll returned, copied out of the C message (which is freed before this is seen).
@@ -79,9 +80,10 @@ extension RDKafkaClient {
     func cachedHighWatermark(of partition: KafkaTopicPartition) -> Int64? {
         var low: Int64 = 0
         var high: Int64 = 0
-        let known = rd_kafka_get_watermark_offsets(
-            handle, partition.topic, partition.partition, &low, &high
-        ) == RD_KAFKA_RESP_ERR_NO_ERROR
+        let known =
+            rd_kafka_get_watermark_offsets(
+                handle, partition.topic, partition.partition, &low, &high
+            ) == RD_KAFKA_RESP_ERR_NO_ERROR
         return known && high >= 0 ? high : nil
     }
 
@@ -137,7 +139,8 @@ extension RDKafkaHandle {
     func setPaused(_ pause: Bool, _ partitions: Set<KafkaTopicPartition>) -> KafkaError? {
         guard !partitions.isEmpty else { return nil }
         let list = RDKafkaTopicPartitionList(partitions)
-        let response = pause
+        let response =
+            pause
             ? rd_kafka_pause_partitions(pointer, list.pointer) : rd_kafka_resume_partitions(pointer, list.pointer)
         let action = pause ? "pausing" : "resuming"
         if response != RD_KAFKA_RESP_ERR_NO_ERROR { return KafkaError(.partitionState, action, response: response) }

@@ -1,5 +1,6 @@
 // The producer's librdkafka calls: enqueueing a record (the hot path), serving delivery reports,
 // flushing and purging, and the metadata look-up that warms the topic cache.
+
 internal import CRdKafka
 
 /// What an enqueue came to.

@@ -1,6 +1,7 @@
 // The one owner of an rd_kafka_t: builds the rd_kafka_conf_t from a property list (turning each
 // rejected property into a KafkaError), installs the callbacks, and destroys the handle in deinit.
 // The calls each kind of client makes are in RDKafkaClient+Producer and RDKafkaClient+Consumer.
+
 internal import CRdKafka
 import Synchronization
 

@@ -1,4 +1,5 @@
 // Copies a received rd_kafka_message_t into a KafkaConsumerMessage (the C message is freed after).
+
 internal import CRdKafka
 
 extension KafkaConsumerMessage {
@@ -30,10 +31,11 @@ extension KafkaConsumerMessage {
         var bytes: UnsafeRawPointer?
         var size = 0
         while rd_kafka_header_get_all(list, index, &name, &bytes, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
-            headers.append(KafkaHeader(
-                name: name.map { String(cString: $0) } ?? "",
-                value: bytes.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }
-            ))
+            headers.append(
+                KafkaHeader(
+                    name: name.map { String(cString: $0) } ?? "",
+                    value: bytes.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }
+                ))
             index += 1
         }
     }

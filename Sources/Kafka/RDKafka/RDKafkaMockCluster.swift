@@ -1,5 +1,6 @@
 // Owns librdkafka's mock cluster and the client handle that hosts it; MockKafkaCluster puts the
 // checks and the Swift API on top.
+
 internal import CRdKafka
 
 /// Owns one `rd_kafka_mock_cluster_t` and its hosting `rd_kafka_t`. Its methods are thread-safe and do
@@ -35,8 +36,9 @@ final class RDKafkaMockCluster: @unchecked Sendable {
     var bootstrapServers: String { String(cString: rd_kafka_mock_cluster_bootstraps(cluster)) }
 
     func createTopic(_ name: String, partitions: Int, replicationFactor: Int) -> RDKafkaResponse {
-        RDKafkaResponse(rd_kafka_mock_topic_create(
-            cluster, name, Int32(clamping: partitions), Int32(clamping: replicationFactor)))
+        RDKafkaResponse(
+            rd_kafka_mock_topic_create(
+                cluster, name, Int32(clamping: partitions), Int32(clamping: replicationFactor)))
     }
 
     func setBroker(_ id: Int32, up: Bool) -> RDKafkaResponse {

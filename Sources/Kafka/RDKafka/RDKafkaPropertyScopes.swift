@@ -1,6 +1,7 @@
 // Which client each librdkafka property is for, read from librdkafka's own property table, so that the
 // worker's shared property map gives each client only what applies to it: a consumer property handed to
 // a producer does nothing but make librdkafka warn at start-up, and the other way round.
+
 import CRdKafka
 import Glibc
 

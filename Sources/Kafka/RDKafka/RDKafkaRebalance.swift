@@ -1,5 +1,6 @@
 // One rebalance as librdkafka's rebalance callback reports it, with the calls that apply it. It holds
 // the callback's C list, so it is valid only while the callback runs (on the consumer's poll thread).
+
 internal import CRdKafka
 
 /// A rebalance being served: what changed and how to tell librdkafka it was applied.

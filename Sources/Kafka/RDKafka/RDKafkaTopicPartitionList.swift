@@ -1,4 +1,5 @@
 // Owns an rd_kafka_topic_partition_list_t and reads C lists into Swift values.
+
 internal import CRdKafka
 
 /// One entry of a C topic-partition list.

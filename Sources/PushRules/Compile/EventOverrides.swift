@@ -1,10 +1,13 @@
 // The event's own `apns` block: explicit values for some APNs fields, which apply only where the
 // matching rule accepts them (`accept_overrides`), so a producer cannot, say, raise every push to
 // priority 10 unless the operator allowed it.
+
 import APNs
 import JSON
 
 /// An APNs field an event may override.
+// swift-format-ignore: AlwaysUseLowerCamelCase
+// The cases are spelt as the event's `apns` keys, so that the raw values, error messages and docs agree.
 enum OverrideField: String, Sendable, CaseIterable {
     case priority
     case expiration
@@ -54,31 +57,43 @@ struct EventOverrides {
             let value = member.value
             switch field {
             case .priority:
-                if let int = value.intValue, int == 10 || int == 5 || int == 1 { values[field] = .int(int) } else {
+                if let int = value.intValue, int == 10 || int == 5 || int == 1 {
+                    values[field] = .int(int)
+                } else {
                     invalid[field] = "apns.priority is \(ConditionExplanation.describe(value)); use 10, 5 or 1"
                 }
             case .expiration:
-                if let int = value.intValue, int >= 0, int < 100_000_000_000 { values[field] = .int(int) } else {
+                if let int = value.intValue, int >= 0, int < 100_000_000_000 {
+                    values[field] = .int(int)
+                } else {
                     invalid[field] = "apns.expiration is \(ConditionExplanation.describe(value)); use 0 or UNIX seconds"
                 }
             case .badge:
-                if let int = value.intValue, int >= 0 { values[field] = .int(int) } else {
+                if let int = value.intValue, int >= 0 {
+                    values[field] = .int(int)
+                } else {
                     invalid[field] = "apns.badge is \(ConditionExplanation.describe(value)); use a whole number from 0"
                 }
             case .relevance_score:
-                if let number = value.doubleValue, number >= 0, number <= 1 { values[field] = value } else {
+                if let number = value.doubleValue, number >= 0, number <= 1 {
+                    values[field] = value
+                } else {
                     invalid[field] = "apns.relevance_score is \(ConditionExplanation.describe(value)); use 0 to 1"
                 }
             case .interruption_level:
                 if let text = value.stringValue, APNsPayload.interruptionLevels.contains(text) {
                     values[field] = value
                 } else {
-                    invalid[field] = "apns.interruption_level is \(ConditionExplanation.describe(value)); use one of "
+                    invalid[field] =
+                        "apns.interruption_level is \(ConditionExplanation.describe(value)); use one of "
                         + APNsPayload.interruptionLevels.joined(separator: ", ")
                 }
             case .collapse_id, .thread_id, .sound, .category:
-                if let text = value.stringValue, !text.isEmpty { values[field] = value } else {
-                    invalid[field] = "apns.\(field.rawValue) is \(ConditionExplanation.describe(value)); "
+                if let text = value.stringValue, !text.isEmpty {
+                    values[field] = value
+                } else {
+                    invalid[field] =
+                        "apns.\(field.rawValue) is \(ConditionExplanation.describe(value)); "
                         + "use a non-empty text"
                 }
             }

@@ -1,6 +1,7 @@
 // Fitting a payload under APNs' size limit by shortening the text field a rule names, on a character
 // (grapheme cluster) boundary with an ellipsis, so the result is always valid UTF-8 and never splits
 // an emoji or an accented letter. The arithmetic counts bytes as the JSON writer escapes them.
+
 import APNs
 import JSON
 

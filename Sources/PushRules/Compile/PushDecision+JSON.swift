@@ -1,7 +1,8 @@
 // Decisions as JSON objects, one per line in `apns-worker rules render`: a request exactly as it
 // would be sent (method, URL, headers, body), or the skip / rejection and why.
-public import JSON
+
 import APNs
+public import JSON
 
 extension PushDecision {
     /// The decision as one JSON object.

@@ -1,5 +1,6 @@
 // What the rules decide for one event: per device, a request to send, or a skip or rejection with a
 // reason a person (and the outcome record) can act on. An event never vanishes without an outcome.
+
 public import APNs
 
 /// The rules' answer for one event.

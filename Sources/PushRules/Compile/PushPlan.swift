@@ -1,6 +1,7 @@
 // A rule's notification, compiled: the header values fixed at load, the payload as a template tree,
 // and what may be overridden or shortened. Rendering one event goes template → JSON → overrides →
 // size fitting; each request is then checked by the APNs request model before it is handed out.
+
 import APNs
 import JSON
 
@@ -25,10 +26,11 @@ final class PushPlan: Sendable {
     /// True when some template reads the locale, so the event's locale chain must be resolved.
     let readsLocale: Bool
 
-    init(pushType: PushType, app: Template?, topic: Template?, priority: APNsPriority, ttl: Int64?,
-         collapseID: Template?, payload: ValueTemplate, acceptedOverrides: Set<OverrideField>, apsKeys: Set<String>,
-         shorten: [ShortenPath], readsDevice: Bool, readsLocale: Bool)
-    {
+    init(
+        pushType: PushType, app: Template?, topic: Template?, priority: APNsPriority, ttl: Int64?,
+        collapseID: Template?, payload: ValueTemplate, acceptedOverrides: Set<OverrideField>, apsKeys: Set<String>,
+        shorten: [ShortenPath], readsDevice: Bool, readsLocale: Bool
+    ) {
         self.pushType = pushType
         self.app = app
         self.topic = topic
@@ -106,8 +108,9 @@ final class PushPlan: Sendable {
                 let present = overrides.values[field] != nil || overrides.invalid[field] != nil
                 guard present else { continue }
                 guard acceptedOverrides.contains(field) else {
-                    notes.append("event override apns.\(field.rawValue) ignored: the rule does not accept it "
-                        + "(accept_overrides)")
+                    notes.append(
+                        "event override apns.\(field.rawValue) ignored: the rule does not accept it "
+                            + "(accept_overrides)")
                     continue
                 }
                 if let problem = overrides.invalid[field] {
@@ -129,8 +132,9 @@ final class PushPlan: Sendable {
                 }
             }
             for key in overrides.unknown {
-                notes.append("event override apns.\(key) ignored: not an overridable field (overridable: "
-                    + OverrideField.allCases.map(\.rawValue).joined(separator: ", ") + ")")
+                notes.append(
+                    "event override apns.\(key) ignored: not an overridable field (overridable: "
+                        + OverrideField.allCases.map(\.rawValue).joined(separator: ", ") + ")")
             }
             if !invalid.isEmpty { return .failure(.reject(.invalidOverride, invalid)) }
         }
@@ -138,9 +142,11 @@ final class PushPlan: Sendable {
         var expiration = APNsExpiration.none
         if let seconds = expirationSeconds {
             if seconds != 0 && seconds <= now {
-                return .failure(.skip(
-                    .expired, "the notification expired at \(Timestamp.rfc3339(unixSeconds: seconds)) "
-                        + "(\(seconds)), before \(Timestamp.rfc3339(unixSeconds: now))"))
+                return .failure(
+                    .skip(
+                        .expired,
+                        "the notification expired at \(Timestamp.rfc3339(unixSeconds: seconds)) "
+                            + "(\(seconds)), before \(Timestamp.rfc3339(unixSeconds: now))"))
             }
             expiration = APNsExpiration(unixSeconds: seconds)
         }
@@ -152,23 +158,30 @@ final class PushPlan: Sendable {
             }
         }
 
-        return .success(Rendered(
-            topic: topicText, priority: priority, expiration: expiration, collapseID: collapse,
-            payload: payloadValue, notes: notes))
+        return .success(
+            Rendered(
+                topic: topicText, priority: priority, expiration: expiration, collapseID: collapse,
+                payload: payloadValue, notes: notes))
     }
 
     /// Shortens the payload to the push type's limit, or says why it cannot be done.
     func fit(_ payload: JSONValue) -> Result<PayloadFitting.Fitted, Failure> {
         var finalSize = 0
-        guard let fitted = PayloadFitting.fit(
-            payload, limit: pushType.payloadLimit, paths: shorten, finalByteCount: &finalSize)
+        guard
+            let fitted = PayloadFitting.fit(
+                payload, limit: pushType.payloadLimit, paths: shorten, finalByteCount: &finalSize)
         else {
-            let why = shorten.isEmpty ? "the rule names no field to shorten (shorten:)"
+            let why =
+                shorten.isEmpty
+                ? "the rule names no field to shorten (shorten:)"
                 : "shortening " + shorten.map(\.name).joined(separator: ", ") + " cannot make it fit"
-            return .failure(.reject(
-                .payloadTooLarge,
-                ["the payload is \(finalSize) bytes, over the \(pushType.payloadLimit)-byte limit for "
-                    + "\(pushType) pushes; \(why)"]))
+            return .failure(
+                .reject(
+                    .payloadTooLarge,
+                    [
+                        "the payload is \(finalSize) bytes, over the \(pushType.payloadLimit)-byte limit for "
+                            + "\(pushType) pushes; \(why)"
+                    ]))
         }
         return .success(fitted)
     }

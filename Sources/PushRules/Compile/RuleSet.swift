@@ -1,5 +1,6 @@
 // A loaded, checked rules file: immutable and Sendable, shared by every worker task. `evaluate` is
 // what the worker calls per event; `explain` backs `apns-worker rules explain`.
+
 import APNs
 import Foundation
 public import JSON
@@ -59,7 +60,9 @@ public final class RuleSet: Sendable {
 
     /// One line for logs and `rules check`: "rules.yaml: 23 rules, 3 locales (default en), 61 templates".
     public var summary: String {
-        let locales = localization.tables.isEmpty ? "no locale tables"
+        let locales =
+            localization.tables.isEmpty
+            ? "no locale tables"
             : "\(localization.tables.count) locale\(localization.tables.count == 1 ? "" : "s") "
                 + "(default \(localization.tables[localization.defaultLocale]?.name ?? localization.defaultLocale))"
         return "\(file): \(rules.count) rule\(rules.count == 1 ? "" : "s"), \(locales), \(templateCount) templates"
@@ -72,9 +75,11 @@ public final class RuleSet: Sendable {
     public static func load(contentsOf path: String) throws(RulesLoadError) -> RuleSet {
         guard let data = FileManager.default.contents(atPath: path) else {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot be read" : "does not exist"
-            throw RulesLoadError(problems: [RulesProblem(
-                file: path, position: SourcePosition(line: 1, column: 1), ruleID: nil,
-                message: "the rules file \(reason)")])
+            throw RulesLoadError(problems: [
+                RulesProblem(
+                    file: path, position: SourcePosition(line: 1, column: 1), ruleID: nil,
+                    message: "the rules file \(reason)")
+            ])
         }
         return try RuleSet(bytes: Array(data), file: path)
     }
@@ -88,8 +93,9 @@ public final class RuleSet: Sendable {
     /// Parses and checks rules from UTF-8 bytes.
     public convenience init(bytes: [UInt8], file: String) throws(RulesLoadError) {
         let loaded = try RulesFileDecoder.load(bytes: bytes, file: file)
-        self.init(file: file, rules: loaded.rules, localization: loaded.localization,
-                  templateCount: loaded.templateCount)
+        self.init(
+            file: file, rules: loaded.rules, localization: loaded.localization,
+            templateCount: loaded.templateCount)
     }
 
     /// The largest rules file accepted, in bytes.
@@ -120,21 +126,27 @@ public final class RuleSet: Sendable {
         let matchedIDs = matched.map(\.id)
         guard case .array(let devices)? = event["devices"], !devices.isEmpty else {
             return EventDecisions(
-                decisions: [.skip(SkippedPush(
-                    reason: .noDevices, ruleID: matched.first?.id, device: nil,
-                    detail: "the event has no devices to send to"))],
+                decisions: [
+                    .skip(
+                        SkippedPush(
+                            reason: .noDevices, ruleID: matched.first?.id, device: nil,
+                            detail: "the event has no devices to send to"))
+                ],
                 matchedRuleIDs: matchedIDs)
         }
         let references = devices.enumerated().map { index, device in
-            DeviceReference(index: index, token: device["token"]?.stringValue,
-                            environment: device["environment"]?.stringValue)
+            DeviceReference(
+                index: index, token: device["token"]?.stringValue,
+                environment: device["environment"]?.stringValue)
         }
         if matched.isEmpty {
             return EventDecisions(
                 decisions: references.map {
-                    .skip(SkippedPush(reason: .noRule, ruleID: nil, device: $0,
-                                      detail: "no rule matches events of type "
-                                        + (event["type"].map { ConditionExplanation.describe($0) } ?? "(none)")))
+                    .skip(
+                        SkippedPush(
+                            reason: .noRule, ruleID: nil, device: $0,
+                            detail: "no rule matches events of type "
+                                + (event["type"].map { ConditionExplanation.describe($0) } ?? "(none)")))
                 },
                 matchedRuleIDs: [])
         }
@@ -144,10 +156,13 @@ public final class RuleSet: Sendable {
             if case .send(let plan) = rule.action { return plan.readsLocale }
             return false
         }
-        let locale = readsLocale ? localization.resolve(event["recipient"]?["locale"]?.stringValue)
+        let locale =
+            readsLocale
+            ? localization.resolve(event["recipient"]?["locale"]?.stringValue)
             : ResolvedLocale(tag: "", tables: [])
-        let context = RenderContext(event: event, device: .null, locale: locale,
-                                    eventTime: Self.eventTime(of: event, now: now))
+        let context = RenderContext(
+            event: event, device: .null, locale: locale,
+            eventTime: Self.eventTime(of: event, now: now))
         let overrides = EventOverrides(event["apns"])
 
         // Per rule, the request shared by all devices, validated once (nil when the rule reads `device`).
@@ -170,8 +185,11 @@ public final class RuleSet: Sendable {
                 let rule = matched[ruleIndex]
                 switch rule.action {
                 case .skip(let reason):
-                    decisions.append(.skip(SkippedPush(reason: .rule, ruleID: rule.id, device: reference,
-                                                       detail: reason)))
+                    decisions.append(
+                        .skip(
+                            SkippedPush(
+                                reason: .rule, ruleID: rule.id, device: reference,
+                                detail: reason)))
                 case .send(let plan):
                     let prepared: Result<PreparedRequest, PushPlan.Failure>
                     if let cached = shared[ruleIndex] {
@@ -181,8 +199,10 @@ public final class RuleSet: Sendable {
                         deviceContext.device = devices[deviceIndex]
                         prepared = prepare(plan, deviceContext, overrides, now)
                     }
-                    decisions.append(Self.decision(rule: rule, pushType: plan.pushType, prepared: prepared,
-                                                   reference: reference, ids: &ids))
+                    decisions.append(
+                        Self.decision(
+                            rule: rule, pushType: plan.pushType, prepared: prepared,
+                            reference: reference, ids: &ids))
                 }
             }
         }
@@ -197,9 +217,10 @@ public final class RuleSet: Sendable {
 
     private static let standInToken = try! DeviceToken(bytes: [UInt8](repeating: 0, count: 32))
 
-    private func prepare(_ plan: PushPlan, _ context: RenderContext, _ overrides: EventOverrides,
-                                _ now: Int64) -> Result<PreparedRequest, PushPlan.Failure>
-    {
+    private func prepare(
+        _ plan: PushPlan, _ context: RenderContext, _ overrides: EventOverrides,
+        _ now: Int64
+    ) -> Result<PreparedRequest, PushPlan.Failure> {
         let parts: PushPlan.Rendered
         switch plan.render(context, overrides: overrides, now: now) {
         case .success(let value): parts = value
@@ -235,11 +256,15 @@ public final class RuleSet: Sendable {
         switch prepared {
         case .success(let value): shared = value
         case .failure(.reject(let reason, let problems)):
-            return .reject(RejectedPush(reason: reason, ruleID: rule.id, device: reference, pushType: pushType,
-                                        problems: problems))
+            return .reject(
+                RejectedPush(
+                    reason: reason, ruleID: rule.id, device: reference, pushType: pushType,
+                    problems: problems))
         case .failure(.skip(let reason, let detail)):
-            return .skip(SkippedPush(reason: reason, ruleID: rule.id, device: reference, pushType: pushType,
-                                     detail: detail))
+            return .skip(
+                SkippedPush(
+                    reason: reason, ruleID: rule.id, device: reference, pushType: pushType,
+                    detail: detail))
         }
         var problems: [String] = []
         var token: DeviceToken?
@@ -264,8 +289,10 @@ public final class RuleSet: Sendable {
             problems.append("devices[\(reference.index)] has no environment (production or sandbox)")
         }
         guard let token, let environment else {
-            return .reject(RejectedPush(reason: .invalidDevice, ruleID: rule.id, device: reference,
-                                        pushType: pushType, problems: problems))
+            return .reject(
+                RejectedPush(
+                    reason: .invalidDevice, ruleID: rule.id, device: reference,
+                    pushType: pushType, problems: problems))
         }
         var request = shared.request
         request.deviceToken = token
@@ -280,9 +307,10 @@ public final class RuleSet: Sendable {
         if case .string(let text) = value, let seconds = Timestamp.unixSeconds(rfc3339: text) {
             return .success(seconds)
         }
-        return .failure(TemplateRenderError(
-            "the event's occurred_at is \(ConditionExplanation.describe(value)), not an RFC 3339 time such as "
-                + "2026-11-29T12:00:00Z"))
+        return .failure(
+            TemplateRenderError(
+                "the event's occurred_at is \(ConditionExplanation.describe(value)), not an RFC 3339 time such as "
+                    + "2026-11-29T12:00:00Z"))
     }
 
     // MARK: - Explaining

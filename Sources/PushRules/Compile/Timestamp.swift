@@ -1,4 +1,5 @@
 // RFC 3339 timestamps as the rules engine uses them: whole UNIX seconds.
+
 import APNs
 import JSON
 

@@ -1,6 +1,7 @@
 // A JSON value whose leaves may be templates: the payload of a rule, and its `custom`, `content_state`
 // and `attributes` trees. Each template leaf knows the field it fills and the type APNs wants there,
 // so a wrong value fails with "alert.badge: ..." instead of a vague payload error later.
+
 import APNs
 import JSON
 
@@ -103,11 +104,13 @@ enum FieldType: Sendable {
             case .string: return value
             case .int, .double, .bool: return .string(value.compactString)
             case .array:
-                throw TemplateRenderError("\(field) must be text, but the template gave a list; use | join(', ') "
-                    + "or | json")
+                throw TemplateRenderError(
+                    "\(field) must be text, but the template gave a list; use | join(', ') "
+                        + "or | json")
             default:
-                throw TemplateRenderError("\(field) must be text, but the template gave \(value.typeName); pick a "
-                    + "field or use | json")
+                throw TemplateRenderError(
+                    "\(field) must be text, but the template gave \(value.typeName); pick a "
+                        + "field or use | json")
             }
         case .integer(let minimum):
             let number: Int64?

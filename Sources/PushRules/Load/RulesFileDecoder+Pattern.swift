@@ -1,5 +1,6 @@
 // Compiling `match` patterns: nested mappings become conditions on key paths; lists OR; operator
 // objects ({prefix: ...}, {numeric: [...]}, ...) test one value; `$or` lists alternative patterns.
+
 import APNs
 import JSON
 
@@ -64,14 +65,18 @@ extension RulesFileDecoder {
                 let operatorName = Spelling.closest(to: entries[0].key, among: Self.operators),
                 !entries[0].key.contains(".")
             {
-                report(entries[0].keyPosition, "\(name): unknown operator '\(entries[0].key)'; did you mean "
-                    + "'\(operatorName)'? (to match an event field named '\(entries[0].key)', write its values "
-                    + "as a list)")
+                report(
+                    entries[0].keyPosition,
+                    "\(name): unknown operator '\(entries[0].key)'; did you mean "
+                        + "'\(operatorName)'? (to match an event field named '\(entries[0].key)', write its values "
+                        + "as a list)")
                 return []
             }
             if entries.isEmpty {
-                report(node.position, "\(name): an empty mapping matches nothing; use {exists: true} to require "
-                    + "the field")
+                report(
+                    node.position,
+                    "\(name): an empty mapping matches nothing; use {exists: true} to require "
+                        + "the field")
                 return []
             }
             return decodePattern(node, prefix: path)
@@ -81,8 +86,10 @@ extension RulesFileDecoder {
     private mutating func exactValue(_ node: SourceNode, path: String) -> ValueTest? {
         guard case .scalar(let text, _, let value) = node.content else { return nil }
         if node.isYAML11OnlyBoolean {
-            report(node.position, "\(path): \(text) is read as the boolean \(value.compactString) in YAML 1.1; "
-                + "write \(value.compactString) for the boolean, or \"\(text)\" in quotes for the text")
+            report(
+                node.position,
+                "\(path): \(text) is read as the boolean \(value.compactString) in YAML 1.1; "
+                    + "write \(value.compactString) for the boolean, or \"\(text)\" in quotes for the text")
             return nil
         }
         return .equals(value)
@@ -92,8 +99,10 @@ extension RulesFileDecoder {
         -> ValueTest?
     {
         guard entries.count == 1 else {
-            report(position, "\(path): an operator object has exactly one key, one of "
-                + Self.operators.joined(separator: ", ") + "; to combine, list them: [{prefix: a}, {suffix: b}]")
+            report(
+                position,
+                "\(path): an operator object has exactly one key, one of "
+                    + Self.operators.joined(separator: ", ") + "; to combine, list them: [{prefix: a}, {suffix: b}]")
             return nil
         }
         let entry = entries[0]
@@ -118,9 +127,11 @@ extension RulesFileDecoder {
         case "numeric": return numericTest(value, path: path)
         case "anything-but": return anythingBut(value, path: path)
         default:
-            report(entry.keyPosition, "\(path): unknown operator '\(entry.key)'"
-                + Spelling.suggestion(for: entry.key, among: Self.operators) + "; operators: "
-                + Self.operators.joined(separator: ", "))
+            report(
+                entry.keyPosition,
+                "\(path): unknown operator '\(entry.key)'"
+                    + Spelling.suggestion(for: entry.key, among: Self.operators) + "; operators: "
+                    + Self.operators.joined(separator: ", "))
             return nil
         }
     }
@@ -135,13 +146,17 @@ extension RulesFileDecoder {
         for pair in stride(from: 0, to: elements.count, by: 2) {
             let symbol = elements[pair].scalarValue?.stringValue ?? ""
             guard let comparison = NumericBound.Comparison(rawValue: symbol) else {
-                report(elements[pair].position, "\(path): '\(symbol)' is not a comparison; use one of "
-                    + NumericBound.Comparison.allCases.map(\.rawValue).joined(separator: " "))
+                report(
+                    elements[pair].position,
+                    "\(path): '\(symbol)' is not a comparison; use one of "
+                        + NumericBound.Comparison.allCases.map(\.rawValue).joined(separator: " "))
                 return nil
             }
             guard let number = elements[pair + 1].scalarValue?.doubleValue else {
-                report(elements[pair + 1].position, "\(path): \(symbol) needs a number, found "
-                    + describeScalar(elements[pair + 1]))
+                report(
+                    elements[pair + 1].position,
+                    "\(path): \(symbol) needs a number, found "
+                        + describeScalar(elements[pair + 1]))
                 return nil
             }
             bounds.append(NumericBound(comparison: comparison, operand: number))
@@ -166,8 +181,10 @@ extension RulesFileDecoder {
         case .mapping(let entries):
             let allowed = ["prefix", "suffix", "equals-ignore-case"]
             guard entries.count == 1, allowed.contains(entries[0].key) else {
-                report(node.position, "\(path): anything-but takes a value, a list of values, or one of "
-                    + "{prefix: ...}, {suffix: ...}, {equals-ignore-case: ...}")
+                report(
+                    node.position,
+                    "\(path): anything-but takes a value, a list of values, or one of "
+                        + "{prefix: ...}, {suffix: ...}, {equals-ignore-case: ...}")
                 return nil
             }
             return operatorTest(entries, at: node.position, path: path).map { .anythingBut([$0]) }

@@ -1,6 +1,7 @@
 // Compiling a rule's notification fields (merged over `defaults`) into a PushPlan, with the checks
 // Apple would otherwise make per request: priority and topic for the push type, the `aps` keys
 // each push type carries, Live Activity requirements, collapse id length.
+
 import APNs
 import JSON
 
@@ -55,9 +56,10 @@ enum PushField {
 extension RulesFileDecoder {
     /// Builds the plan from the merged fields. With `checkingDefaultsOnly`, checks each field on its own
     /// (the `defaults` block) and skips the checks that need a whole rule.
-    mutating func decodePushPlan(_ fields: [String: FieldSource], at position: SourcePosition,
-                                 checkingDefaultsOnly: Bool) -> PushPlan?
-    {
+    mutating func decodePushPlan(
+        _ fields: [String: FieldSource], at position: SourcePosition,
+        checkingDefaultsOnly: Bool
+    ) -> PushPlan? {
         let problemCount = problems.count
         var pushType = PushType.alert
         if let field = fields["push_type"] {
@@ -66,8 +68,11 @@ extension RulesFileDecoder {
             } else {
                 let text = field.node.scalarValue?.stringValue ?? describeScalar(field.node)
                 let names = PushType.allCases.map(\.rawValue)
-                report(field.node.position, "push_type '\(text)' is not an APNs push type"
-                    + Spelling.suggestion(for: text, among: names) + "; use one of " + names.joined(separator: ", "))
+                report(
+                    field.node.position,
+                    "push_type '\(text)' is not an APNs push type"
+                        + Spelling.suggestion(for: text, among: names) + "; use one of " + names.joined(separator: ", ")
+                )
             }
         }
 
@@ -87,8 +92,9 @@ extension RulesFileDecoder {
         let priority = decodePriority(
             fields["priority"], pushType: pushType, checkingDefaultsOnly: checkingDefaultsOnly)
         let ttl = fields["ttl"].flatMap { decodeDuration($0.node) }
-        let (app, topic) = decodeTopic(fields, pushType: pushType, at: position,
-                                       checkingDefaultsOnly: checkingDefaultsOnly)
+        let (app, topic) = decodeTopic(
+            fields, pushType: pushType, at: position,
+            checkingDefaultsOnly: checkingDefaultsOnly)
         var collapseID: Template?
         if let field = fields["collapse_id"] {
             collapseID = compileTemplate(field.node, field: "collapse_id")
@@ -120,11 +126,13 @@ extension RulesFileDecoder {
             fields["shorten"]?.node, payload: payload, checkingDefaultsOnly: checkingDefaultsOnly)
 
         guard problems.count == problemCount, !checkingDefaultsOnly else { return nil }
-        let readsDevice = (app?.readsDevice ?? false) || (topic?.readsDevice ?? false)
+        let readsDevice =
+            (app?.readsDevice ?? false) || (topic?.readsDevice ?? false)
             || (collapseID?.readsDevice ?? false) || payload.readsDevice
         return PushPlan(
             pushType: pushType, app: app, topic: topic, priority: priority, ttl: ttl, collapseID: collapseID,
-            payload: payload, acceptedOverrides: accepted, apsKeys: Set(aps.map(\.key)).union(
+            payload: payload, acceptedOverrides: accepted,
+            apsKeys: Set(aps.map(\.key)).union(
                 carried.map { $0.replacingUnderscores() }),
             shorten: shorten, readsDevice: readsDevice,
             readsLocale: (app?.readsLocale ?? false) || (topic?.readsLocale ?? false)
@@ -147,8 +155,10 @@ extension RulesFileDecoder {
         if pushType.allowedPriorities.contains(priority) || checkingDefaultsOnly { return priority }
         if !field.fromDefaults {
             let allowed = pushType.allowedPriorities.map(\.headerValue).joined(separator: " or ")
-            report(field.node.position, "priority \(priority) is not allowed for \(pushType) pushes (APNs rejects it "
-                + "with BadPriority); use \(allowed)")
+            report(
+                field.node.position,
+                "priority \(priority) is not allowed for \(pushType) pushes (APNs rejects it "
+                    + "with BadPriority); use \(allowed)")
         }
         return pushType.defaultPriority
     }
@@ -194,20 +204,26 @@ extension RulesFileDecoder {
             digits = nil
         }
         if digits != nil || total > 366 * 86_400 {
-            report(node.position, digits != nil ? "'\(text)' is not a duration (a number needs a unit); \(usage)"
-                : "ttl '\(text)' is over a year; APNs does not keep notifications that long")
+            report(
+                node.position,
+                digits != nil
+                    ? "'\(text)' is not a duration (a number needs a unit); \(usage)"
+                    : "ttl '\(text)' is over a year; APNs does not keep notifications that long")
             return nil
         }
         return total
     }
 
-    private mutating func decodeTopic(_ fields: [String: FieldSource], pushType: PushType, at position: SourcePosition,
-                                      checkingDefaultsOnly: Bool) -> (app: Template?, topic: Template?)
-    {
+    private mutating func decodeTopic(
+        _ fields: [String: FieldSource], pushType: PushType, at position: SourcePosition,
+        checkingDefaultsOnly: Bool
+    ) -> (app: Template?, topic: Template?) {
         if let field = fields["topic"] {
             if let app = fields["app"], !app.fromDefaults, !field.fromDefaults {
-                report(app.entry.keyPosition, "give either app (the bundle id; the push type's suffix is added) "
-                    + "or topic (used as given), not both")
+                report(
+                    app.entry.keyPosition,
+                    "give either app (the bundle id; the push type's suffix is added) "
+                        + "or topic (used as given), not both")
             }
             let topic = compileTemplate(field.node, field: "topic")
             if let text = topic?.constantText, !checkingDefaultsOnly {
@@ -216,8 +232,10 @@ extension RulesFileDecoder {
             return (nil, topic)
         }
         if pushType == .mdm, !checkingDefaultsOnly {
-            report(position, "mdm pushes need 'topic': the push magic topic from the MDM certificate "
-                + "(com.apple.mgmt.External.<uuid>)")
+            report(
+                position,
+                "mdm pushes need 'topic': the push magic topic from the MDM certificate "
+                    + "(com.apple.mgmt.External.<uuid>)")
         }
         let app: Template?
         if let field = fields["app"] {
@@ -258,8 +276,10 @@ extension RulesFileDecoder {
             case "content_available", "mutable_content":
                 if flag(node, field: name) == true { append(name.replacingUnderscores(), .constant(.int(1))) }
             case "interruption_level":
-                append("interruption-level", typedField(
-                    node, field: name, type: .choice(APNsPayload.interruptionLevels)))
+                append(
+                    "interruption-level",
+                    typedField(
+                        node, field: name, type: .choice(APNsPayload.interruptionLevels)))
             case "relevance_score": append("relevance-score", typedField(node, field: name, type: .unitInterval))
             case "live_activity": aps += decodeLiveActivity(node)
             default: break
@@ -280,8 +300,9 @@ extension RulesFileDecoder {
                 }
             } else if PushField.alertListKeys.contains(entry.key) {
                 guard let elements = entry.value.elements else {
-                    report(entry.value.position,
-                           "\(field) must be a list of texts, e.g. [\"{{ event.data.sender.name }}\"]")
+                    report(
+                        entry.value.position,
+                        "\(field) must be a list of texts, e.g. [\"{{ event.data.sender.name }}\"]")
                     continue
                 }
                 let values = elements.enumerated().compactMap { index, element in
@@ -307,8 +328,11 @@ extension RulesFileDecoder {
         } else {
             report(node.position, "a sound mapping needs name (a sound file, or default)")
         }
-        if let volume = node.entry("volume"), let value = typedField(volume.value, field: "sound.volume",
-                                                                     type: .unitInterval) {
+        if let volume = node.entry("volume"),
+            let value = typedField(
+                volume.value, field: "sound.volume",
+                type: .unitInterval)
+        {
             members.append(.init(key: "volume", value: value))
         }
         return .object(members)
@@ -352,8 +376,10 @@ extension RulesFileDecoder {
         }
         let missing = required.filter { node.entry($0) == nil }
         if !missing.isEmpty {
-            report(node.position, "a Live Activity \(event.value.scalarValue?.stringValue ?? "") needs "
-                + missing.map { "live_activity.\($0)" }.joined(separator: ", "))
+            report(
+                node.position,
+                "a Live Activity \(event.value.scalarValue?.stringValue ?? "") needs "
+                    + missing.map { "live_activity.\($0)" }.joined(separator: ", "))
         }
         return members
     }
@@ -382,8 +408,10 @@ extension RulesFileDecoder {
         default: break
         }
         guard let elements = node.elements else {
-            report(node.position, "accept_overrides is a list of fields the event's apns block may set ("
-                + names.joined(separator: ", ") + "), or all, or none")
+            report(
+                node.position,
+                "accept_overrides is a list of fields the event's apns block may set ("
+                    + names.joined(separator: ", ") + "), or all, or none")
             return []
         }
         var accepted: Set<OverrideField> = []
@@ -392,8 +420,11 @@ extension RulesFileDecoder {
             if let field = OverrideField(rawValue: text) {
                 accepted.insert(field)
             } else {
-                report(element.position, "'\(text)' cannot be overridden"
-                    + Spelling.suggestion(for: text, among: names) + "; overridable: " + names.joined(separator: ", "))
+                report(
+                    element.position,
+                    "'\(text)' cannot be overridden"
+                        + Spelling.suggestion(for: text, among: names) + "; overridable: "
+                        + names.joined(separator: ", "))
             }
         }
         return accepted
@@ -417,8 +448,10 @@ extension RulesFileDecoder {
         } else if let elements = node.elements, elements.allSatisfy({ $0.scalarValue?.stringValue != nil }) {
             names = elements.map { ($0.scalarValue!.stringValue!, $0.position) }
         } else {
-            report(node.position, "shorten names the text field to shorten when the payload is too large, "
-                + "e.g. shorten: alert.body (or a list, tried in order)")
+            report(
+                node.position,
+                "shorten names the text field to shorten when the payload is too large, "
+                    + "e.g. shorten: alert.body (or a list, tried in order)")
             return []
         }
         if checkingDefaultsOnly { return [] }
@@ -430,8 +463,13 @@ extension RulesFileDecoder {
             case "alert": wire = ["aps", "alert"] + parts.dropFirst()
             case "custom": wire = Array(parts.dropFirst())
             case "live_activity":
-                wire = ["aps"] + parts.dropFirst().enumerated().map { $0.offset == 0 ? $0.element.replacingUnderscores()
-                    : $0.element }
+                wire =
+                    ["aps"]
+                    + parts.dropFirst().enumerated().map {
+                        $0.offset == 0
+                            ? $0.element.replacingUnderscores()
+                            : $0.element
+                    }
             default: wire = []
             }
             var isText = false
@@ -444,8 +482,10 @@ extension RulesFileDecoder {
             if isText {
                 paths.append(ShortenPath(name: name, wire: wire))
             } else {
-                report(position, "shorten: '\(name)' is not a text field this rule sets; name one such as "
-                    + "alert.body, alert.title or custom.<key>")
+                report(
+                    position,
+                    "shorten: '\(name)' is not a text field this rule sets; name one such as "
+                        + "alert.body, alert.title or custom.<key>")
             }
         }
         return paths

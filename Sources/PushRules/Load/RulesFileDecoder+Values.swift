@@ -1,5 +1,6 @@
 // Compiling the values of a rules file: templates (with errors pointing at the exact column where
 // possible) and typed fields, whose constant values are checked at load rather than per event.
+
 import APNs
 import Foundation
 import JSON
@@ -20,8 +21,10 @@ extension RulesFileDecoder {
     /// Compiles a text scalar as a template; reports a syntax error at its position.
     mutating func compileTemplate(_ node: SourceNode, field: String) -> Template? {
         guard case .scalar(let text, _, .string) = node.content else {
-            report(node.position, "\(field) must be text, found \(node.kindDescription)"
-                + (node.quotingHint.map { "; \($0)" } ?? ""))
+            report(
+                node.position,
+                "\(field) must be text, found \(node.kindDescription)"
+                    + (node.quotingHint.map { "; \($0)" } ?? ""))
             return nil
         }
         let template: Template
@@ -58,7 +61,7 @@ extension RulesFileDecoder {
         case .plain where singleLine && written == length:
             return (SourcePosition(line: node.position.line, column: node.position.column + offset), "")
         case .singleQuoted where singleLine && written == length + 2,
-             .doubleQuoted where singleLine && written == length + 2:
+            .doubleQuoted where singleLine && written == length + 2:
             return (SourcePosition(line: node.position.line, column: node.position.column + 1 + offset), "")
         default:
             return (node.position, " (at character \(offset + 1) of the text)")
@@ -74,8 +77,10 @@ extension RulesFileDecoder {
             return checkedConstant(.string(text), node: node, field: field, type: type)
         case .scalar(let text, .plain, let value):
             if case .text = type, node.isYAML11OnlyBoolean {
-                report(node.position, "\(field): \(text) is read as the boolean \(value.compactString) in YAML 1.1; "
-                    + "write it in quotes (\"\(text)\") if you mean the text")
+                report(
+                    node.position,
+                    "\(field): \(text) is read as the boolean \(value.compactString) in YAML 1.1; "
+                        + "write it in quotes (\"\(text)\") if you mean the text")
                 return nil
             }
             if value.isNull {
@@ -89,8 +94,10 @@ extension RulesFileDecoder {
             switch type {
             case .any, .object:
                 if case .object = type, node.entries == nil {
-                    report(node.position, "\(field) must be a mapping (or a template giving an object), found "
-                        + node.kindDescription)
+                    report(
+                        node.position,
+                        "\(field) must be a mapping (or a template giving an object), found "
+                            + node.kindDescription)
                     return nil
                 }
                 return valueTree(node, field: field)

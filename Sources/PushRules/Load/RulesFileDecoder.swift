@@ -1,5 +1,6 @@
 // Turns a parsed rules file into a RuleSet, checking everything and collecting every problem (with
 // its position, its rule and what would be right) instead of stopping at the first.
+
 import APNs
 import JSON
 
@@ -31,8 +32,9 @@ struct RulesFileDecoder {
             RulesLoadError(problems: [RulesProblem(file: file, position: position, ruleID: nil, message: message)])
         }
         if bytes.count > RuleSet.maximumFileSize {
-            throw fail(.init(line: 1, column: 1),
-                       "the file is \(bytes.count) bytes; rules files are limited to \(RuleSet.maximumFileSize)")
+            throw fail(
+                .init(line: 1, column: 1),
+                "the file is \(bytes.count) bytes; rules files are limited to \(RuleSet.maximumFileSize)")
         }
         if file.lowercased().hasSuffix(".json") {
             do { _ = try JSONValue(parsing: bytes) } catch {
@@ -59,7 +61,8 @@ struct RulesFileDecoder {
     mutating func checkKeys(_ entries: [SourceEntry], allowed: [String], in place: String) {
         for entry in entries where !allowed.contains(entry.key) {
             let suggestion = Spelling.closest(to: entry.key, among: allowed)
-            let hint = suggestion.map { "; did you mean '\($0)'?" }
+            let hint =
+                suggestion.map { "; did you mean '\($0)'?" }
                 ?? "; \(place) takes " + allowed.joined(separator: ", ")
             report(entry.keyPosition, "unknown key '\(entry.key)' in \(place)\(hint)")
         }
@@ -82,8 +85,9 @@ struct RulesFileDecoder {
 
         if let version = root.entry("version") {
             if version.value.scalarValue != .int(1) {
-                report(version.value.position,
-                       "version is \(describeScalar(version.value)); this apns-worker reads version: 1")
+                report(
+                    version.value.position,
+                    "version is \(describeScalar(version.value)); this apns-worker reads version: 1")
             }
         } else {
             report(root.position, "the rules file needs 'version: 1' at the top")
@@ -94,8 +98,9 @@ struct RulesFileDecoder {
         }
 
         var defaults: [String: FieldSource] = [:]
-        if let defaultsEntry = root.entry("defaults"), let entries = mapping(
-            defaultsEntry.value, "defaults", example: "defaults: {push_type: alert, ttl: 1h}")
+        if let defaultsEntry = root.entry("defaults"),
+            let entries = mapping(
+                defaultsEntry.value, "defaults", example: "defaults: {push_type: alert, ttl: 1h}")
         {
             checkKeys(entries, allowed: PushField.allNames, in: "defaults")
             for entry in entries
@@ -119,8 +124,10 @@ struct RulesFileDecoder {
 
     mutating func decodeRules(_ node: SourceNode, defaults: [String: FieldSource]) -> [CompiledRule] {
         guard let elements = node.elements else {
-            report(node.position, "rules must be a list of rules (each starting with '- id: ...'), found "
-                + node.kindDescription)
+            report(
+                node.position,
+                "rules must be a list of rules (each starting with '- id: ...'), found "
+                    + node.kindDescription)
             return []
         }
         if elements.isEmpty {
@@ -138,10 +145,13 @@ struct RulesFileDecoder {
 
             let id = decodeRuleID(element, seen: &seenIDs)
             if let catchAll {
-                let earlier = catchAll.id.map { "rule '\($0)' (line \(catchAll.position.line))" }
+                let earlier =
+                    catchAll.id.map { "rule '\($0)' (line \(catchAll.position.line))" }
                     ?? "the rule at line \(catchAll.position.line)"
-                report(element.position, "this rule can never match: \(earlier) matches every event and does not "
-                    + "continue")
+                report(
+                    element.position,
+                    "this rule can never match: \(earlier) matches every event and does not "
+                        + "continue")
             }
 
             var pattern = EventPattern(conditions: [])
@@ -176,8 +186,10 @@ struct RulesFileDecoder {
                 action = decodePushPlan(fields, at: element.position, checkingDefaultsOnly: false).map { .send($0) }
             }
             if let id, let action {
-                rules.append(CompiledRule(id: id, position: element.position, pattern: pattern, continues: continues,
-                                          action: action))
+                rules.append(
+                    CompiledRule(
+                        id: id, position: element.position, pattern: pattern, continues: continues,
+                        action: action))
             }
             if element.entry("match")?.value.entries?.isEmpty == true, !continues, catchAll == nil {
                 catchAll = (id, element.position)
@@ -195,16 +207,22 @@ struct RulesFileDecoder {
             report(entry.value.position, "id must be text, found \(describeScalar(entry.value))")
             return nil
         }
-        let valid = !id.isEmpty && id.utf8.count <= 64 && id.utf8.first.map { isAlphanumeric($0) } == true
-            && id.utf8.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_")
-                || $0 == UInt8(ascii: "-") }
+        let valid =
+            !id.isEmpty && id.utf8.count <= 64 && id.utf8.first.map { isAlphanumeric($0) } == true
+            && id.utf8.allSatisfy {
+                isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_")
+                    || $0 == UInt8(ascii: "-")
+            }
         if !valid {
-            report(entry.value.position, "id '\(id)' must be 1 to 64 letters, digits, '.', '_' or '-', "
-                + "starting with a letter or digit")
+            report(
+                entry.value.position,
+                "id '\(id)' must be 1 to 64 letters, digits, '.', '_' or '-', "
+                    + "starting with a letter or digit")
         }
         if let earlier = seen[id] {
-            report(entry.value.position,
-                   "duplicate rule id '\(id)' (first at line \(earlier.line)); ids must be unique")
+            report(
+                entry.value.position,
+                "duplicate rule id '\(id)' (first at line \(earlier.line)); ids must be unique")
         } else {
             seen[id] = entry.value.position
         }
@@ -216,8 +234,9 @@ struct RulesFileDecoder {
             report(entry.keyPosition, "a rule with 'skip' sends nothing, so '\(entry.key)' has no effect; remove it")
         }
         guard let reason = skip.value.scalarValue?.stringValue, !reason.isEmpty else {
-            report(skip.value.position,
-                   "skip takes the reason the outcome will carry, e.g. skip: \"user muted the thread\"")
+            report(
+                skip.value.position,
+                "skip takes the reason the outcome will carry, e.g. skip: \"user muted the thread\"")
             return nil
         }
         return .skip(reason)
@@ -263,8 +282,11 @@ struct RulesFileDecoder {
                 defaultTag = Localization.normalize(text)
                 if tables[defaultTag] == nil, !tables.isEmpty {
                     let names = tables.values.map(\.name).sorted()
-                    report(defaultEntry.value.position, "default_locale '\(text)' has no table"
-                        + Spelling.suggestion(for: text, among: names) + "; tables: " + names.joined(separator: ", "))
+                    report(
+                        defaultEntry.value.position,
+                        "default_locale '\(text)' has no table"
+                            + Spelling.suggestion(for: text, among: names) + "; tables: "
+                            + names.joined(separator: ", "))
                 }
             } else {
                 report(defaultEntry.value.position, "default_locale must be a locale tag such as en")
@@ -277,18 +299,21 @@ struct RulesFileDecoder {
         if let defaultTable = tables[defaultTag] {
             for (tag, keys) in rawKeys where tag != defaultTag {
                 for (key, position) in keys where defaultTable.strings[key] == nil {
-                    report(position, "'\(key)' is in locale '\(tables[tag]!.name)' but not in the default locale "
-                        + "'\(defaultTable.name)'\(Spelling.suggestion(for: key, among: defaultTable.strings.keys)); "
-                        + "every key needs a default string")
+                    report(
+                        position,
+                        "'\(key)' is in locale '\(tables[tag]!.name)' but not in the default locale "
+                            + "'\(defaultTable.name)'\(Spelling.suggestion(for: key, among: defaultTable.strings.keys)); "
+                            + "every key needs a default string")
                 }
             }
         }
         return Localization(defaultLocale: defaultTag, tables: tables)
     }
 
-    mutating func flattenStrings(_ node: SourceNode, prefix: String, into strings: inout [String: Template],
-                                 keys: inout [(String, SourcePosition)])
-    {
+    mutating func flattenStrings(
+        _ node: SourceNode, prefix: String, into strings: inout [String: Template],
+        keys: inout [(String, SourcePosition)]
+    ) {
         guard let entries = node.entries else {
             report(node.position, "a locale table maps keys to texts, e.g. chat.title: \"New message\"")
             return
@@ -300,8 +325,10 @@ struct RulesFileDecoder {
                 continue
             }
             guard entry.value.scalarValue?.stringValue != nil else {
-                report(entry.value.position, "locale string '\(key)' must be text, found \(entry.value.kindDescription)"
-                    + (entry.value.quotingHint.map { "; \($0)" } ?? ""))
+                report(
+                    entry.value.position,
+                    "locale string '\(key)' must be text, found \(entry.value.kindDescription)"
+                        + (entry.value.quotingHint.map { "; \($0)" } ?? ""))
                 continue
             }
             compilingLocaleString = true
@@ -336,8 +363,10 @@ struct RulesFileDecoder {
                 continue
             }
             if table.strings[use.key] == nil {
-                report(use.position, "'\(use.key)' | t: the key is not in the default locale '\(table.name)'"
-                    + Spelling.suggestion(for: use.key, among: table.strings.keys))
+                report(
+                    use.position,
+                    "'\(use.key)' | t: the key is not in the default locale '\(table.name)'"
+                        + Spelling.suggestion(for: use.key, among: table.strings.keys))
             }
         }
         ruleID = nil

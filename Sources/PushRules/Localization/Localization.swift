@@ -1,5 +1,6 @@
 // Server-side localized strings: tables of templates per locale, chosen by the recipient's locale
 // through a fallback chain (fr-CA → fr → the default locale), read in templates with `'key' | t`.
+
 import APNs
 import JSON
 import Synchronization

@@ -1,6 +1,7 @@
 // Event patterns in the style of Amazon EventBridge and SNS filter policies: the pattern has the shape
 // of the event, keys AND, a list of values ORs, and operator objects test one value. Loading turns the
 // nested pattern into flat conditions on key paths, so matching is a short walk per condition.
+
 import APNs
 import JSON
 
@@ -48,9 +49,10 @@ struct MatchCondition: Sendable {
 
     /// Walks `path` from `step`, descending into every element of any array on the way (and at the
     /// end), as EventBridge does; true when some value there passes one of `tests`.
-    private static func anyValue(at path: [String], from step: Int, in value: JSONValue, found: inout Bool,
-                                 where tests: [ValueTest]) -> Bool
-    {
+    private static func anyValue(
+        at path: [String], from step: Int, in value: JSONValue, found: inout Bool,
+        where tests: [ValueTest]
+    ) -> Bool {
         switch value {
         case .array(let elements):
             for element in elements where anyValue(at: path, from: step, in: element, found: &found, where: tests) {
@@ -169,7 +171,11 @@ enum ValueTest: Sendable, CustomStringConvertible {
 /// One side of a numeric range, e.g. `>= 5`.
 struct NumericBound: Sendable, CustomStringConvertible {
     enum Comparison: String, Sendable, CaseIterable {
-        case equal = "=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
+        case equal = "="
+        case less = "<"
+        case lessOrEqual = "<="
+        case greater = ">"
+        case greaterOrEqual = ">="
     }
     let comparison: Comparison
     let operand: Double

@@ -1,6 +1,7 @@
 // Most rules name the event types they handle (`type: chat.message`). Indexing rules by those
 // types means an event is tested only against the rules that can match it, in file order, so
 // matching stays fast however many rules a file has.
+
 import APNs
 import JSON
 
@@ -40,7 +41,10 @@ struct RuleIndex: Sendable {
             guard case .values(let tests) = condition.test else { continue }
             var names: [String] = []
             for test in tests {
-                guard case .equals(.string(let name)) = test else { names = []; break }
+                guard case .equals(.string(let name)) = test else {
+                    names = []
+                    break
+                }
                 names.append(name)
             }
             if !names.isEmpty { return names }

@@ -1,5 +1,6 @@
 // Polls a rules file and reloads its store when the file's content changes. Polling (rather than
 // inotify) also sees Kubernetes ConfigMap updates, which swap a symlink instead of writing the file.
+
 import Dispatch
 import Synchronization
 
@@ -20,9 +21,10 @@ public final class RulesFileWatcher: Sendable {
     /// - Parameters:
     ///   - interval: time between checks; at least 100 ms. Default: 5 seconds.
     ///   - onReload: told about every replacement and every rejected version.
-    public init(store: RulesStore, interval: Duration = .seconds(5),
-                onReload: @escaping @Sendable (RulesReloadResult) -> Void)
-    {
+    public init(
+        store: RulesStore, interval: Duration = .seconds(5),
+        onReload: @escaping @Sendable (RulesReloadResult) -> Void
+    ) {
         self.store = store
         self.interval = max(interval, .milliseconds(100))
         self.onReload = onReload
@@ -35,10 +37,12 @@ public final class RulesFileWatcher: Sendable {
         timer.withLock { timer in
             guard timer == nil else { return }
             let source = DispatchSource.makeTimerSource(queue: queue)
-            let nanoseconds = Int(interval.components.seconds) * 1_000_000_000
+            let nanoseconds =
+                Int(interval.components.seconds) * 1_000_000_000
                 + Int(interval.components.attoseconds / 1_000_000_000)
-            source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds),
-                            leeway: .milliseconds(50))
+            source.schedule(
+                deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds),
+                leeway: .milliseconds(50))
             source.setEventHandler { [weak self] in self?.check() }
             source.resume()
             timer = source

@@ -1,5 +1,6 @@
 // The rules in force, swapped atomically when the file changes: a new version replaces the old only
 // if it loads without a single problem; otherwise the old rules stay and the problems are reported.
+
 import Foundation
 import Synchronization
 
@@ -40,9 +41,11 @@ public final class RulesStore: Sendable {
         self.path = path
         let bytes = Self.read(path)
         guard let bytes else {
-            throw RulesLoadError(problems: [RulesProblem(
-                file: path, position: SourcePosition(line: 1, column: 1), ruleID: nil,
-                message: "the rules file does not exist or cannot be read")])
+            throw RulesLoadError(problems: [
+                RulesProblem(
+                    file: path, position: SourcePosition(line: 1, column: 1), ruleID: nil,
+                    message: "the rules file does not exist or cannot be read")
+            ])
         }
         let rules = try RuleSet(bytes: bytes, file: path)
         state = Mutex(State(current: rules, fingerprint: Self.fingerprint(bytes), rejected: nil))
@@ -72,9 +75,12 @@ public final class RulesStore: Sendable {
     private func reload(reportingRepeatedRejections: Bool) -> RulesReloadResult {
         reloading.withLock { _ in
             guard let bytes = Self.read(path) else {
-                return .rejected(RulesLoadError(problems: [RulesProblem(
-                    file: path, position: SourcePosition(line: 1, column: 1), ruleID: nil,
-                    message: "the rules file does not exist or cannot be read; keeping the rules in force")]))
+                return .rejected(
+                    RulesLoadError(problems: [
+                        RulesProblem(
+                            file: path, position: SourcePosition(line: 1, column: 1), ruleID: nil,
+                            message: "the rules file does not exist or cannot be read; keeping the rules in force")
+                    ]))
             }
             let fingerprint = Self.fingerprint(bytes)
             let known = state.withLock { ($0.fingerprint, $0.rejected) }

@@ -1,6 +1,7 @@
 // YAML 1.1 resolution of plain (unquoted) scalars to null, booleans and numbers, as PyYAML and most
 // Kubernetes tooling do, minus the parts that surprise people more than they help: sexagesimal
 // numbers (`1:30`), leading-zero octals (`0755`) and `.inf`/`.nan` (which JSON cannot hold) stay text.
+
 import APNs
 import JSON
 
@@ -36,14 +37,18 @@ enum ScalarResolution {
             guard let magnitude = Int64(digits, radix: radix) else { return nil }
             return .int(negative ? -magnitude : magnitude)
         }
-        var sawDigit = false, sawDot = false, sawExponent = false
+        var sawDigit = false
+        var sawDot = false
+        var sawExponent = false
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): sawDigit = true
             case UInt8(ascii: "_"): guard sawDigit, !sawExponent else { return nil }
-            case UInt8(ascii: "."): guard !sawDot, !sawExponent else { return nil }; sawDot = true
+            case UInt8(ascii: "."):
+                guard !sawDot, !sawExponent else { return nil }
+                sawDot = true
             case UInt8(ascii: "e"), UInt8(ascii: "E"):
                 guard sawDigit, !sawExponent else { return nil }
                 sawExponent = true

@@ -1,5 +1,6 @@
 // The document tree of a rules file: YAML or JSON, with the line and column of every node kept so that
 // every problem found while loading can point at the text that caused it.
+
 import APNs
 import JSON
 
@@ -56,11 +57,20 @@ struct SourceNode: Sendable {
         }
     }
 
-    var entries: [SourceEntry]? { if case .mapping(let entries) = content { return entries }; return nil }
-    var elements: [SourceNode]? { if case .sequence(let elements) = content { return elements }; return nil }
+    var entries: [SourceEntry]? {
+        if case .mapping(let entries) = content { return entries }
+        return nil
+    }
+    var elements: [SourceNode]? {
+        if case .sequence(let elements) = content { return elements }
+        return nil
+    }
 
     /// The resolved scalar, or nil for a sequence or mapping.
-    var scalarValue: JSONValue? { if case .scalar(_, _, let value) = content { return value }; return nil }
+    var scalarValue: JSONValue? {
+        if case .scalar(_, _, let value) = content { return value }
+        return nil
+    }
 
     /// For error messages: what kind of thing this node is ("a string", "a mapping").
     var kindDescription: String {

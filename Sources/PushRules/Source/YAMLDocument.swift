@@ -1,7 +1,8 @@
 // A YAML (or JSON) document as a JSONValue plus where each key was written, for other files the
 // worker reads (worker.yaml) so their errors can point at file:line:column too.
-public import JSON
+
 import APNs
+public import JSON
 
 /// A parsed YAML document whose keys remember their positions.
 public struct YAMLDocument: Sendable {

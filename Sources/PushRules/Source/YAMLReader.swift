@@ -1,8 +1,9 @@
 // Reads a YAML (or JSON, which libyaml also reads) document into a SourceNode tree through libyaml's
 // event API, keeping every node's position. Aliases are expanded with a budget so that a
 // "billion laughs" document fails cleanly instead of exhausting memory.
-internal import CYAML
+
 import APNs
+internal import CYAML
 import JSON
 
 /// A syntax error in a rules file, with where it happened.
@@ -104,11 +105,13 @@ private struct TreeBuilder {
             guard let top = stack.popLast() else { return }
             switch top {
             case .sequence(let start, let anchor, let elements):
-                try add(SourceNode(content: .sequence(elements), position: start, end: end), anchor: anchor,
-                        size: 1 + elements.count)
+                try add(
+                    SourceNode(content: .sequence(elements), position: start, end: end), anchor: anchor,
+                    size: 1 + elements.count)
             case .mapping(let start, let anchor, let entries, _):
-                try add(SourceNode(content: .mapping(entries), position: start, end: end), anchor: anchor,
-                        size: 1 + entries.count)
+                try add(
+                    SourceNode(content: .mapping(entries), position: start, end: end), anchor: anchor,
+                    size: 1 + entries.count)
             }
         case YAML_ALIAS_EVENT:
             let name = String(cString: event.data.alias.anchor)
@@ -178,8 +181,9 @@ private struct TreeBuilder {
         case .mapping(let position, let anchorName, var entries, let pendingKey):
             if let key = pendingKey {
                 guard case .scalar(let keyText, _, _) = key.content else {
-                    throw YAMLSyntaxError(message: "a mapping key must be a plain name, not a list or mapping",
-                                          position: key.position)
+                    throw YAMLSyntaxError(
+                        message: "a mapping key must be a plain name, not a list or mapping",
+                        position: key.position)
                 }
                 if keyText == "<<" {
                     throw YAMLSyntaxError(
@@ -210,8 +214,9 @@ private struct TreeBuilder {
 
     func finish() throws(YAMLSyntaxError) -> SourceNode {
         guard let root else {
-            throw YAMLSyntaxError(message: "the file is empty; a rules file starts with 'version: 1'",
-                                  position: .init(line: 1, column: 1))
+            throw YAMLSyntaxError(
+                message: "the file is empty; a rules file starts with 'version: 1'",
+                position: .init(line: 1, column: 1))
         }
         return root
     }

@@ -1,6 +1,7 @@
 // Templates such as "{{ event.data.sender.name | truncate(40) }} wrote" are compiled once, when the
 // rules load, into this small AST, and rendered per event straight into JSON values: output is never
 // made by pasting text into JSON, so nothing in an event can break or inject into a payload.
+
 import APNs
 import JSON
 
@@ -18,13 +19,19 @@ struct Template: Sendable {
 
     /// True when the template reads `device`, so it must be rendered once per device rather than per event.
     var readsDevice: Bool {
-        parts.contains { if case .expression(let e) = $0 { return e.readsDevice }; return false }
+        parts.contains {
+            if case .expression(let e) = $0 { return e.readsDevice }
+            return false
+        }
     }
 
     /// True when the template reads the recipient's locale (`locale`, or `| t`), so the locale
     /// fallback chain must be worked out for the event.
     var readsLocale: Bool {
-        parts.contains { if case .expression(let e) = $0 { return e.readsLocale }; return false }
+        parts.contains {
+            if case .expression(let e) = $0 { return e.readsLocale }
+            return false
+        }
     }
 
     /// True when the template has no expression at all.
@@ -65,10 +72,11 @@ struct TemplateExpression: Sendable {
     let source: String
 
     var readsDevice: Bool {
-        operand.readsDevice || filters.contains { filter in
-            if case .defaultValue(let fallback) = filter { return fallback.readsDevice }
-            return false
-        }
+        operand.readsDevice
+            || filters.contains { filter in
+                if case .defaultValue(let fallback) = filter { return fallback.readsDevice }
+                return false
+            }
     }
 
     var readsLocale: Bool {
@@ -118,7 +126,10 @@ enum TemplateOperand: Sendable {
     case literal(JSONValue)
     case variable(VariablePath)
 
-    var readsDevice: Bool { if case .variable(let path) = self { return path.root == .device }; return false }
+    var readsDevice: Bool {
+        if case .variable(let path) = self { return path.root == .device }
+        return false
+    }
 
     /// The value, or nil when missing. JSON null counts as missing so that `default` replaces it.
     func evaluate(_ context: RenderContext) -> JSONValue? {

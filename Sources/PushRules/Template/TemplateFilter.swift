@@ -1,5 +1,6 @@
 // The filters a template expression can apply, e.g. `| truncate(40)`. Missing values pass through
 // every filter except `default`, so `{{ x | upper | default('') }}` works as it reads.
+
 import APNs
 import JSON
 

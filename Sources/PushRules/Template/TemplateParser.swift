@@ -1,5 +1,6 @@
 // Parses template text into a Template once, when the rules load, checking variables, filters and
 // their arguments so that a typo is a load error with its position rather than a failure per event.
+
 import APNs
 import JSON
 
@@ -131,8 +132,9 @@ struct TemplateParser {
                 } else if let next = peek(), ("0"..."9").contains(next) {
                     key = readName()
                     guard Int(key) != nil else {
-                        throw TemplateSyntaxError(message: "'[\(key)]' is not an index; write [0] or ['key']",
-                                                  offset: index)
+                        throw TemplateSyntaxError(
+                            message: "'[\(key)]' is not an index; write [0] or ['key']",
+                            offset: index)
                     }
                 } else {
                     throw TemplateSyntaxError(message: "expected an index or a quoted key after '['", offset: index)
@@ -197,8 +199,11 @@ struct TemplateParser {
         case "truncate":
             guard arguments.count == 1, case .literal(.int(let length)) = arguments[0].0, length >= 1,
                 length <= 100_000
-            else { throw TemplateSyntaxError(message: "truncate needs a length from 1 up, e.g. truncate(40)",
-                                             offset: start) }
+            else {
+                throw TemplateSyntaxError(
+                    message: "truncate needs a length from 1 up, e.g. truncate(40)",
+                    offset: start)
+            }
             return .truncate(Int(length))
         case "join":
             if arguments.isEmpty { return .join(", ") }

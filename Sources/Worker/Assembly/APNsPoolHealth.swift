@@ -1,5 +1,6 @@
 // What the worker tells operators about its APNs pools: each circuit breaker's changes, logged once
 // with their cause, the `apns` readiness condition, and the breaker and held-push gauges.
+
 import APNs
 import JSON
 import Synchronization
@@ -33,7 +34,8 @@ final class APNsPoolHealth: Sendable {
                 // Whole seconds alone would say 0 for the first probes, which come within a second.
                 withProbe["probe_in_seconds"] = .double((Double(probeIn.nanosecondsClamped) / 1e6).rounded() / 1000)
             }
-            logger.warning("APNs pool \(pool) is down; its pushes wait (no attempts spent) until it answers again",
+            logger.warning(
+                "APNs pool \(pool) is down; its pushes wait (no attempts spent) until it answers again",
                 withProbe, rateLimitKey: "apns pool down \(pool)")
         case .halfOpen:
             logger.info("APNs pool \(pool): probing whether APNs answers again", fields)

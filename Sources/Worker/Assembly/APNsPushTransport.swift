@@ -2,6 +2,7 @@
 // the push's app and device environment, with the configured retry policy around every send. A token
 // refused with BadDeviceToken is tried once in the app's other environment, since that answer most
 // often means a development build's token sent to production (or the reverse), not a dead token.
+
 public import APNs
 import Synchronization
 
@@ -159,7 +160,8 @@ public final class APNsPushTransport: PushTransport {
     }
 
     private static func noCredential(_ push: PlannedPush) -> DeliveryResult {
-        DeliveryResult(status: .failed, response: nil, attempts: [],
+        DeliveryResult(
+            status: .failed, response: nil, attempts: [],
             summary: "no credential for \(push.app) in \(push.request.environment)")
     }
 

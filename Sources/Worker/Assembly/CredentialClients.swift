@@ -1,9 +1,10 @@
 // Turns the configured credentials into APNs clients: loads every .p8 key and certificate at start-up
 // (so a bad credential stops the worker with its name and the fix), and makes one client per
 // (credential, environment), shared by the apps that use the credential.
+
+public import APNs
 import Foundation
 import HTTP2
-public import APNs
 
 /// What the worker authenticates with, loaded.
 public struct LoadedCredential: Sendable {
@@ -20,7 +21,9 @@ public struct LoadedCredential: Sendable {
 
 public enum CredentialClients {
     /// Loads every credential; throws one error listing every credential that failed.
-    public static func load(_ configuration: WorkerConfiguration) throws(ConfigurationError) -> [String: LoadedCredential] {
+    public static func load(_ configuration: WorkerConfiguration) throws(ConfigurationError) -> [String:
+        LoadedCredential]
+    {
         var loaded: [String: LoadedCredential] = [:]
         var problems: [ConfigurationProblem] = []
         for (name, credential) in configuration.credentials.sorted(by: { $0.key < $1.key }) {
@@ -32,8 +35,11 @@ public enum CredentialClients {
                     _ = try signer.token()  // proves the key signs before the first push needs it
                     loaded[name] = LoadedCredential(name: name, signer: signer, identity: nil)
                 case .certificate(let certFile, let passwordFile, let keyFile):
-                    let password = try passwordFile.map { file throws(CredentialError) in try CredentialFile.readPassword(file) }
-                    let identity = try CertificateIdentity(certificateFile: certFile, keyFile: keyFile, password: password)
+                    let password = try passwordFile.map { file throws(CredentialError) in
+                        try CredentialFile.readPassword(file)
+                    }
+                    let identity = try CertificateIdentity(
+                        certificateFile: certFile, keyFile: keyFile, password: password)
                     loaded[name] = LoadedCredential(name: name, signer: nil, identity: identity)
                 }
             } catch {
@@ -59,12 +65,15 @@ public enum CredentialClients {
         func client(_ name: String, _ environment: APNsEnvironment) throws -> APNsClient {
             if let existing = byCredential[name]?[environment] { return existing }
             guard let credential = credentials[name] else {
-                throw ConfigurationError(problems: [ConfigurationProblem(path: "credentials." + name, message: "is not loaded")])
+                throw ConfigurationError(problems: [
+                    ConfigurationProblem(path: "credentials." + name, message: "is not loaded")
+                ])
             }
             var clientConfiguration = APNsClient.Configuration(
                 credential: credential.signer.map { .token($0) } ?? .certificate(credential.identity!))
             let url = configuration.apns.url(for: environment)
-            let appleDefault = environment == .sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com"
+            let appleDefault =
+                environment == .sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com"
             if url.trimmingCharacters(in: CharacterSet(charactersIn: "/")) != appleDefault {
                 clientConfiguration.endpointOverride = url
             }

@@ -1,6 +1,7 @@
 // Tells operators when APNs refuses a credential (a revoked key, a certificate for the wrong
 // environment): logged once per pool with Apple's reason, the `credentials` readiness condition, and a
 // gauge; and again once when the credential works. Watched through every attempt's answer.
+
 import APNs
 import Synchronization
 
@@ -42,8 +43,9 @@ final class CredentialHealth: Sendable {
             return (changed, refused)
         }
         guard changed else { return }
-        logger.error("APNs refuses the credential of pool \(pool): \(reason); its pushes are parked on the retry "
-            + "topic and tried again until it works",
+        logger.error(
+            "APNs refuses the credential of pool \(pool): \(reason); its pushes are parked on the retry "
+                + "topic and tried again until it works",
             ["pool": .string(pool), "reason": .string(reason)], rateLimitKey: "credential refused \(pool)")
         readiness.setNotReady(Readiness.Condition.credentials, reason: Self.describe(all))
     }
@@ -64,7 +66,8 @@ final class CredentialHealth: Sendable {
     }
 
     private static func describe(_ refused: [String: String]) -> String {
-        "APNs refuses credentials: " + refused.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        "APNs refuses credentials: "
+            + refused.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
             .joined(separator: "; ")
     }
 }

@@ -1,5 +1,6 @@
 // Feeds the pipeline's events into the worker's Prometheus metrics, and fans out to another
 // observer (the `dev` command's printer) when there is one.
+
 import APNs
 import Synchronization
 

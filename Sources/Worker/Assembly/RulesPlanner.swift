@@ -1,7 +1,8 @@
 // The rules engine as the pipeline's planner: evaluates an event and turns each decision into a
 // send, skip or rejection for one device, refusing events for apps this worker has no credential for.
-public import PushRules
+
 import APNs
+public import PushRules
 
 /// Plans pushes with the current rules of a `RulesStore` (so a reload takes effect on the next event).
 public struct RulesPlanner: NotificationPlanner {
@@ -36,7 +37,8 @@ public struct RulesPlanner: NotificationPlanner {
                 guard configuredApps.contains(app) else {
                     return .reject(
                         device: device, reason: "UnknownApp",
-                        detail: "rule '\(push.ruleID)' sends to app '\(app)', which has no credential in the configuration",
+                        detail:
+                            "rule '\(push.ruleID)' sends to app '\(app)', which has no credential in the configuration",
                         ruleID: push.ruleID, topic: push.request.topic, pushType: push.request.pushType.rawValue)
                 }
                 return .send(PlannedPush(request: push.request, app: app, ruleID: push.ruleID), device: device)

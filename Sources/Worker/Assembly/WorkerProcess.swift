@@ -1,5 +1,6 @@
 // The worker as a process: observability port, rules with reload, the runtime, and the signals that
 // drive it (SIGTERM/SIGINT drain within the shutdown deadline and exit; SIGHUP reloads the rules).
+
 import Foundation
 import Platform
 public import PushRules
@@ -21,8 +22,10 @@ public enum WorkerProcess {
     ///   - started: called once the worker runs, with it and the base URL of its metrics and health port.
     public static func run(
         configuration: WorkerConfiguration, logger: Logger, checkOnly: Bool = false,
-        observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil, shutdown: ShutdownSignal = ShutdownSignal(),
-        preloadedCredentials: [String: LoadedCredential]? = nil, started: (@Sendable (WorkerRuntime, _ metricsURL: String) -> Void)? = nil
+        observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil,
+        shutdown: ShutdownSignal = ShutdownSignal(),
+        preloadedCredentials: [String: LoadedCredential]? = nil,
+        started: (@Sendable (WorkerRuntime, _ metricsURL: String) -> Void)? = nil
     ) async -> Int32 {
         // First of all, so that a signal during start-up starts the bounded shutdown instead of ending
         // the process by its default action.
@@ -45,9 +48,11 @@ public enum WorkerProcess {
         do throws(RulesLoadError) {
             if let rulesStore { rules = rulesStore } else { rules = try RulesStore(path: configuration.rulesFile) }
         } catch {
-            logger.critical("the rules file has problems; the worker does not start", [
-                "problems": .array(error.problems.map { .string("\($0)") })
-            ])
+            logger.critical(
+                "the rules file has problems; the worker does not start",
+                [
+                    "problems": .array(error.problems.map { .string("\($0)") })
+                ])
             return 1
         }
         logger.info("rules loaded", ["summary": .string(rules.current.summary)])
@@ -90,9 +95,11 @@ public enum WorkerProcess {
                 reloadLogger.notice("rules reloaded", ["summary": .string(rules.summary)])
             case .rejected(let error):
                 reloads.labels("failure").increment()
-                reloadLogger.error("the changed rules file has problems; keeping the rules in use", [
-                    "problems": .array(error.problems.map { .string("\($0)") })
-                ], rateLimitKey: "rules rejected")
+                reloadLogger.error(
+                    "the changed rules file has problems; keeping the rules in use",
+                    [
+                        "problems": .array(error.problems.map { .string("\($0)") })
+                    ], rateLimitKey: "rules rejected")
             case .unchanged:
                 break
             }
@@ -127,9 +134,11 @@ public enum WorkerProcess {
             while !Task.isCancelled {
                 heartbeat.beat()
                 if let fatal = runtime.pipeline.fatalError {
-                    logger.critical("results could not be published; stopping without committing past them", [
-                        "error": .string(fatal)
-                    ])
+                    logger.critical(
+                        "results could not be published; stopping without committing past them",
+                        [
+                            "error": .string(fatal)
+                        ])
                     shutdown.trigger(reason: "publish failure")
                     break
                 }
@@ -141,30 +150,37 @@ public enum WorkerProcess {
             drainTimeout: configuration.drainTimeout, startingAt: shutdown.triggeredAt ?? .now)
         let progress = runtime.shutdownProgress
         let watchdog = ShutdownWatchdog(deadline: deadline.exitBy, exitCode: 1) {
-            logger.critical("exiting with code 1: the shutdown did not finish within the drain timeout and its "
-                + "margin; what was not committed is processed again by the group", [
+            logger.critical(
+                "exiting with code 1: the shutdown did not finish within the drain timeout and its "
+                    + "margin; what was not committed is processed again by the group",
+                [
                     "stuck_at": .string(progress.stage), "drain_timeout_seconds": .double(configuration.drainTimeout),
                     "margin_seconds": .double(ShutdownDeadline.seconds(ShutdownDeadline.margin)),
                 ])
             logger.writer.flush()
         }
         beating.cancel()
-        logger.info("shutting down", [
-            "reason": .string(reason), "drain_timeout_seconds": .double(configuration.drainTimeout),
-            "margin_seconds": .double(ShutdownDeadline.seconds(ShutdownDeadline.margin)),
-        ])
+        logger.info(
+            "shutting down",
+            [
+                "reason": .string(reason), "drain_timeout_seconds": .double(configuration.drainTimeout),
+                "margin_seconds": .double(ShutdownDeadline.seconds(ShutdownDeadline.margin)),
+            ])
         readiness.setNotReady(Readiness.Condition.consumerGroup, reason: "shutting down")
         let stopped = await runtime.shutdown(deadline: deadline)
         watchdog.cancel()
         if let failure = stopped.publishFailure {
-            logger.critical("exiting with code 1: results could not be published, so their records were not "
-                + "committed and the group processes them again", ["error": .string(failure)])
+            logger.critical(
+                "exiting with code 1: results could not be published, so their records were not "
+                    + "committed and the group processes them again", ["error": .string(failure)])
             return 1
         }
         guard stopped.isClean else {
-            logger.error("exiting with code 1: the shutdown was not clean", [
-                "problems": .array(stopped.problems.map { .string($0) }),
-            ])
+            logger.error(
+                "exiting with code 1: the shutdown was not clean",
+                [
+                    "problems": .array(stopped.problems.map { .string($0) })
+                ])
             return 1
         }
         return 0

@@ -1,12 +1,13 @@
 // Assembles the worker from its configuration: credentials and APNs clients, the rules, Kafka in
 // and out, the pipeline, metrics and readiness; and takes it down again in order on shutdown.
-import Foundation
+
 import APNs
+import Foundation
 import HTTP2
 import JSON
 import Kafka
-import Synchronization
 public import PushRules
+import Synchronization
 
 /// A running worker. Create it, `start()` it, and `shutdown(timeout:)` it on SIGTERM.
 public final class WorkerRuntime: Sendable {
@@ -82,9 +83,11 @@ public final class WorkerRuntime: Sendable {
             case .assigned(let partitions):
                 kafkaLogger.info("kafka partitions assigned", ["partitions": Self.list(partitions)])
             case .revoked(let revocation):
-                kafkaLogger.info(revocation.isLost ? "kafka partitions lost" : "kafka partitions revoked", [
-                    "partitions": Self.list(revocation.partitions),
-                ])
+                kafkaLogger.info(
+                    revocation.isLost ? "kafka partitions lost" : "kafka partitions revoked",
+                    [
+                        "partitions": Self.list(revocation.partitions)
+                    ])
             }
         }
         let eventHandler: KafkaEventHandler = { event in
@@ -114,8 +117,9 @@ public final class WorkerRuntime: Sendable {
         producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler,
             statusHandler: { status in
-                Self.report(status, unacknowledged: sinkSlot.sink?.unacknowledged ?? status.unacknowledged,
-                            readiness: readiness, logger: kafkaLogger)
+                Self.report(
+                    status, unacknowledged: sinkSlot.sink?.unacknowledged ?? status.unacknowledged,
+                    readiness: readiness, logger: kafkaLogger)
             })
 
         var pipelineConfiguration = PipelineConfiguration()
@@ -176,8 +180,10 @@ public final class WorkerRuntime: Sendable {
         var problems: [ConfigurationProblem] = []
         for (name, path) in kafka.propertyFiles {
             guard let data = FileManager.default.contents(atPath: path) else {
-                problems.append(ConfigurationProblem(
-                    path: "kafka.property_files." + name, message: "the file \(path) does not exist or cannot be read"))
+                problems.append(
+                    ConfigurationProblem(
+                        path: "kafka.property_files." + name,
+                        message: "the file \(path) does not exist or cannot be read"))
                 continue
             }
             var value = String(decoding: data, as: UTF8.self)
@@ -202,7 +208,9 @@ public final class WorkerRuntime: Sendable {
                 metrics.consumerLag.labels(partition.topic, String(partition.partition)).set(Int(lag))
             }
             for credential in credentials.values {
-                if let age = credential.signer?.tokenAge { metrics.providerTokenAge.labels(credential.name).set(Int(age)) }
+                if let age = credential.signer?.tokenAge {
+                    metrics.providerTokenAge.labels(credential.name).set(Int(age))
+                }
                 if let identity = credential.identity {
                     metrics.certificateExpiry.labels(credential.name).set(identity.notAfter.timeIntervalSince1970)
                 }
@@ -243,7 +251,8 @@ public final class WorkerRuntime: Sendable {
         // Results of the first records would otherwise wait about a second for librdkafka's lazy
         // topic lookup, with the in-flight cap full the whole time.
         let outputTopics = [
-            configuration.kafka.outcomesTopic, configuration.kafka.invalidTokensTopic, configuration.kafka.deadLetterTopic,
+            configuration.kafka.outcomesTopic, configuration.kafka.invalidTokensTopic,
+            configuration.kafka.deadLetterTopic,
             configuration.kafka.retryTopic,
         ]
         let producer = self.producer
@@ -253,11 +262,13 @@ public final class WorkerRuntime: Sendable {
             logger.warning("output topic not ready: \(problem)", [:])
         }
         try pipeline.start()
-        logger.info("worker started", [
-            "group": .string(configuration.kafka.group), "topic": .string(configuration.kafka.requestsTopic),
-            "apps": .array(configuration.apps.keys.sorted().map(JSONValue.string)),
-            "max_in_flight_records": .int(Int64(configuration.pipeline.maxInFlightRecords)),
-        ])
+        logger.info(
+            "worker started",
+            [
+                "group": .string(configuration.kafka.group), "topic": .string(configuration.kafka.requestsTopic),
+                "apps": .array(configuration.apps.keys.sorted().map(JSONValue.string)),
+                "max_in_flight_records": .int(Int64(configuration.pipeline.maxInFlightRecords)),
+            ])
     }
 
     /// Stops consuming, lets in-flight records finish within `timeout` seconds, commits what finished,
@@ -286,25 +297,29 @@ public final class WorkerRuntime: Sendable {
                 progress.enter("committing what finished and leaving the consumer group")
                 guard !unfinished.isEmpty else { return }
                 let records = unfinished.values.reduce(0, +)
-                shutdownLogger.warning("the drain timeout passed with records unfinished; they stay uncommitted "
-                    + "and the group's next owner processes them again", [
-                    "records_left": .int(Int64(records)), "partitions_left": .int(Int64(unfinished.count)),
-                    "partitions": Self.list(unfinished.keys.map(KafkaTopicPartition.init)),
-                    "drain_timeout_seconds": .double(drainTimeout),
-                ])
+                shutdownLogger.warning(
+                    "the drain timeout passed with records unfinished; they stay uncommitted "
+                        + "and the group's next owner processes them again",
+                    [
+                        "records_left": .int(Int64(records)), "partitions_left": .int(Int64(unfinished.count)),
+                        "partitions": Self.list(unfinished.keys.map(KafkaTopicPartition.init)),
+                        "drain_timeout_seconds": .double(drainTimeout),
+                    ])
             })
         // Publish failures from here on are those of abandoned records, whose producer is closing.
         report.publishFailure = report.publishFailure ?? pipeline.fatalError
         if let outcome = source.closeOutcome {
             if let problem = outcome.commitProblem {
-                shutdownLogger.warning("the final commit did not succeed; what finished since the last "
-                    + "auto-commit is processed again by the group: \(problem)", [:])
+                shutdownLogger.warning(
+                    "the final commit did not succeed; what finished since the last "
+                        + "auto-commit is processed again by the group: \(problem)", [:])
             }
             if let problem = outcome.closeProblem {
-                report.problems.append(outcome.closeAbandoned
-                    ? "the Kafka consumer's close was abandoned at its deadline (the group was not left "
-                        + "cleanly; it rebalances after the session timeout): \(problem)"
-                    : "leaving the consumer group failed: \(problem)")
+                report.problems.append(
+                    outcome.closeAbandoned
+                        ? "the Kafka consumer's close was abandoned at its deadline (the group was not left "
+                            + "cleanly; it rebalances after the session timeout): \(problem)"
+                        : "leaving the consumer group failed: \(problem)")
             }
         }
         // Results that records finish from now on come too late to be committed. The producer closes
@@ -315,15 +330,18 @@ public final class WorkerRuntime: Sendable {
         let unacknowledged = sink.unacknowledged
         let producerStatus = producer.status
         if unacknowledged > 0 {
-            shutdownLogger.warning("results unacknowledged by Kafka at shutdown: their input records stay "
-                + "uncommitted and the group's next owner processes them again", [
-                "results_unacknowledged": .int(Int64(unacknowledged)),
-                "producer": .string(producerStatus.description),
-            ])
+            shutdownLogger.warning(
+                "results unacknowledged by Kafka at shutdown: their input records stay "
+                    + "uncommitted and the group's next owner processes them again",
+                [
+                    "results_unacknowledged": .int(Int64(unacknowledged)),
+                    "producer": .string(producerStatus.description),
+                ])
         }
         // While the brokers are away a flush cannot succeed: close at once, so that purging what is
         // left (every delivery callback runs once) has the rest of the margin.
-        let producerTime = producerStatus.isWaitingForBrokers
+        let producerTime =
+            producerStatus.isWaitingForBrokers
             ? 0 : max(0, ShutdownDeadline.seconds(until: deadline.exitBy) - 1.5)
         let producerClosed = await waitAtMost(until: deadline.exitBy.advanced(by: .milliseconds(-500))) {
             try? await producer.close(timeout: .milliseconds(Int(producerTime * 1000)))
@@ -340,11 +358,13 @@ public final class WorkerRuntime: Sendable {
         }
         if closed == nil { report.problems.append("the APNs connections did not close in time") }
         shutdownProgress.enter("stopped")
-        logger.info("worker stopped", [
-            "abandoned_records": .int(Int64(report.recordsLeft)),
-            "records_finished": .int(Int64(pipeline.counters.recordsFinished)),
-            "shutdown_seconds": .double(deadline.secondsElapsed),
-        ])
+        logger.info(
+            "worker stopped",
+            [
+                "abandoned_records": .int(Int64(report.recordsLeft)),
+                "records_finished": .int(Int64(pipeline.counters.recordsFinished)),
+                "shutdown_seconds": .double(deadline.secondsElapsed),
+            ])
         return report
     }
 
@@ -375,8 +395,11 @@ public final class WorkerRuntime: Sendable {
             if status.isGroupMember {
                 readiness.setReady(Readiness.Condition.consumerGroup)
                 let first = change.previous.membershipCause == KafkaConsumerStatus.initial.membershipCause
-                logger.log(first ? .info : .notice, first ? "kafka consumer joined its group"
-                           : "kafka consumer group membership regained", [:], rateLimitKey: "kafka group")
+                logger.log(
+                    first ? .info : .notice,
+                    first
+                        ? "kafka consumer joined its group"
+                        : "kafka consumer group membership regained", [:], rateLimitKey: "kafka group")
             } else {
                 let cause = status.membershipCause ?? "unknown"
                 readiness.setNotReady(Readiness.Condition.consumerGroup, reason: "no group membership: \(cause)")

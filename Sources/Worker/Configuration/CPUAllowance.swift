@@ -1,6 +1,7 @@
 // How many CPUs the process may really use: the CPUs it may run on, capped by its cgroup's CPU quota.
 // A Kubernetes CPU limit is such a quota, not an affinity mask: a pod limited to 2 CPUs on a 32-core
 // node sees 32 processors, and 32 event loops there would fight over 2 CPUs' worth of time slices.
+
 import Foundation
 
 enum CPUAllowance {
@@ -29,7 +30,7 @@ enum CPUAllowance {
         }
         for directory in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"] {
             if let quotaText = try? String(contentsOfFile: directory + "/cpu.cfs_quota_us", encoding: .utf8),
-               let periodText = try? String(contentsOfFile: directory + "/cpu.cfs_period_us", encoding: .utf8)
+                let periodText = try? String(contentsOfFile: directory + "/cpu.cfs_period_us", encoding: .utf8)
             {
                 return quota(cfsQuota: quotaText, cfsPeriod: periodText)
             }
@@ -52,7 +53,7 @@ enum CPUAllowance {
     static func quota(cpuMax text: String) -> Double? {
         let fields = text.split(whereSeparator: \.isWhitespace)
         guard fields.count == 2, let quota = Double(fields[0]), let period = Double(fields[1]), quota > 0,
-              period > 0
+            period > 0
         else { return nil }
         return quota / period
     }
@@ -60,7 +61,7 @@ enum CPUAllowance {
     /// cgroup v1: a quota of -1 means no limit.
     static func quota(cfsQuota: String, cfsPeriod: String) -> Double? {
         guard let quota = Double(cfsQuota.trimmingCharacters(in: .whitespacesAndNewlines)),
-              let period = Double(cfsPeriod.trimmingCharacters(in: .whitespacesAndNewlines)), quota > 0, period > 0
+            let period = Double(cfsPeriod.trimmingCharacters(in: .whitespacesAndNewlines)), quota > 0, period > 0
         else { return nil }
         return quota / period
     }

@@ -1,8 +1,9 @@
 // Turns the parsed worker.yaml (after environment overrides) into WorkerConfiguration, collecting
 // every problem with the key path where it is and what would be right.
+
+import APNs
 import Foundation
 public import JSON
-import APNs
 
 /// One problem in the configuration: where (a key path such as `kafka.topics.requests`, and the
 /// file position when known) and what is wrong.
@@ -33,7 +34,8 @@ struct ConfigurationDecoder {
     /// Reports a file the worker will read that is not there.
     mutating func checkFile(_ path: String?, at keyPath: String) {
         guard checksFiles, let path, !FileManager.default.fileExists(atPath: path) else { return }
-        problem(keyPath, "file not found at '\(path)'; check the path (relative paths start from the current directory)")
+        problem(
+            keyPath, "file not found at '\(path)'; check the path (relative paths start from the current directory)")
     }
 
     mutating func problem(_ path: String, _ message: String) {
@@ -43,7 +45,9 @@ struct ConfigurationDecoder {
     /// Reports keys of `object` not in `known`, suggesting the closest known one.
     mutating func checkKeys(_ object: JSONObject, at path: String, known: [String]) {
         for key in object.keys where !known.contains(key) {
-            let hint = Spelling.closest(to: key, among: known).map { "; did you mean '\($0)'?" } ?? "; known keys: " + known.joined(separator: ", ")
+            let hint =
+                Spelling.closest(to: key, among: known).map { "; did you mean '\($0)'?" } ?? "; known keys: "
+                + known.joined(separator: ", ")
             problem(join(path, key), "unknown key '\(key)'\(hint)")
         }
     }
@@ -110,7 +114,9 @@ struct ConfigurationDecoder {
         if let number = value.doubleValue { seconds = number }
         if let text = value.stringValue { seconds = Self.parseDuration(text) }
         guard let seconds else {
-            problem(join(path, key), "must be a duration like 250ms, 10s, 5m or 1h, found \(value.compactString.prefix(40))")
+            problem(
+                join(path, key), "must be a duration like 250ms, 10s, 5m or 1h, found \(value.compactString.prefix(40))"
+            )
             return nil
         }
         guard range.contains(seconds) else {
@@ -154,7 +160,8 @@ extension WorkerConfiguration {
         decoder.checksFiles = checkingFiles
         guard let root = document.objectValue else {
             throw ConfigurationError(problems: [
-                ConfigurationProblem(path: "", message: "the configuration must be a mapping, found \(document.typeName)")
+                ConfigurationProblem(
+                    path: "", message: "the configuration must be a mapping, found \(document.typeName)")
             ])
         }
         decoder.checkKeys(
@@ -165,7 +172,8 @@ extension WorkerConfiguration {
         var kafka = Kafka(brokers: [])
         if let object = decoder.object(root["kafka"], "kafka") {
             decoder.checkKeys(
-                object, at: "kafka", known: ["brokers", "group", "group_instance_id", "topics", "properties", "property_files"])
+                object, at: "kafka",
+                known: ["brokers", "group", "group_instance_id", "topics", "properties", "property_files"])
             switch object["brokers"] {
             case .array(let list)?:
                 for (index, item) in list.enumerated() {
@@ -192,7 +200,8 @@ extension WorkerConfiguration {
                     topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])
                 kafka.requestsTopic = decoder.string(topics, "requests", "kafka.topics") ?? kafka.requestsTopic
                 kafka.outcomesTopic = decoder.string(topics, "outcomes", "kafka.topics") ?? kafka.outcomesTopic
-                kafka.invalidTokensTopic = decoder.string(topics, "invalid_tokens", "kafka.topics") ?? kafka.invalidTokensTopic
+                kafka.invalidTokensTopic =
+                    decoder.string(topics, "invalid_tokens", "kafka.topics") ?? kafka.invalidTokensTopic
                 kafka.deadLetterTopic = decoder.string(topics, "dlq", "kafka.topics") ?? kafka.deadLetterTopic
                 kafka.retryTopic = decoder.string(topics, "retry", "kafka.topics") ?? kafka.retryTopic
             }
@@ -201,7 +210,8 @@ extension WorkerConfiguration {
                 if Self.isSecretProperty(name) {
                     decoder.problem(
                         "kafka.properties." + name,
-                        "secrets are never written in the config; put the value in a file and name it under kafka.property_files")
+                        "secrets are never written in the config; put the value in a file and name it under kafka.property_files"
+                    )
                 } else if Self.ownedProperties.contains(name) {
                     decoder.problem("kafka.properties." + name, "is set by the worker itself and cannot be overridden")
                 }
@@ -222,7 +232,8 @@ extension WorkerConfiguration {
                 guard let credential = decoder.object(member.value, path) else { continue }
                 switch credential["type"]?.stringValue {
                 case "token":
-                    decoder.checkKeys(credential, at: path, known: ["type", "key_file", "key_id", "team_id"] + Self.inlineSecretKeys)
+                    decoder.checkKeys(
+                        credential, at: path, known: ["type", "key_file", "key_id", "team_id"] + Self.inlineSecretKeys)
                     let keyFile = decoder.string(credential, "key_file", path, required: true)
                     let keyID = decoder.string(credential, "key_id", path, required: true)
                     let teamID = decoder.string(credential, "team_id", path, required: true)
@@ -230,7 +241,8 @@ extension WorkerConfiguration {
                         if let value, !Self.isAppleIdentifier(value) {
                             decoder.problem(
                                 path + "." + key,
-                                "must be the 10-character \(key == "key_id" ? "Key" : "Team") ID (A-Z, 0-9) from Apple's developer account, found '\(value.prefix(20))'")
+                                "must be the 10-character \(key == "key_id" ? "Key" : "Team") ID (A-Z, 0-9) from Apple's developer account, found '\(value.prefix(20))'"
+                            )
                         }
                     }
                     decoder.checkFile(keyFile, at: path + ".key_file")
@@ -239,7 +251,8 @@ extension WorkerConfiguration {
                     }
                 case "certificate":
                     decoder.checkKeys(
-                        credential, at: path, known: ["type", "cert_file", "password_file", "key_file"] + Self.inlineSecretKeys)
+                        credential, at: path,
+                        known: ["type", "cert_file", "password_file", "key_file"] + Self.inlineSecretKeys)
                     let certFile = decoder.string(credential, "cert_file", path, required: true)
                     let passwordFile = decoder.string(credential, "password_file", path)
                     let keyFile = decoder.string(credential, "key_file", path)
@@ -247,17 +260,21 @@ extension WorkerConfiguration {
                     decoder.checkFile(passwordFile, at: path + ".password_file")
                     decoder.checkFile(keyFile, at: path + ".key_file")
                     if let certFile {
-                        credentials[member.key] = .certificate(certFile: certFile, passwordFile: passwordFile, keyFile: keyFile)
+                        credentials[member.key] = .certificate(
+                            certFile: certFile, passwordFile: passwordFile, keyFile: keyFile)
                     }
                 case let other:
                     decoder.problem(
                         path + ".type",
-                        other == nil ? "is required: token or certificate" : "must be token or certificate, found '\(other!.prefix(30))'")
+                        other == nil
+                            ? "is required: token or certificate"
+                            : "must be token or certificate, found '\(other!.prefix(30))'")
                 }
                 for secretKey in Self.inlineSecretKeys where credential[secretKey] != nil {
                     decoder.problem(
                         path + "." + secretKey,
-                        "secrets are never written inline; put the secret in a file and name it with key_file or password_file")
+                        "secrets are never written inline; put the secret in a file and name it with key_file or password_file"
+                    )
                 }
             }
         } else {
@@ -293,12 +310,15 @@ extension WorkerConfiguration {
         // apns
         var apns = APNs()
         if let object = decoder.object(root["apns"], "apns") {
-            decoder.checkKeys(object, at: "apns", known: ["endpoints", "ca_file", "connections", "max_streams", "request_timeout"])
+            decoder.checkKeys(
+                object, at: "apns", known: ["endpoints", "ca_file", "connections", "max_streams", "request_timeout"])
             if let endpoints = decoder.object(object["endpoints"], "apns.endpoints") {
                 decoder.checkKeys(endpoints, at: "apns.endpoints", known: ["production", "sandbox"])
                 for (key, keyPath) in [("production", \APNs.productionURL), ("sandbox", \APNs.sandboxURL)] {
                     guard let url = decoder.string(endpoints, key, "apns.endpoints") else { continue }
-                    if url.hasPrefix("https://") { apns[keyPath: keyPath] = url } else {
+                    if url.hasPrefix("https://") {
+                        apns[keyPath: keyPath] = url
+                    } else {
                         decoder.problem("apns.endpoints." + key, "must be an https:// URL, found '\(url.prefix(60))'")
                     }
                 }
@@ -307,34 +327,42 @@ extension WorkerConfiguration {
             decoder.checkFile(apns.caFile, at: "apns.ca_file")
             apns.connections = decoder.integer(object, "connections", "apns", range: 1...64) ?? apns.connections
             apns.maxStreams = decoder.integer(object, "max_streams", "apns", range: 1...10_000) ?? apns.maxStreams
-            apns.requestTimeout = decoder.duration(object, "request_timeout", "apns", range: 0.1...300) ?? apns.requestTimeout
+            apns.requestTimeout =
+                decoder.duration(object, "request_timeout", "apns", range: 0.1...300) ?? apns.requestTimeout
         }
 
         // pipeline
         var pipeline = Pipeline()
         if let object = decoder.object(root["pipeline"], "pipeline") {
-            decoder.checkKeys(object, at: "pipeline", known: ["max_in_flight_records", "resume_below", "revoke_timeout", "threads"])
-            pipeline.maxInFlightRecords = decoder.integer(object, "max_in_flight_records", "pipeline", range: 1...1_000_000)
+            decoder.checkKeys(
+                object, at: "pipeline", known: ["max_in_flight_records", "resume_below", "revoke_timeout", "threads"])
+            pipeline.maxInFlightRecords =
+                decoder.integer(object, "max_in_flight_records", "pipeline", range: 1...1_000_000)
                 ?? pipeline.maxInFlightRecords
             pipeline.resumeBelow = decoder.integer(object, "resume_below", "pipeline", range: 0...1_000_000)
             if let resume = pipeline.resumeBelow, resume >= pipeline.maxInFlightRecords {
                 decoder.problem(
                     "pipeline.resume_below", "must be below max_in_flight_records (\(pipeline.maxInFlightRecords))")
             }
-            pipeline.revokeTimeout = decoder.duration(object, "revoke_timeout", "pipeline", range: 0...600) ?? pipeline.revokeTimeout
+            pipeline.revokeTimeout =
+                decoder.duration(object, "revoke_timeout", "pipeline", range: 0...600) ?? pipeline.revokeTimeout
             pipeline.threads = decoder.integer(object, "threads", "pipeline", range: 1...64)
         }
 
         // retry
         var retry = Retry()
         if let object = decoder.object(root["retry"], "retry") {
-            decoder.checkKeys(object, at: "retry", known: [
-                "max_attempts", "base_backoff", "max_backoff", "max_total_time", "max_hold", "park_delay",
-            ])
+            decoder.checkKeys(
+                object, at: "retry",
+                known: [
+                    "max_attempts", "base_backoff", "max_backoff", "max_total_time", "max_hold", "park_delay",
+                ])
             retry.maxAttempts = decoder.integer(object, "max_attempts", "retry", range: 1...20) ?? retry.maxAttempts
-            retry.baseBackoff = decoder.duration(object, "base_backoff", "retry", range: 0.001...60) ?? retry.baseBackoff
+            retry.baseBackoff =
+                decoder.duration(object, "base_backoff", "retry", range: 0.001...60) ?? retry.baseBackoff
             retry.maxBackoff = decoder.duration(object, "max_backoff", "retry", range: 0.001...3600) ?? retry.maxBackoff
-            retry.maxTotalTime = decoder.duration(object, "max_total_time", "retry", range: 0.001...86_400) ?? retry.maxTotalTime
+            retry.maxTotalTime =
+                decoder.duration(object, "max_total_time", "retry", range: 0.001...86_400) ?? retry.maxTotalTime
             retry.maxHold = decoder.duration(object, "max_hold", "retry", range: 0.001...604_800) ?? retry.maxHold
             retry.parkDelay = decoder.duration(object, "park_delay", "retry", range: 0.001...86_400) ?? retry.parkDelay
             if retry.baseBackoff > retry.maxBackoff {
@@ -342,11 +370,13 @@ extension WorkerConfiguration {
             }
         }
 
-        var configuration = WorkerConfiguration(kafka: kafka, credentials: credentials, apps: apps, apns: apns,
-                                                pipeline: pipeline, retry: retry)
+        var configuration = WorkerConfiguration(
+            kafka: kafka, credentials: credentials, apps: apps, apns: apns,
+            pipeline: pipeline, retry: retry)
         if let object = decoder.object(root["shutdown"], "shutdown") {
             decoder.checkKeys(object, at: "shutdown", known: ["drain_timeout"])
-            configuration.drainTimeout = decoder.duration(object, "drain_timeout", "shutdown", range: 0...3600)
+            configuration.drainTimeout =
+                decoder.duration(object, "drain_timeout", "shutdown", range: 0...3600)
                 ?? configuration.drainTimeout
         }
         if let object = decoder.object(root["rules"], "rules") {
@@ -357,8 +387,11 @@ extension WorkerConfiguration {
         if let object = decoder.object(root["metrics"], "metrics") {
             decoder.checkKeys(object, at: "metrics", known: ["listen"])
             if let listen = decoder.string(object, "listen", "metrics") {
-                if Self.isHostPort(listen, allowEmptyHost: true) { configuration.metricsListen = listen } else {
-                    decoder.problem("metrics.listen", "must be HOST:PORT such as 0.0.0.0:9090, found '\(listen.prefix(60))'")
+                if Self.isHostPort(listen, allowEmptyHost: true) {
+                    configuration.metricsListen = listen
+                } else {
+                    decoder.problem(
+                        "metrics.listen", "must be HOST:PORT such as 0.0.0.0:9090, found '\(listen.prefix(60))'")
                 }
             }
         }
@@ -366,8 +399,11 @@ extension WorkerConfiguration {
             decoder.checkKeys(object, at: "log", known: ["level"])
             let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
             if let level = decoder.string(object, "level", "log") {
-                if levels.contains(level) { configuration.logLevel = level } else {
-                    decoder.problem("log.level", "must be one of \(levels.joined(separator: ", ")), found '\(level.prefix(20))'")
+                if levels.contains(level) {
+                    configuration.logLevel = level
+                } else {
+                    decoder.problem(
+                        "log.level", "must be one of \(levels.joined(separator: ", ")), found '\(level.prefix(20))'")
                 }
             }
         }

@@ -1,8 +1,9 @@
 // Reads worker.yaml: YAML → environment overrides → typed configuration, with every problem reported
 // at its file:line:column and what would be right. Start-up stops on any problem.
+
+import APNs
 import Foundation
 import PushRules
-import APNs
 
 public enum ConfigurationLoader {
     /// Loads `path`, applying `APNS_WORKER_...` variables from `environment`.
@@ -11,9 +12,12 @@ public enum ConfigurationLoader {
         throws(ConfigurationError) -> (WorkerConfiguration, overrides: [String])
     {
         guard let data = FileManager.default.contents(atPath: path) else {
-            let reason = FileManager.default.fileExists(atPath: path)
+            let reason =
+                FileManager.default.fileExists(atPath: path)
                 ? "cannot be read (check its permissions)" : "does not exist (give the path with --config)"
-            throw ConfigurationError(problems: [ConfigurationProblem(path: "", message: "the file \(reason)", location: path)])
+            throw ConfigurationError(problems: [
+                ConfigurationProblem(path: "", message: "the file \(reason)", location: path)
+            ])
         }
         return try load(bytes: Array(data), file: path, environment: environment)
     }
@@ -26,7 +30,8 @@ public enum ConfigurationLoader {
             document = try YAMLDocument(bytes: bytes)
         } catch {
             throw ConfigurationError(problems: [
-                ConfigurationProblem(path: "", message: "not valid YAML: \(error.message)", location: "\(file):\(error.position)")
+                ConfigurationProblem(
+                    path: "", message: "not valid YAML: \(error.message)", location: "\(file):\(error.position)")
             ])
         }
         var value = document.value

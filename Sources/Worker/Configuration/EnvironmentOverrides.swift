@@ -3,8 +3,9 @@
 //   APNS_WORKER_<KEY>__<KEY>... e.g. APNS_WORKER_KAFKA__BROKERS, APNS_WORKER_APPS__0__CREDENTIAL__KEY_ID.
 // Inside a librdkafka property map, '_' stands for '.' (APNS_WORKER_KAFKA__PROPERTIES__SASL_MECHANISM
 // sets sasl.mechanism), since librdkafka property names have dots and no underscores.
-public import JSON
+
 import APNs
+public import JSON
 
 public enum EnvironmentOverrides {
     public static let prefix = "APNS_WORKER_"
@@ -29,10 +30,11 @@ public enum EnvironmentOverrides {
                 path[2] = path[2...].joined(separator: "_").replacingUnderscores(with: ".")
                 path = Array(path[0...2])
             }
-            let value = (try? JSONValue(parsing: rawValue)).flatMap { parsed -> JSONValue? in
-                if case .object = parsed { return nil }
-                return parsed
-            } ?? .string(rawValue)
+            let value =
+                (try? JSONValue(parsing: rawValue)).flatMap { parsed -> JSONValue? in
+                    if case .object = parsed { return nil }
+                    return parsed
+                } ?? .string(rawValue)
             set(value, at: path[...], in: &document)
             applied.append(name)
         }

@@ -1,5 +1,6 @@
 // worker.yaml as typed settings. Decoding collects every problem at once, each with the key path
 // where it is, so that a bad config stops start-up with one complete list (see ConfigurationLoader).
+
 public import APNs
 import Foundation
 

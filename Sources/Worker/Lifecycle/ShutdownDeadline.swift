@@ -1,6 +1,7 @@
 // One deadline for a whole shutdown, fixed when the signal comes and passed down: how long in-flight
 // work may run, by when Kafka must be committed and left, and by when the process exits whatever is
 // still running. Also the watchdog that enforces the last, and waits that end at a deadline.
+
 import Foundation
 import Platform
 import Synchronization

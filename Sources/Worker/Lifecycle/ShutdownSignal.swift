@@ -1,5 +1,6 @@
 // The latch a graceful shutdown starts from: SIGTERM/SIGINT (taken through Platform's SignalWatcher) or an
 // outside trigger such as the `dev` command's event count fire it once; the services wait on it.
+
 import Platform
 import Synchronization
 

@@ -52,7 +52,8 @@ struct LogRateLimiter {
                 windows[key] = window
                 return .suppress
             }
-            let summary = window.suppressed > 0
+            let summary =
+                window.suppressed > 0
                 ? Suppression(key: key, count: window.suppressed, level: window.level) : nil
             windows[key] = Window(startedAt: now, emitted: 1, suppressed: 0, level: level)
             return .emit(summary: summary)

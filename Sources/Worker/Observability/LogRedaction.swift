@@ -1,8 +1,8 @@
 // Keeps secrets out of logs (and out of readiness reasons): fields named like secrets are replaced whole,
 // and anything in free text that looks like a JWT or a PEM block is cut out.
-public import JSON
 
 import APNs
+public import JSON
 
 /// Redaction of secrets from log fields and text.
 ///
@@ -51,7 +51,9 @@ public enum LogRedaction {
     public static func redact(_ object: JSONObject) -> JSONObject {
         var result = JSONObject()
         for member in object {
-            let value = isSensitiveFieldName(member.key) && !member.value.isNull ? .string(placeholder)
+            let value =
+                isSensitiveFieldName(member.key) && !member.value.isNull
+                ? .string(placeholder)
                 : redact(member.value)
             result.appendUnchecked(member.key, value)
         }
@@ -165,14 +167,16 @@ public enum LogRedaction {
             var previousWasLower = false
             func endWord(at end: Int) {
                 if end > start {
-                    words.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-                        .lowercased())
+                    words.append(
+                        String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+                            .lowercased())
                 }
             }
             for index in 0..<bytes.count {
                 let byte = bytes[index]
                 let isUpper = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")
-                let isWordByte = isUpper || byte >= 0x80 || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                let isWordByte =
+                    isUpper || byte >= 0x80 || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
                     || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
                 if !isWordByte {
                     endWord(at: index)

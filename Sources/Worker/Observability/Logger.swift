@@ -1,7 +1,7 @@
 // The logging front end that components receive as a parameter: a shared LogWriter plus context fields.
-public import JSON
 
 import APNs
+public import JSON
 
 /// Writes structured log lines through a shared `LogWriter`, adding this logger's context fields.
 ///

@@ -172,9 +172,10 @@ public typealias HistogramFamily = MetricFamily<Histogram>
 ///   event ids) as labels; past `maxLabelSets` new label sets fold into one child labelled `other`.
 public final class MetricFamily<Child: AnyObject & Sendable>: Sendable {
     /// Builds a sample block for a child; the closure's argument adds one extra label (histograms' `le`).
-    typealias AppendSamples = @Sendable (
-        Child, _ name: String, _ labels: ((name: String, value: String)?) -> [UInt8], inout [UInt8]
-    ) -> Void
+    typealias AppendSamples =
+        @Sendable (
+            Child, _ name: String, _ labels: ((name: String, value: String)?) -> [UInt8], inout [UInt8]
+        ) -> Void
 
     public let name: String
     public let help: String
@@ -237,9 +238,11 @@ extension MetricFamily: ExposableFamily {
         output.append(contentsOf: "\n# TYPE \(name) \(type)\n".utf8)
         let sorted = children.withLock { Array($0) }.sorted { $0.key.lexicographicallyPrecedes($1.key) }
         for (values, child) in sorted {
-            appendSamples(child, name, { extra in
-                PrometheusText.labelBlock(names: self.labelNames, values: values, extra: extra)
-            }, &output)
+            appendSamples(
+                child, name,
+                { extra in
+                    PrometheusText.labelBlock(names: self.labelNames, values: values, extra: extra)
+                }, &output)
         }
     }
 }
@@ -258,7 +261,8 @@ public final class SeriesCache<Key: Hashable & Sendable, Child: AnyObject & Send
     private let children = Mutex<[Key: Child]>([:])
 
     /// - Parameter labelValues: the family's label values for a key, in the order of its label names.
-    public init(_ family: MetricFamily<Child>, capacity: Int = 256, labelValues: @escaping @Sendable (Key) -> [String]) {
+    public init(_ family: MetricFamily<Child>, capacity: Int = 256, labelValues: @escaping @Sendable (Key) -> [String])
+    {
         self.family = family
         self.labelValues = labelValues
         self.capacity = capacity

@@ -125,11 +125,14 @@ public final class WorkerMetrics: Sendable {
             p + "rules_reloads_total", help: "Rules file reloads, by result (success, failure).",
             labelNames: ["result"])
         requestsInFlight = try registry.gauge(
-            p + "apns_requests_in_flight", help: "APNs requests sent on a stream and not yet answered.").labels()
+            p + "apns_requests_in_flight", help: "APNs requests sent on a stream and not yet answered."
+        ).labels()
         recordsInFlight = try registry.gauge(
-            p + "records_in_flight", help: "Input records taken from Kafka and not yet finished.").labels()
+            p + "records_in_flight", help: "Input records taken from Kafka and not yet finished."
+        ).labels()
         partitionsPaused = try registry.gauge(
-            p + "partitions_paused", help: "Partitions paused because the in-flight cap was reached.").labels()
+            p + "partitions_paused", help: "Partitions paused because the in-flight cap was reached."
+        ).labels()
         consumerLag = try registry.gauge(
             p + "consumer_lag_records", help: "Records between the consumer position and the high watermark.",
             labelNames: ["topic", "partition"], maxLabelSets: 4096)
@@ -138,10 +141,12 @@ public final class WorkerMetrics: Sendable {
             help: "Open HTTP/2 connections to APNs (ready or draining), by pool (environment/credential).",
             labelNames: ["pool"])
         requestsQueued = try registry.gauge(
-            p + "apns_requests_queued", help: "APNs requests waiting in a pool for a free HTTP/2 stream.").labels()
+            p + "apns_requests_queued", help: "APNs requests waiting in a pool for a free HTTP/2 stream."
+        ).labels()
         buildInfo = try registry.gauge(
             p + "build_info", help: "Always 1; the version label says which apns-worker this is.",
-            labelNames: ["version"]).labels(WorkerVersion.current)
+            labelNames: ["version"]
+        ).labels(WorkerVersion.current)
         buildInfo.set(1)
         providerTokenAge = try registry.gauge(
             p + "provider_token_age_seconds", help: "Age of the provider token (JWT) in use, by credential.",
@@ -158,18 +163,22 @@ public final class WorkerMetrics: Sendable {
             p + "event_to_outcome_seconds", help: "Time from an event's occurrence to its outcome, by outcome status.",
             labelNames: ["status"], buckets: Self.eventToOutcomeBuckets)
         kafkaBrokersUp = try registry.gauge(
-            p + "kafka_brokers_up", help: "Kafka brokers the consumer has a connection up to.").labels()
+            p + "kafka_brokers_up", help: "Kafka brokers the consumer has a connection up to."
+        ).labels()
         partitionsAssigned = try registry.gauge(
-            p + "partitions_assigned", help: "Input topic partitions assigned to this consumer.").labels()
+            p + "partitions_assigned", help: "Input topic partitions assigned to this consumer."
+        ).labels()
 
         apnsBreakerState = try registry.gauge(
             p + "apns_breaker_state",
             help: "Circuit breaker state of each APNs pool (environment/credential): 1 for its current state.",
             labelNames: ["pool", "state"])
         pushesHeld = try registry.gauge(
-            p + "pushes_held", help: "Pushes waiting for an APNs pool that is down; they spend no attempts.").labels()
+            p + "pushes_held", help: "Pushes waiting for an APNs pool that is down; they spend no attempts."
+        ).labels()
         credentialsRefused = try registry.gauge(
-            p + "apns_credentials_refused", help: "APNs pools whose credential APNs refuses now.").labels()
+            p + "apns_credentials_refused", help: "APNs pools whose credential APNs refuses now."
+        ).labels()
         recordsParked = try registry.counter(
             p + "records_parked_total",
             help: "Records parked on the retry topic because APNs refused their pushes' credential, by reason.",
@@ -177,7 +186,8 @@ public final class WorkerMetrics: Sendable {
 
         resultsUnacknowledged = try registry.gauge(
             p + "results_unacknowledged",
-            help: "Result records handed to the Kafka producer and not acknowledged by Kafka yet.").labels()
+            help: "Result records handed to the Kafka producer and not acknowledged by Kafka yet."
+        ).labels()
     }
 
     /// Counts one APNs request attempt with its labels folded into their bounded sets.

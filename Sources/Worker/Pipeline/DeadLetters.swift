@@ -1,6 +1,7 @@
 // Dead letters, as schemas/dlq-headers.schema.json describes them: an input record that cannot be
 // processed, with headers saying why, and (when Kafka refuses a record as too large) the smaller forms
 // that take its place so that its partition still moves on.
+
 import APNs
 import JSON
 

@@ -5,6 +5,7 @@
 // records over; librdkafka keeps its prefetched records (bounded by `queued.max.messages.kbytes`), and
 // the consumer's own stall guard pauses partitions in librdkafka when the gate stays closed for longer
 // than its `stallTimeout`, so a long pause still stops fetching and frees the prefetched memory.
+
 import Synchronization
 
 /// Holds the reader of a source while any partition the pipeline paused has a record to hand over.
@@ -61,7 +62,10 @@ final class DeliveryGate: Sendable {
     /// Waits while `partition` is closed. Returns false when the record must not be handed over: its
     /// partition was revoked meanwhile, or the gate was shut down.
     func admit(_ partition: TopicPartition) async -> Bool {
-        enum Arrival { case open, shutDown, closed(revocationsBefore: Int) }
+        enum Arrival {
+            case open, shutDown
+            case closed(revocationsBefore: Int)
+        }
         // Open (the common case): admitted under one lock, without suspending the reader.
         let arrival = state.withLock { state -> Arrival in
             if state.isShutDown { return .shutDown }

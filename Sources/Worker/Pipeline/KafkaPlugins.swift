@@ -1,6 +1,7 @@
 // The production edges of the pipeline on Kafka: a group consumer as the EventSource and the
 // idempotent producer as the ResultSink. Only translation lives here; Kafka semantics live in
 // the Kafka module.
+
 public import Kafka
 import Synchronization
 
@@ -232,16 +233,21 @@ public final class KafkaResultSink: ResultSink {
         // Enqueued at once when librdkafka's queue has room (the common case: no task per record); only a
         // full queue makes a task that waits for room, until there is some or the producer closes.
         do throws(KafkaError) {
-            if try producer.trySend(topic: record.topic, key: record.key, value: record.value, headers: headers,
-                                    onDelivery: onDelivery) { return }
+            if try producer.trySend(
+                topic: record.topic, key: record.key, value: record.value, headers: headers,
+                onDelivery: onDelivery)
+            {
+                return
+            }
         } catch {
             acknowledged(.failure(translated(error, record)))
             return
         }
         Task {
             do throws(KafkaError) {
-                try await producer.send(topic: record.topic, key: record.key, value: record.value, headers: headers,
-                                        partition: nil, onDelivery: onDelivery)
+                try await producer.send(
+                    topic: record.topic, key: record.key, value: record.value, headers: headers,
+                    partition: nil, onDelivery: onDelivery)
             } catch {
                 acknowledged(.failure(translated(error, record)))
             }
@@ -255,8 +261,9 @@ public final class KafkaResultSink: ResultSink {
         let refusal = RecordTooLargeError(
             topic: record.topic, limitBytes: producer.maximumMessageBytes, detail: error.description)
         if !DeadLetterHeader.isReducedDeadLetter(record) {
-            report("a record for \(record.topic) is too large for Kafka\(DeadLetterHeader.sourceText(of: record)): "
-                + "\(refusal.detail); a smaller dead letter replaces it")
+            report(
+                "a record for \(record.topic) is too large for Kafka\(DeadLetterHeader.sourceText(of: record)): "
+                    + "\(refusal.detail); a smaller dead letter replaces it")
         }
         return refusal
     }

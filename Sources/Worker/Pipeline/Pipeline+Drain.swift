@@ -1,4 +1,5 @@
 // Shutdown: stop taking records, wait a bounded time for those in flight, flush the sink, close the source.
+
 import Platform
 
 extension Pipeline {

@@ -3,6 +3,7 @@
 // every app. The record goes to the retry topic with just its waiting devices and headers that say why
 // and when to try again; its offset moves on. The worker consumes the retry topic too and tries the
 // record again once its time has come; pushes already delivered are never sent again.
+
 import APNs
 import JSON
 
@@ -82,7 +83,8 @@ extension Pipeline {
             headers.append(RecordHeader(ParkHeader.sourceOffset, String(record.offset)))
         }
         observer?.parked(record, devices: waiting.count, reason: reason)
-        return OutboundRecord(topic: configuration.retryTopic, key: record.key,
+        return OutboundRecord(
+            topic: configuration.retryTopic, key: record.key,
             value: Self.event(record.value, keeping: waiting), headers: headers)
     }
 
@@ -93,10 +95,11 @@ extension Pipeline {
             case .array(let all)? = event["devices"]
         else { return value }
         let waiting = Set(devices.map(\.token))
-        event["devices"] = .array(all.filter { device in
-            guard let token = device["token"]?.stringValue else { return false }
-            return waiting.contains(token)
-        })
+        event["devices"] = .array(
+            all.filter { device in
+                guard let token = device["token"]?.stringValue else { return false }
+                return waiting.contains(token)
+            })
         return JSONValue.object(event).compactBytes
     }
 

@@ -1,5 +1,6 @@
 // A record's way from bytes to results: decode and plan it (or make it a dead letter), send its pushes,
 // and build its outcomes and invalid-token events.
+
 import APNs
 
 extension Pipeline {
@@ -40,13 +41,16 @@ extension Pipeline {
             var pushes: [PlannedPush] = []
             pushes.reserveCapacity(plans.count)
             for plan in plans { if case .send(let push, _) = plan { pushes.append(push) } }
-            return .ready(PreparedEvent(event: event, plans: plans, pushes: pushes,
-                eventTime: event.occurredAt ?? record.timestamp))
+            return .ready(
+                PreparedEvent(
+                    event: event, plans: plans, pushes: pushes,
+                    eventTime: event.occurredAt ?? record.timestamp))
         } catch {
             observer?.deadLettered(record, errorClass: error.errorClass, message: error.message)
-            return .deadLetter(DeadLetterHeader.record(
-                for: record, errorClass: error.errorClass, message: error.message,
-                topic: configuration.deadLetterTopic))
+            return .deadLetter(
+                DeadLetterHeader.record(
+                    for: record, errorClass: error.errorClass, message: error.message,
+                    topic: configuration.deadLetterTopic))
         }
     }
 
@@ -100,23 +104,29 @@ extension Pipeline {
                 let result = sent[next]
                 next += 1
                 let last = result.attempts.last
-                return (OutcomeRecord(
-                    eventID: event.id, deviceToken: push.request.deviceToken.hex, environment: device.environment,
-                    topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
-                    status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
-                    reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
-                    apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
-                    attempts: result.attempts, source: source, completedAt: now), result)
+                return (
+                    OutcomeRecord(
+                        eventID: event.id, deviceToken: push.request.deviceToken.hex, environment: device.environment,
+                        topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
+                        status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
+                        reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
+                        apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
+                        attempts: result.attempts, source: source, completedAt: now), result
+                )
             case .skip(let device, let reason, let ruleID, let topic, let pushType):
-                return (OutcomeRecord(
-                    eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
-                    pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
-                    apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil)
+                return (
+                    OutcomeRecord(
+                        eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
+                        pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
+                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil
+                )
             case .reject(let device, let reason, _, let ruleID, let topic, let pushType):
-                return (OutcomeRecord(
-                    eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
-                    pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
-                    apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil)
+                return (
+                    OutcomeRecord(
+                        eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
+                        pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
+                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil
+                )
             }
         }
     }

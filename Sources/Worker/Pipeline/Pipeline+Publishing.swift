@@ -1,5 +1,6 @@
 // A record's results go to the sink; once the sink has acknowledged every one, the record is finished:
 // its offset may be stored, and the in-flight cap and fetch stops are updated.
+
 import APNs
 import Synchronization
 
@@ -23,7 +24,8 @@ extension Pipeline {
         let acknowledge: @Sendable (Result<Void, any Error>) -> Void = { [self] result in
             if case .failure(let error) = result {
                 // Kept for the log: the worker stops on it, and the operator needs the real cause.
-                let cause = "results of \(record.topicPartition) offset \(record.offset) could not be published: "
+                let cause =
+                    "results of \(record.topicPartition) offset \(record.offset) could not be published: "
                     + "\(error)"
                 state.withLock { $0.fatalError = $0.fatalError ?? cause }
             }
@@ -65,7 +67,8 @@ extension Pipeline {
                 // The record's results are not safely written: its offset must never be stored,
                 // so it stays unfinished and holds its partition back until the worker restarts.
                 state.counters.publishFailures += 1
-                state.fatalError = state.fatalError
+                state.fatalError =
+                    state.fatalError
                     ?? "results of \(partition) offset \(record.offset) could not be published"
                 return FlowChanges()
             }

@@ -15,7 +15,8 @@ extension Pipeline {
             let action = state.flow.recordTaken()
             // One partition holding the cap's worth of records (a slow one and those finished behind it)
             // stops fetching alone; the others go on.
-            let stopFetching = state.tracker.held(partition) >= heldLimit(partition, state.flow)
+            let stopFetching =
+                state.tracker.held(partition) >= heldLimit(partition, state.flow)
                 && state.fetchStopped.insert(partition).inserted
             return (generation, action == .pause ? Array(state.assigned) : nil, stopFetching)
         }

@@ -1,8 +1,9 @@
 // The pipeline: decode → plan (rules) → send (with retries) → publish results → store the offset
 // once the record and every earlier record of its partition are finished. At-least-once: a
 // record is finished only when every result it produced is acknowledged by the sink.
-import Platform
+
 import APNs
+import Platform
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 // The worker's two edges as plug-ins: it reads from an EventSource, writes to a ResultSink, and
 // sends through a PushTransport. Kafka and APNs are the production implementations; in-memory ones
 // make the pipeline's logic testable without sockets.
+
 public import APNs
 
 /// A header of a Kafka record.

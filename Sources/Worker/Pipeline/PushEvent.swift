@@ -1,7 +1,8 @@
 // The input event, decoded and checked against the input schema (schemas/event.schema.json)
 // before any rule sees it. A record that fails here goes to the dead-letter topic, never dropped.
-public import JSON
+
 import APNs
+public import JSON
 
 /// One device an event addresses, as the event gave it (the token is validated per device later,
 /// so one bad token rejects one request, not the whole event).
@@ -65,7 +66,8 @@ public enum PushEventDecoder {
                 throw violation("occurred_at must be an RFC 3339 timestamp string, found \(value.typeName)")
             }
             guard let seconds = RFC3339.parse(text) else {
-                throw violation("occurred_at '\(text.prefix(64))' is not an RFC 3339 timestamp like 2026-11-29T12:00:00Z")
+                throw violation(
+                    "occurred_at '\(text.prefix(64))' is not an RFC 3339 timestamp like 2026-11-29T12:00:00Z")
             }
             occurredAt = seconds
         }
@@ -93,9 +95,11 @@ public enum PushEventDecoder {
             }
             let environment = device["environment"]?.stringValue ?? "production"
             guard environment == "production" || environment == "sandbox" || environment == "development" else {
-                throw violation("devices[\(index)].environment must be production or sandbox, found '\(environment.prefix(32))'")
+                throw violation(
+                    "devices[\(index)].environment must be production or sandbox, found '\(environment.prefix(32))'")
             }
-            devices.append(EventDevice(token: token, environment: environment == "development" ? "sandbox" : environment))
+            devices.append(
+                EventDevice(token: token, environment: environment == "development" ? "sandbox" : environment))
         }
         for key in ["recipient", "data", "apns"] {
             if let value = object[key], !value.isNull, value.objectValue == nil {

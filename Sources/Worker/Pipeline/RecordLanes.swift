@@ -5,6 +5,7 @@
 // task per record (and a task group per multi-device event) that machinery was a visible share of an
 // event loop's time in `bench pipeline` (docs/performance.md). A lane keeps its task, its slab and its
 // executor, and waits for its next record on a continuation.
+
 import Synchronization
 
 /// Runs a handler for every submitted item, each on a lane: a task that takes items one at a time and

@@ -1,7 +1,8 @@
 // The records the worker publishes, encoded exactly as schemas/ describes them: the outcome of
 // every (event, device) and an invalid-token event per dead token (dead letters: DeadLetters.swift).
-public import JSON
+
 public import APNs
+public import JSON
 
 /// Where a record came from, carried into every result for tracing.
 public struct RecordSource: Sendable, Hashable {

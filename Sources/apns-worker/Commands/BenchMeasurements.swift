@@ -1,5 +1,6 @@
 // What `bench send` measures with: a fixed-size latency histogram, process CPU and memory readings,
 // and the machine's load average.
+
 import Foundation
 import Glibc
 import Worker

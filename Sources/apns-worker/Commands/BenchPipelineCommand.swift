@@ -1,4 +1,5 @@
 // `apns-worker bench pipeline`: end-to-end throughput, CPU, latency and memory.
+
 import Foundation
 import Worker
 import WorkerDev
@@ -15,16 +16,19 @@ struct BenchPipelineCommand: Command {
         example: swift run -c release apns-worker bench pipeline -n 50000
         """
     static let options: [OptionSpec] = [
-        .value("-n", "N", "Events in the backlog phase, at most \(PipelineBenchmark.maximumBacklog) (the mock cluster "
-            + "keeps about 5 MB per partition and drops older records). Default: 20000."),
+        .value(
+            "-n", "N",
+            "Events in the backlog phase, at most \(PipelineBenchmark.maximumBacklog) (the mock cluster "
+                + "keeps about 5 MB per partition and drops older records). Default: 20000."),
         .value("--latency-seconds", "S", "Length of the paced latency phase. Default: 5."),
         .value("--max-in-flight", "N", "pipeline.max_in_flight_records. Default: 1000."),
     ]
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         var options = PipelineBenchmark.Options()
-        options.events = try arguments.integer(
-            "-n", default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
+        options.events =
+            try arguments.integer(
+                "-n", default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
         options.latencySeconds = Double(try arguments.integer("--latency-seconds", default: 5, range: 1...600) ?? 5)
         options.maxInFlight = try arguments.integer("--max-in-flight", default: 1000, range: 1...1_000_000) ?? 1000
         FileHandle.standardOutput.write(Data("bench pipeline: memory allocator \(MemoryAllocator.description)\n".utf8))

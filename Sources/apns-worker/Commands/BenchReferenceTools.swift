@@ -1,6 +1,7 @@
 // The reference tools `bench send` measures against: an h2o server (Debian h2o, mruby handler that
 // answers 200) with a self-signed certificate on a free loopback port, and h2load (Debian nghttp2-client)
 // sending the same request shape.
+
 import ChildProcesses
 import Foundation
 import Glibc
@@ -42,11 +43,13 @@ final class H2OReferenceServer {
         }
         let certificate = directory + "/h2o-cert.pem"
         let key = directory + "/h2o-key.pem"
-        let made = try await ChildProcess.run("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ], directory: directory)
+        let made = try await ChildProcess.run(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=localhost",
+                "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            ], directory: directory)
         guard made.status == 0 else { throw BenchError("openssl could not make a certificate: \(made.output)") }
         let port = freeLoopbackPort()
         let configuration = """
@@ -72,7 +75,8 @@ final class H2OReferenceServer {
         let configPath = directory + "/h2o.conf"
         try configuration.write(toFile: configPath, atomically: true, encoding: .utf8)
         let log = directory + "/h2o.log"
-        let process = try SpawnedProcess.spawn("/usr/bin/h2o", ["--mode", "worker", "--conf", configPath],
+        let process = try SpawnedProcess.spawn(
+            "/usr/bin/h2o", ["--mode", "worker", "--conf", configPath],
             outputFile: log)
         let server = H2OReferenceServer(port: port, caFile: certificate, directory: directory, process: process)
         for _ in 0..<250 {
@@ -109,7 +113,6 @@ final class H2OReferenceServer {
     var pid: pid_t { process.pid }
 }
 
-
 /// h2load's figures for one run.
 struct H2LoadResult {
     var requestsPerSecond: Double
@@ -129,16 +132,20 @@ struct H2LoadResult {
         let cpuBefore = ProcessReadings.cpuMicroseconds(children: true)
         let result = try await ChildProcess.run("/usr/bin/h2load", arguments, directory: directory)
         let cpu = ProcessReadings.cpuMicroseconds(children: true) - cpuBefore
-        guard result.status == 0, let finished = result.output.split(separator: "\n")
-            .first(where: { $0.hasPrefix("finished in ") })
+        guard result.status == 0,
+            let finished = result.output.split(separator: "\n")
+                .first(where: { $0.hasPrefix("finished in ") })
         else {
             throw BenchError("h2load failed (status \(result.status)):\n\(result.output.suffix(2000))")
         }
         // finished in 1.18s, 84980.11 req/s, 2.03MB/s
         let parts = finished.dropFirst("finished in ".count).split(separator: ",")
         let seconds = Double(parts[0].trimmingCharacters(in: .whitespaces).dropLast()) ?? 0
-        let rate = Double(parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces)
-            .split(separator: " ")[0] : "0") ?? 0
+        let rate =
+            Double(
+                parts.count > 1
+                    ? parts[1].trimmingCharacters(in: .whitespaces)
+                        .split(separator: " ")[0] : "0") ?? 0
         var succeeded = 0
         var failed = 0
         var mean: Double?
@@ -159,7 +166,8 @@ struct H2LoadResult {
                 }
             }
         }
-        return H2LoadResult(requestsPerSecond: rate, succeeded: succeeded, failed: failed, seconds: seconds,
+        return H2LoadResult(
+            requestsPerSecond: rate, succeeded: succeeded, failed: failed, seconds: seconds,
             cpuMicroseconds: cpu, peakRSSKiB: ProcessReadings.peakRSSKiB(children: true),
             meanLatencyMilliseconds: mean, maximumLatencyMilliseconds: maximum)
     }

@@ -1,9 +1,10 @@
 // `apns-worker bench rules`: how many events per second one core turns into wire-ready requests
 // (match + render + validate + serialize) with a realistic rules file.
+
 import APNs
 import Foundation
-import Platform
 import JSON
+import Platform
 import PushRules
 
 struct BenchRulesCommand: Command {
@@ -28,8 +29,10 @@ struct BenchRulesCommand: Command {
         let path = arguments.value("--rules") ?? "examples/rules.yaml"
         let rules: RuleSet
         do { rules = try RuleSet.load(contentsOf: path) } catch {
-            standardError(error.description + (arguments.value("--rules") == nil
-                ? "\n(run from the repository root, or give --rules FILE)" : ""))
+            standardError(
+                error.description
+                    + (arguments.value("--rules") == nil
+                        ? "\n(run from the repository root, or give --rules FILE)" : ""))
             return 1
         }
         let events: [JSONValue]
@@ -61,15 +64,21 @@ struct BenchRulesCommand: Command {
         }
         let perSecond = Double(result.events) / result.elapsed
         print("rules: \(rules.summary)")
-        print("events: \(samples.count) kinds, \(result.events) evaluated in "
-            + String(format: "%.2f", result.elapsed) + " s on one thread")
-        print("requests: \(result.requests) serialised (\(result.bodyBytes / max(1, result.requests)) bytes of "
-            + "payload each on average), \(result.skipped) skips, \(result.rejected) rejections")
+        print(
+            "events: \(samples.count) kinds, \(result.events) evaluated in "
+                + String(format: "%.2f", result.elapsed) + " s on one thread")
+        print(
+            "requests: \(result.requests) serialised (\(result.bodyBytes / max(1, result.requests)) bytes of "
+                + "payload each on average), \(result.skipped) skips, \(result.rejected) rejections")
         let perCPUSecond = Double(result.events) / result.cpuSeconds
-        print(String(format: "throughput: %.0f events/s, %.0f requests/s, %.2f µs per event (wall clock)",
-                     perSecond, Double(result.requests) / result.elapsed, 1e6 / perSecond))
-        print(String(format: "on-CPU: %.0f events/s, %.2f µs per event (thread CPU time %.2f s of %.2f s wall)",
-                     perCPUSecond, 1e6 / perCPUSecond, result.cpuSeconds, result.elapsed))
+        print(
+            String(
+                format: "throughput: %.0f events/s, %.0f requests/s, %.2f µs per event (wall clock)",
+                perSecond, Double(result.requests) / result.elapsed, 1e6 / perSecond))
+        print(
+            String(
+                format: "on-CPU: %.0f events/s, %.2f µs per event (thread CPU time %.2f s of %.2f s wall)",
+                perCPUSecond, 1e6 / perCPUSecond, result.cpuSeconds, result.elapsed))
         return 0
     }
 

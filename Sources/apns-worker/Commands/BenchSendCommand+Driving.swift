@@ -1,5 +1,6 @@
 // The measured loop: `concurrency` senders share the notifications, each recording its own latencies so
 // that no lock is taken per notification; their results are merged at the end.
+
 import APNs
 import Platform
 
@@ -11,11 +12,13 @@ extension BenchSendCommand {
     ) async -> BenchSendRunResult {
         if let executor {
             return await withTaskExecutorPreference(executor) {
-                await drive(client, workload: workload, count: count, concurrency: concurrency, sampler: sampler,
+                await drive(
+                    client, workload: workload, count: count, concurrency: concurrency, sampler: sampler,
                     policy: policy)
             }
         }
-        return await drive(client, workload: workload, count: count, concurrency: concurrency, sampler: sampler,
+        return await drive(
+            client, workload: workload, count: count, concurrency: concurrency, sampler: sampler,
             policy: policy)
     }
 
@@ -27,7 +30,8 @@ extension BenchSendCommand {
         return await withTaskGroup(of: BenchSendRunResult.self) { group in
             for _ in 0..<min(concurrency, count) {
                 group.addTask {
-                    await sendUntilDone(client, workload: workload, count: count, next: next, sampler: sampler,
+                    await sendUntilDone(
+                        client, workload: workload, count: count, next: next, sampler: sampler,
                         policy: policy)
                 }
             }

@@ -1,4 +1,5 @@
 // The figures of a run as a table (with h2load's beside them when compared) and as one JSON line.
+
 import Foundation
 import JSON
 
@@ -12,15 +13,21 @@ extension BenchSendCommand {
         print(row("", "apns-worker", theirs == nil ? "" : "h2load", theirs == nil ? "" : "ratio"))
         if let theirs {
             let theirCPU = Double(theirs.cpuMicroseconds) / Double(max(1, theirs.succeeded + theirs.failed))
-            print(row("notifications/s", number(ours.rate, 0), number(theirs.requestsPerSecond, 0),
-                number(ours.rate / theirs.requestsPerSecond, 2)))
-            print(row("CPU µs/notification", number(ours.cpuMicrosecondsPerRequest, 2), number(theirCPU, 2),
-                number(ours.cpuMicrosecondsPerRequest / theirCPU, 2)))
+            print(
+                row(
+                    "notifications/s", number(ours.rate, 0), number(theirs.requestsPerSecond, 0),
+                    number(ours.rate / theirs.requestsPerSecond, 2)))
+            print(
+                row(
+                    "CPU µs/notification", number(ours.cpuMicrosecondsPerRequest, 2), number(theirCPU, 2),
+                    number(ours.cpuMicrosecondsPerRequest / theirCPU, 2)))
             print(row("p50 latency ms", number(ours.p50Milliseconds, 3), "-"))
             print(row("p99 latency ms", number(ours.p99Milliseconds, 3), "-"))
-            print(row("mean / max latency ms", "-",
-                "\(theirs.meanLatencyMilliseconds.map { number($0, 2) } ?? "?")/"
-                    + "\(theirs.maximumLatencyMilliseconds.map { number($0, 1) } ?? "?")"))
+            print(
+                row(
+                    "mean / max latency ms", "-",
+                    "\(theirs.meanLatencyMilliseconds.map { number($0, 2) } ?? "?")/"
+                        + "\(theirs.maximumLatencyMilliseconds.map { number($0, 1) } ?? "?")"))
             print(row("peak RSS MiB", number(ours.peakRSSMiB, 1), number(Double(theirs.peakRSSKiB) / 1024, 1)))
             print(row("failed", String(ours.failures), String(theirs.failed)))
         } else {
@@ -32,8 +39,10 @@ extension BenchSendCommand {
             print(row("failed", String(ours.failures)))
         }
         if !rss.isEmpty {
-            print("RSS MiB by progress: " + rss.map { "\($0.0)%: \(number(Double($0.1) / 1024, 1))" }
-                .joined(separator: ", "))
+            print(
+                "RSS MiB by progress: "
+                    + rss.map { "\($0.0)%: \(number(Double($0.1) / 1024, 1))" }
+                    .joined(separator: ", "))
         }
         if let firstError { print("first failure: \(firstError)") }
     }
@@ -43,7 +52,8 @@ extension BenchSendCommand {
         ours: BenchSendFigures, theirs: H2LoadResult?, run: BenchSendRunResult, rss: [(Int, Int)],
         settings: BenchSendSettings, load: Double
     ) {
-        var report = reportJSON(ours: ours, theirs: theirs, rss: rss, count: settings.count,
+        var report = reportJSON(
+            ours: ours, theirs: theirs, rss: rss, count: settings.count,
             connections: settings.connections, streams: settings.streams, load: load)
         if settings.layer == "client", case .object(var object) = report {
             object["attempts_total"] = .int(Int64(run.attempts))

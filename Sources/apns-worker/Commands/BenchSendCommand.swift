@@ -1,6 +1,7 @@
 // `apns-worker bench send`: pushes N notifications through the APNs client as fast as the pool allows and
 // reports throughput, CPU per notification, latency percentiles and memory; optionally runs h2load with the
 // same request shape against the same server for comparison.
+
 import APNs
 import Foundation
 import HTTP2
@@ -25,25 +26,34 @@ struct BenchSendCommand: Command {
         example:
           apns-worker bench send --count 1000000 --connections 1 --streams 100 --compare-h2load
         """
-    static let options: [OptionSpec] = ClientOptions.connectionOptions + [
-        .value("--count", "N", "Notifications to send (1-100000000). Default: 100000."),
-        .value("--connections", "C", "HTTP/2 connections (1-64). Default: 1."),
-        .value("--streams", "M", "Concurrent streams per connection (1-10000). Default: 100."),
-        .value("--loop-threads", "T", "Event-loop threads of the client (1-16). Default: 1."),
-        .value("--payload-bytes", "B", "Size of the JSON payload (40-4096). Default: 200."),
-        .value("--server-threads", "S", "Threads of the h2o started when --endpoint is not given. Default: 1."),
-        .value("--topic", "BUNDLE", "apns-topic to send. Default: com.example.bench."),
-        .value("--layer", "LAYER", "client (default): APNsClient.send with a RetryPolicy, as the worker sends; "
-            + "transport: prebuilt HTTP/2 requests straight to the ConnectionPool (the engine alone)."),
-        .value("--executor", "WHERE", "loop (default): the senders run on the event-loop threads "
-            + "(EventLoopGroup.taskExecutor()); default: on Swift's global executor."),
-        .value("--warm-up", "N", "Notifications sent before measuring (0-10000000). Default: min(count, "
-            + "max(2000, 4 × connections × streams))."),
-        .value("--attempts", "N", "Client layer: attempts per notification (1-20), retrying as RetryPolicy "
-            + "does with 10-500 ms back-off. Default: 1."),
-        .flag("--compare-h2load", "Also run h2load with the same request shape and print the ratios."),
-        .flag("--json", "Also print the figures as one JSON object on the last line."),
-    ] + ClientOptions.credentialOptions
+    static let options: [OptionSpec] =
+        ClientOptions.connectionOptions + [
+            .value("--count", "N", "Notifications to send (1-100000000). Default: 100000."),
+            .value("--connections", "C", "HTTP/2 connections (1-64). Default: 1."),
+            .value("--streams", "M", "Concurrent streams per connection (1-10000). Default: 100."),
+            .value("--loop-threads", "T", "Event-loop threads of the client (1-16). Default: 1."),
+            .value("--payload-bytes", "B", "Size of the JSON payload (40-4096). Default: 200."),
+            .value("--server-threads", "S", "Threads of the h2o started when --endpoint is not given. Default: 1."),
+            .value("--topic", "BUNDLE", "apns-topic to send. Default: com.example.bench."),
+            .value(
+                "--layer", "LAYER",
+                "client (default): APNsClient.send with a RetryPolicy, as the worker sends; "
+                    + "transport: prebuilt HTTP/2 requests straight to the ConnectionPool (the engine alone)."),
+            .value(
+                "--executor", "WHERE",
+                "loop (default): the senders run on the event-loop threads "
+                    + "(EventLoopGroup.taskExecutor()); default: on Swift's global executor."),
+            .value(
+                "--warm-up", "N",
+                "Notifications sent before measuring (0-10000000). Default: min(count, "
+                    + "max(2000, 4 × connections × streams))."),
+            .value(
+                "--attempts", "N",
+                "Client layer: attempts per notification (1-20), retrying as RetryPolicy "
+                    + "does with 10-500 ms back-off. Default: 1."),
+            .flag("--compare-h2load", "Also run h2load with the same request shape and print the ratios."),
+            .flag("--json", "Also print the figures as one JSON object on the last line."),
+        ] + ClientOptions.credentialOptions
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let settings = try BenchSendSettings(arguments)
@@ -51,8 +61,9 @@ struct BenchSendCommand: Command {
             return try renderOnly(count: settings.count, topic: settings.topic, payloadBytes: settings.payloadBytes)
         }
         if arguments.value("--endpoint") == nil, arguments.value("--ca-file") != nil {
-            throw UsageError(message: "--ca-file goes with --endpoint; without --endpoint the bench starts h2o with "
-                + "its own certificate")
+            throw UsageError(
+                message: "--ca-file goes with --endpoint; without --endpoint the bench starts h2o with "
+                    + "its own certificate")
         }
         let directory = NSTemporaryDirectory() + "apns-bench-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -64,14 +75,16 @@ struct BenchSendCommand: Command {
         let workload = try makeWorkload(settings, client: client, credential: credential)
         let load = ProcessReadings.loadAverage()
         printHeading(settings, target: target, workload: workload, load: load)
-        let (ours, run, rss) = try await measure(client, group: group, workload: workload, settings: settings,
+        let (ours, run, rss) = try await measure(
+            client, group: group, workload: workload, settings: settings,
             arguments: arguments)
         await client.shutdown(gracePeriod: .seconds(2))
         await group.shutdown()
 
         var theirs: H2LoadResult?
         if arguments.has("--compare-h2load") {
-            theirs = try await runH2Load(workload: workload, endpoint: target.endpoint, count: settings.count,
+            theirs = try await runH2Load(
+                workload: workload, endpoint: target.endpoint, count: settings.count,
                 connections: settings.connections, streams: settings.streams, directory: directory)
         }
         printReport(ours: ours, theirs: theirs, rss: rss, firstError: run.firstError)
@@ -115,7 +128,8 @@ struct BenchSendCommand: Command {
         if settings.layer == "transport" {
             let token: String?
             if case .token(let signer) = credential { token = try signer.token().jwt } else { token = nil }
-            workload.prepareTransportRequests(authorization: token,
+            workload.prepareTransportRequests(
+                authorization: token,
                 authority: client.pool(for: .production).authority)
         }
         return workload
@@ -126,11 +140,12 @@ struct BenchSendCommand: Command {
         load: (oneMinute: Double, cpus: Int)
     ) {
         print("bench send: \(settings.count) notifications to \(target.endpoint) [\(target.serverName)]")
-        print("  layer \(settings.layer), senders on the \(settings.executorChoice) executor, "
-            + "\(settings.connections) connection(s) × \(settings.streams) streams, \(settings.loopThreads) loop "
-            + "thread(s), payload \(workload.payloadByteCount) bytes; load average "
-            + "\(String(format: "%.2f", load.oneMinute)) on \(load.cpus) CPUs before the run; "
-            + "\(MemoryAllocator.description)")
+        print(
+            "  layer \(settings.layer), senders on the \(settings.executorChoice) executor, "
+                + "\(settings.connections) connection(s) × \(settings.streams) streams, \(settings.loopThreads) loop "
+                + "thread(s), payload \(workload.payloadByteCount) bytes; load average "
+                + "\(String(format: "%.2f", load.oneMinute)) on \(load.cpus) CPUs before the run; "
+                + "\(MemoryAllocator.description)")
     }
 
     /// Warms up (opens the connections, lets the server and both sides reach steady state), then sends
@@ -142,19 +157,22 @@ struct BenchSendCommand: Command {
         let warmUp = try settings.warmUpCount(arguments)
         let executor: (any TaskExecutor)? = settings.executorChoice == "loop" ? group.taskExecutor() : nil
         if warmUp > 0 {
-            _ = await drive(client, workload: workload, count: warmUp, concurrency: settings.concurrency,
+            _ = await drive(
+                client, workload: workload, count: warmUp, concurrency: settings.concurrency,
                 sampler: nil, executor: executor, policy: settings.policy)
         }
         let count = settings.count
         let sampler = BenchSendRSSSampler(total: count)
         let cpuBefore = ProcessReadings.cpuMicroseconds()
         let start = MonotonicClock.now()
-        let run = await drive(client, workload: workload, count: count, concurrency: settings.concurrency,
+        let run = await drive(
+            client, workload: workload, count: count, concurrency: settings.concurrency,
             sampler: sampler, executor: executor, policy: settings.policy)
         let elapsed = Double(MonotonicClock.now() - start) / 1e9
         let cpu = ProcessReadings.cpuMicroseconds() - cpuBefore
         sampler.stop()
-        let ours = BenchSendFigures(rate: Double(count) / elapsed,
+        let ours = BenchSendFigures(
+            rate: Double(count) / elapsed,
             cpuMicrosecondsPerRequest: Double(cpu) / Double(count),
             p50Milliseconds: Double(run.histogram.value(at: 0.50)) / 1e6,
             p99Milliseconds: Double(run.histogram.value(at: 0.99)) / 1e6,

@@ -1,4 +1,5 @@
 // The senders' shared work queue: a relaxed atomic counter, so taking work costs the measured loop no lock.
+
 import Synchronization
 
 /// Hands out notification numbers to the senders.

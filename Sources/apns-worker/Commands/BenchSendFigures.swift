@@ -1,4 +1,5 @@
 // What one `bench send` run measured, in the units the report prints.
+
 /// The figures of a measured run.
 struct BenchSendFigures {
     var rate: Double

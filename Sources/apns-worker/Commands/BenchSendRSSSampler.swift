@@ -1,4 +1,5 @@
 // Memory as a run progresses, sampled by the senders themselves rather than a timer thread.
+
 import Synchronization
 
 /// Samples the resident set size every 10% of the run, from the sender that completes that notification.

@@ -1,4 +1,5 @@
 // What the senders of a run collected: each keeps its own, merged when the run ends.
+
 /// Latencies, failures and retries of some senders.
 struct BenchSendRunResult: Sendable {
     var histogram = LatencyHistogram()

@@ -1,5 +1,6 @@
 // The options of `bench send`, read and checked in the order the command always has, so that the same
 // bad option gives the same error.
+
 import APNs
 import HTTP2
 
@@ -32,9 +33,13 @@ struct BenchSendSettings {
         topic = arguments.value("--topic") ?? "com.example.bench"
         layer = arguments.value("--layer") ?? "client"
         attempts = try arguments.integer("--attempts", default: 1, range: 1...20)!
-        policy = attempts == 1 ? RetryPolicy.never : RetryPolicy(maximumAttempts: attempts,
-            maximumTotalTime: .seconds(60),
-            backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(500)))
+        policy =
+            attempts == 1
+            ? RetryPolicy.never
+            : RetryPolicy(
+                maximumAttempts: attempts,
+                maximumTotalTime: .seconds(60),
+                backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(500)))
         executorChoice = arguments.value("--executor") ?? "loop"
         guard executorChoice == "loop" || executorChoice == "default" else {
             throw UsageError(message: "--executor must be loop or default, got '\(executorChoice)'")

@@ -1,5 +1,6 @@
 // The server `bench send` sends to: the --endpoint given, or an h2o it starts (and must not leave behind,
 // also when the run is interrupted).
+
 import Foundation
 import Platform
 
@@ -19,12 +20,14 @@ struct BenchSendTarget {
         if let given = arguments.value("--endpoint") {
             return BenchSendTarget(endpoint: given, caFile: arguments.value("--ca-file"), serverName: given)
         }
-        let started = try await H2OReferenceServer.start(directory: directory, threads: settings.serverThreads,
+        let started = try await H2OReferenceServer.start(
+            directory: directory, threads: settings.serverThreads,
             maximumStreams: settings.streams)
         var target = BenchSendTarget(endpoint: started.url, caFile: started.caFile, serverName: "")
         target.server = started
         target.interrupts = stopOnInterrupt(pid: started.pid)
-        target.serverName = "\(await H2OReferenceServer.version()) (\(settings.serverThreads) thread), "
+        target.serverName =
+            "\(await H2OReferenceServer.version()) (\(settings.serverThreads) thread), "
             + "mruby handler answering 200"
         return target
     }

@@ -1,5 +1,6 @@
 // What `bench send` sends, made before the run so that the measured loop only picks a token and an
 // apns-id: the APNs requests for the client layer, or prebuilt HTTP/2 requests for the transport layer.
+
 import APNs
 import HTTP2
 import JSON
@@ -21,13 +22,18 @@ struct BenchSendWorkload: Sendable {
             for _ in 0..<4 { withUnsafeBytes(of: generator.next() as UInt64) { bytes += $0 } }
             return try DeviceToken(bytes: bytes)
         }
-        let skeleton: JSONValue = ["aps": ["alert": ["title": "Bench", "body": "A notification from the bench"]],
-                                   "pad": ""]
+        let skeleton: JSONValue = [
+            "aps": ["alert": ["title": "Bench", "body": "A notification from the bench"]],
+            "pad": "",
+        ]
         let padding = max(0, payloadBytes - skeleton.compactByteCount)
-        let payloadValue: JSONValue = ["aps": ["alert": ["title": "Bench", "body": "A notification from the bench"]],
-                                       "pad": .string(String(repeating: "x", count: padding))]
+        let payloadValue: JSONValue = [
+            "aps": ["alert": ["title": "Bench", "body": "A notification from the bench"]],
+            "pad": .string(String(repeating: "x", count: padding)),
+        ]
         payload = payloadValue.compactBytes
-        template = APNsRequest(deviceToken: tokens[0], environment: .production, topic: topic, pushType: .alert,
+        template = APNsRequest(
+            deviceToken: tokens[0], environment: .production, topic: topic, pushType: .alert,
             payload: payloadValue)
         let sample = template.wire(authorization: String(repeating: "j", count: Self.jwtLength))
         h2loadHeaders = sample.headers.map { "\($0.name): \($0.value)" }
@@ -53,7 +59,8 @@ struct BenchSendWorkload: Sendable {
         if let last = headers.indices.last, headers[last].name == "apns-id" {
             headers[last].value = APNsID.random().string
         }
-        var request = HTTP2Request(method: template.method, scheme: "https", authority: template.authority,
+        var request = HTTP2Request(
+            method: template.method, scheme: "https", authority: template.authority,
             path: "/3/device/" + tokens[index % tokens.count].hex, headers: headers, body: template.body)
         request.isPathIndexable = false
         return request

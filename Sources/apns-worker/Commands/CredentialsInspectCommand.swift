@@ -1,5 +1,6 @@
 // `apns-worker credentials inspect`: loads a certificate or a .p8 key the way the worker would and
 // says what it is, what it may push to, when it expires, and what should be fixed.
+
 import APNs
 import Foundation
 import JSON
@@ -38,15 +39,17 @@ struct CredentialsInspectCommand: Command {
         do {
             if let certificateFile = arguments.value("--cert-file") {
                 if arguments.value("--key-id") != nil || arguments.value("--team-id") != nil {
-                    throw UsageError(message: "--key-id and --team-id belong to a .p8 key, not to --cert-file; "
-                        + "give either --cert-file or --key-file with --key-id and --team-id")
+                    throw UsageError(
+                        message: "--key-id and --team-id belong to a .p8 key, not to --cert-file; "
+                            + "give either --cert-file or --key-file with --key-id and --team-id")
                 }
                 report = try inspectCertificate(certificateFile, arguments: arguments)
             } else if arguments.value("--key-file") != nil {
                 report = try inspectSigningKey(arguments)
             } else {
-                throw UsageError(message: "give --cert-file FILE (certificate auth) or --key-file FILE --key-id KEY_ID "
-                    + "--team-id TEAM_ID (token auth)")
+                throw UsageError(
+                    message: "give --cert-file FILE (certificate auth) or --key-file FILE --key-id KEY_ID "
+                        + "--team-id TEAM_ID (token auth)")
             }
         } catch let error as CredentialError {
             if json {
@@ -65,14 +68,16 @@ struct CredentialsInspectCommand: Command {
     static func inspectCertificate(_ file: String, arguments: ParsedArguments) throws -> JSONObject {
         let password = try CredentialOptions.password(
             file: arguments.value("--password-file"), variable: CredentialOptions.certificatePasswordVariable)
-        let identity = try CertificateIdentity(certificateFile: file, keyFile: arguments.value("--key-file"),
-                                               password: password)
+        let identity = try CertificateIdentity(
+            certificateFile: file, keyFile: arguments.value("--key-file"),
+            password: password)
         let now = Date()
         let daysLeft = identity.daysLeft(at: now)
         var warnings = identity.warnings
         if daysLeft < expiryWarningDays {
-            warnings.append("the certificate expires in \(daysLeft) days; renew it in Certificates, Identifiers & "
-                + "Profiles before then")
+            warnings.append(
+                "the certificate expires in \(daysLeft) days; renew it in Certificates, Identifiers & "
+                    + "Profiles before then")
         }
         var environments: [JSONValue] = []
         if identity.environments.contains(.sandbox) { environments.append("sandbox") }
@@ -100,8 +105,10 @@ struct CredentialsInspectCommand: Command {
         do {
             _ = try ProviderTokenVerifier(trusting: [key]).verify(token.jwt)
         } catch {
-            throw CredentialError(.signingFailed, "a token signed with this key does not verify (\(error)); "
-                + "the key file may be damaged — download a new key")
+            throw CredentialError(
+                .signingFailed,
+                "a token signed with this key does not verify (\(error)); "
+                    + "the key file may be damaged — download a new key")
         }
         return [
             "usable": true,
@@ -111,8 +118,9 @@ struct CredentialsInspectCommand: Command {
             "team_id": .string(key.teamID),
             "algorithm": "ES256 (EC P-256)",
             "topics": .array([]),
-            "pushes_to": .string("every app (topic) of team \(key.teamID); both environments unless the key is "
-                + "restricted to one in your developer account"),
+            "pushes_to": .string(
+                "every app (topic) of team \(key.teamID); both environments unless the key is "
+                    + "restricted to one in your developer account"),
             "expires": .null,
             "token_lifetime_seconds": .int(ProviderTokenSigner.maximumRefreshAge),
             "token_refresh_seconds": .int(ProviderTokenSigner.defaultRefreshAge),
@@ -132,7 +140,8 @@ struct CredentialsInspectCommand: Command {
             let environments = report["environments"]?.arrayValue?.compactMap(\.stringValue) ?? []
             lines.append(("environments", environments.isEmpty ? "not stated" : environments.joined(separator: ", ")))
             let days = report["days_left"]?.intValue ?? 0
-            let from = report["not_before"]?.stringValue ?? "", to = report["not_after"]?.stringValue ?? ""
+            let from = report["not_before"]?.stringValue ?? ""
+            let to = report["not_after"]?.stringValue ?? ""
             lines.append(("valid", "\(from) to \(to) (\(days) days left)"))
             lines.append(("chain", "\(report["chain_certificates"]?.intValue ?? 0) more certificate(s)"))
         } else {

@@ -1,4 +1,5 @@
 // `apns-worker dev`: the main job on its embedded default, no outside services needed.
+
 import Foundation
 import Worker
 

@@ -1,6 +1,7 @@
 // `apns-worker kafka-mock`: librdkafka's mock Kafka cluster as a process of its own, for tests that
 // kill the worker and for trying `run` locally. Prints its bootstrap servers, runs until a signal;
 // optionally takes brokers down and up on commands from standard input (the same cluster, same ports).
+
 import Foundation
 import Kafka
 import Platform
@@ -44,8 +45,9 @@ struct KafkaMockCommand: Command {
         }
         FileHandle.standardOutput.write(Data("bootstrap.servers=\(cluster.bootstrapServers)\n".utf8))
         let summary = topics.map { "\($0.name) (\($0.partitions) partitions)" }.joined(separator: ", ")
-        standardError("kafka-mock: \(brokers) brokers; topics: \(summary.isEmpty ? "none" : summary); "
-            + "stop with Ctrl-C or SIGTERM")
+        standardError(
+            "kafka-mock: \(brokers) brokers; topics: \(summary.isEmpty ? "none" : summary); "
+                + "stop with Ctrl-C or SIGTERM")
 
         if arguments.has("--control-stdin") { BrokerControl.start(cluster: cluster) }
 
@@ -67,8 +69,9 @@ struct KafkaMockCommand: Command {
             }
             let name = String(parts[0])
             guard !name.isEmpty, name.count <= 249, name.allSatisfy(allowed.contains) else {
-                throw UsageError(message: "--topics entry '\(entry)': a topic name is 1 to 249 characters "
-                    + "of a-z, A-Z, 0-9, '.', '_' and '-'")
+                throw UsageError(
+                    message: "--topics entry '\(entry)': a topic name is 1 to 249 characters "
+                        + "of a-z, A-Z, 0-9, '.', '_' and '-'")
             }
             guard (1...10_000).contains(partitions) else {
                 throw UsageError(

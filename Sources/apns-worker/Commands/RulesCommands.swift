@@ -1,5 +1,6 @@
 // `apns-worker rules check | render | explain`: load a rules file and report every problem, show the
 // requests an event would become, or show rule by rule why an event did or did not match.
+
 import APNs
 import Foundation
 import JSON
@@ -127,8 +128,9 @@ enum RulesExplanationText {
         for rule in explanations {
             let place = "\(file):\(rule.position.line)"
             if !rule.reached {
-                lines.append("rule \(rule.ruleID) (\(place)): not tried; rule \(winner ?? "?") matched first "
-                    + "and does not continue")
+                lines.append(
+                    "rule \(rule.ruleID) (\(place)): not tried; rule \(winner ?? "?") matched first "
+                        + "and does not continue")
                 continue
             }
             let verdict = rule.matched ? "MATCHES" + (rule.continues ? " (continues)" : "") : "does not match"
@@ -140,8 +142,10 @@ enum RulesExplanationText {
                 if !rule.continues { winner = rule.ruleID }
             }
         }
-        lines.append(matched.isEmpty ? "result: no rule matches; every device gets outcome skipped (no_rule)"
-                     : "result: " + matched.joined(separator: ", ") + " applied")
+        lines.append(
+            matched.isEmpty
+                ? "result: no rule matches; every device gets outcome skipped (no_rule)"
+                : "result: " + matched.joined(separator: ", ") + " applied")
         return lines.joined(separator: "\n")
     }
 
@@ -154,8 +158,9 @@ enum RulesExplanationText {
                 lines.append(
                     "\(indent)\(mark) \(path) \(condition.expectation); event has \(condition.actual)  [\(at)]")
             } else {
-                lines.append("\(indent)\(mark) $or\(condition.path.isEmpty ? "" : " at " + condition.path): "
-                    + (condition.matched ? "an alternative matches" : "no alternative matches") + "  [\(at)]")
+                lines.append(
+                    "\(indent)\(mark) $or\(condition.path.isEmpty ? "" : " at " + condition.path): "
+                        + (condition.matched ? "an alternative matches" : "no alternative matches") + "  [\(at)]")
                 for (index, alternative) in condition.alternatives.enumerated() {
                     lines.append("\(indent)    alternative \(index + 1):")
                     appendConditions(alternative, indent: indent + "        ", into: &lines)

@@ -1,4 +1,5 @@
 // `apns-worker run --config worker.yaml`: the production worker.
+
 import APNs
 import Foundation
 import PushRules
@@ -35,9 +36,11 @@ struct RunCommand: Command {
         defer { writer.close() }
         let logger = Logger(writer: writer, context: ["service": "apns-worker"])
         if !overrides.isEmpty {
-            logger.info("configuration keys overridden by the environment", [
-                "variables": .array(overrides.map(JSONValue.string))
-            ])
+            logger.info(
+                "configuration keys overridden by the environment",
+                [
+                    "variables": .array(overrides.map(JSONValue.string))
+                ])
         }
         let outcome = await WorkerProcess.run(
             configuration: configuration, logger: logger, checkOnly: arguments.has("--check"))

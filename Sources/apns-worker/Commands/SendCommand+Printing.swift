@@ -1,5 +1,6 @@
 // How `apns-worker send` prints a request: as one JSON object, or as a curl command that is safe
 // to paste into a POSIX shell.
+
 import APNs
 import JSON
 

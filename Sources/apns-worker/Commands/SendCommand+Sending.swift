@@ -1,5 +1,6 @@
 // `apns-worker send` without --dry-run: connects to APNs (or --endpoint) with a token or certificate
 // credential, sends the one notification with retries, and prints the result as one JSON object.
+
 import APNs
 import Foundation
 import HTTP2
@@ -7,10 +8,11 @@ import JSON
 
 extension SendCommand {
     /// Connection and credential options for sending.
-    static let sendingOptions: [OptionSpec] = ClientOptions.connectionOptions + ClientOptions.credentialOptions + [
-        .value("--attempts", "N", "Attempts at most, retries included (1-10). Default: 3."),
-        .value("--timeout", "SECONDS", "Give up on one attempt after this long (1-300). Default: 30."),
-    ]
+    static let sendingOptions: [OptionSpec] =
+        ClientOptions.connectionOptions + ClientOptions.credentialOptions + [
+            .value("--attempts", "N", "Attempts at most, retries included (1-10). Default: 3."),
+            .value("--timeout", "SECONDS", "Give up on one attempt after this long (1-300). Default: 30."),
+        ]
 
     /// Sends the request and prints APNs' answer; exit 0 when delivered, 1 when rejected or failed.
     static func send(_ request: APNsRequest, arguments: ParsedArguments) async throws -> Int32 {
@@ -40,16 +42,17 @@ extension SendCommand {
         object["reason"] = result.response?.reason.map { .string($0.rawValue) } ?? .null
         object["timestamp"] = result.response?.timestampMilliseconds.map { .int($0) } ?? .null
         object["summary"] = .string(result.summary)
-        object["attempts"] = .array(result.attempts.map { attempt in
-            var entry = JSONObject()
-            entry["apns_id"] = .string(attempt.apnsID.string)
-            entry["http_status"] = attempt.httpStatus.map { .int(Int64($0)) } ?? .null
-            entry["reason"] = attempt.reason.map { .string($0) } ?? .null
-            if let message = attempt.errorMessage { entry["error"] = .string(message) }
-            entry["started_at"] = .string(ISO8601DateFormatter().string(from: attempt.startedAt))
-            entry["latency_ms"] = .double((attempt.latencyMilliseconds * 1000).rounded() / 1000)
-            return .object(entry)
-        })
+        object["attempts"] = .array(
+            result.attempts.map { attempt in
+                var entry = JSONObject()
+                entry["apns_id"] = .string(attempt.apnsID.string)
+                entry["http_status"] = attempt.httpStatus.map { .int(Int64($0)) } ?? .null
+                entry["reason"] = attempt.reason.map { .string($0) } ?? .null
+                if let message = attempt.errorMessage { entry["error"] = .string(message) }
+                entry["started_at"] = .string(ISO8601DateFormatter().string(from: attempt.startedAt))
+                entry["latency_ms"] = .double((attempt.latencyMilliseconds * 1000).rounded() / 1000)
+                return .object(entry)
+            })
         return .object(object)
     }
 }
@@ -63,8 +66,10 @@ enum ClientOptions {
     ]
 
     static let credentialOptions: [OptionSpec] = [
-        .value("--key-file", "FILE", "Token auth: the .p8 signing key (or, with --cert-file, the certificate's "
-            + "PEM key)."),
+        .value(
+            "--key-file", "FILE",
+            "Token auth: the .p8 signing key (or, with --cert-file, the certificate's "
+                + "PEM key)."),
         .value("--key-id", "KEY_ID", "Token auth: the key's 10-character Key ID."),
         .value("--team-id", "TEAM_ID", "Token auth: your 10-character Team ID."),
         .value("--key-password-file", "FILE", "File holding the password of an encrypted .p8 key."),
@@ -76,12 +81,15 @@ enum ClientOptions {
     static func credential(_ arguments: ParsedArguments, required: Bool) throws -> APNsCredential? {
         if let certificateFile = arguments.value("--cert-file") {
             if arguments.value("--key-id") != nil || arguments.value("--team-id") != nil {
-                throw UsageError(message: "--key-id and --team-id belong to a .p8 key, not to --cert-file; "
-                    + "give either --cert-file or --key-file with --key-id and --team-id")
+                throw UsageError(
+                    message: "--key-id and --team-id belong to a .p8 key, not to --cert-file; "
+                        + "give either --cert-file or --key-file with --key-id and --team-id")
             }
-            let password = try CredentialOptions.password(file: arguments.value("--password-file"),
+            let password = try CredentialOptions.password(
+                file: arguments.value("--password-file"),
                 variable: CredentialOptions.certificatePasswordVariable)
-            let identity = try CertificateIdentity(certificateFile: certificateFile,
+            let identity = try CertificateIdentity(
+                certificateFile: certificateFile,
                 keyFile: arguments.value("--key-file"), password: password)
             return .certificate(identity)
         }
@@ -89,8 +97,9 @@ enum ClientOptions {
             return .token(try ProviderTokenSigner(key: try CredentialOptions.loadSigningKey(arguments)))
         }
         if required {
-            throw UsageError(message: "sending needs a credential: --key-file FILE --key-id KEY_ID --team-id TEAM_ID "
-                + "(token auth) or --cert-file FILE (certificate auth); or use --dry-run")
+            throw UsageError(
+                message: "sending needs a credential: --key-file FILE --key-id KEY_ID --team-id TEAM_ID "
+                    + "(token auth) or --cert-file FILE (certificate auth); or use --dry-run")
         }
         return nil
     }

@@ -1,6 +1,7 @@
 // `apns-worker send`: builds one APNs request from flags, checks it, and prints it as JSON
 // (--dry-run) or as the equivalent curl command (--curl), or sends it (SendCommand+Sending.swift:
 // `send(_:arguments:)` and its connection and credential options, `sendingOptions`).
+
 import APNs
 import Foundation
 
@@ -48,7 +49,6 @@ struct SendCommand: Command {
         .flag("--dry-run", "Check the request and print it as JSON instead of sending it."),
         .flag("--curl", "Check the request and print it as an equivalent curl command."),
     ]
-
 
     static let options = requestOptions + modeOptions + sendingOptions
 
@@ -107,8 +107,9 @@ struct SendCommand: Command {
             case .alert: return Array(#"{"aps":{"alert":"Hello from apns-worker"}}"#.utf8)
             case .background: return Array(#"{"aps":{"content-available":1}}"#.utf8)
             default:
-                throw UsageError(message: "push type \(type) has no default payload; give --payload JSON or "
-                    + "--payload-file FILE")
+                throw UsageError(
+                    message: "push type \(type) has no default payload; give --payload JSON or "
+                        + "--payload-file FILE")
             }
         }
     }
@@ -117,7 +118,8 @@ struct SendCommand: Command {
         let handle = path == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: path)
         guard let handle else {
             var isDirectory: ObjCBool = false
-            let why = !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+            let why =
+                !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
                 ? "no such file" : isDirectory.boolValue ? "it is a directory" : "permission denied"
             standardError("payload-file: cannot read '\(path)': \(why)")
             throw ExitCode(1)
@@ -130,8 +132,9 @@ struct SendCommand: Command {
             throw ExitCode(1)
         }
         if data.count > payloadFileLimit {
-            standardError("payload-file: '\(path)' is over \(payloadFileLimit / 1024) KiB; an APNs payload is at most "
-                + "\(PushType.voip.payloadLimit) bytes")
+            standardError(
+                "payload-file: '\(path)' is over \(payloadFileLimit / 1024) KiB; an APNs payload is at most "
+                    + "\(PushType.voip.payloadLimit) bytes")
             throw ExitCode(1)
         }
         return [UInt8](data)

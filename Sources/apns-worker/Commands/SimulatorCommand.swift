@@ -1,5 +1,6 @@
 // `apns-worker simulator`: runs the APNs simulator until SIGINT/SIGTERM, printing where it listens and
 // the CA file to trust, and its counters as JSON when it stops.
+
 import APNs
 import APNsSimulator
 import Foundation
@@ -98,10 +99,12 @@ struct SimulatorCommand: Command {
             }
             configuration.environment = parsed
         }
-        let keyIDs = arguments.all("--key-id"), keyFiles = arguments.all("--public-key-file")
+        let keyIDs = arguments.all("--key-id")
+        let keyFiles = arguments.all("--public-key-file")
         guard keyIDs.count == keyFiles.count else {
-            throw UsageError(message: "give one --public-key-file per --key-id (got \(keyIDs.count) key ids and "
-                + "\(keyFiles.count) files)")
+            throw UsageError(
+                message: "give one --public-key-file per --key-id (got \(keyIDs.count) key ids and "
+                    + "\(keyFiles.count) files)")
         }
         if !keyIDs.isEmpty {
             var keys: [SimulatorProviderKey] = []
@@ -165,8 +168,9 @@ struct SimulatorCommand: Command {
 
     /// `5`, `5-15`, `exp:3` or `5+exp:3` (milliseconds).
     static func latency(_ spec: String) throws -> LatencyDistribution {
-        let problem = UsageError(message: "--latency-ms takes FIXED, MIN-MAX, exp:MEAN or FIXED+exp:MEAN "
-            + "(milliseconds), got '\(spec)'")
+        let problem = UsageError(
+            message: "--latency-ms takes FIXED, MIN-MAX, exp:MEAN or FIXED+exp:MEAN "
+                + "(milliseconds), got '\(spec)'")
         func number(_ text: Substring) throws -> Double {
             guard let value = Double(text), value >= 0 else { throw problem }
             return value
@@ -182,7 +186,8 @@ struct SimulatorCommand: Command {
             return LatencyDistribution(jitter: .exponential(meanMilliseconds: try number(spec.dropFirst(4))))
         }
         if let dash = spec.firstIndex(of: "-") {
-            let low = try number(spec[..<dash]), high = try number(spec[spec.index(after: dash)...])
+            let low = try number(spec[..<dash])
+            let high = try number(spec[spec.index(after: dash)...])
             guard high >= low else { throw problem }
             return LatencyDistribution(fixedMilliseconds: low, jitter: .uniform(maximumMilliseconds: high - low))
         }

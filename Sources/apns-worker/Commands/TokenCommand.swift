@@ -1,4 +1,5 @@
 // `apns-worker token`: signs one APNs provider token (JWT) from a .p8 key, for use with curl.
+
 import APNs
 import Foundation
 
@@ -37,8 +38,9 @@ enum CredentialOptions {
     static func loadSigningKey(_ arguments: ParsedArguments) throws -> ProviderTokenKey {
         let file = try arguments.required("--key-file")
         guard let keyID = arguments.value("--key-id"), let teamID = arguments.value("--team-id") else {
-            throw UsageError(message: "a .p8 key needs --key-id KEY_ID and --team-id TEAM_ID (10 characters each, "
-                + "from the Keys page and the Membership page of your Apple Developer account)")
+            throw UsageError(
+                message: "a .p8 key needs --key-id KEY_ID and --team-id TEAM_ID (10 characters each, "
+                    + "from the Keys page and the Membership page of your Apple Developer account)")
         }
         let password = try password(file: arguments.value("--key-password-file"), variable: keyPasswordVariable)
         return try ProviderTokenKey(contentsOfFile: file, keyID: keyID, teamID: teamID, password: password)
