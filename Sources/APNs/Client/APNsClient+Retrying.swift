@@ -1,0 +1,246 @@
+// The client's retry loop: what one attempt recorded, when the breaker holds a push instead of
+// counting a fault against it, and the limits (hold time, expiration) that finish a push.
+
+import Foundation
+import HTTP2
+import Platform
+
+extension APNsClient {
+    /// One attempt, recorded.
+    struct RecordedAttempt: Sendable {
+        var record: DeliveryAttempt
+        var outcome: AttemptOutcome
+        var response: APNsResponse?
+        var connectionID: UInt64 = 0
+        var token: ProviderToken?
+    }
+
+    static func newAttempt(_ request: APNsRequest) -> RecordedAttempt {
+        RecordedAttempt(
+            record: DeliveryAttempt(
+                apnsID: request.apnsID, httpStatus: nil, reason: nil,
+                errorMessage: nil, startedAt: Date(), latency: .zero), outcome: .cancelled)
+    }
+
+    nonisolated(nonsending)
+        func attemptOnce(
+            _ request: APNsRequest, clock: ContinuousClock,
+            start attemptStart: ContinuousClock.Instant, probe: Bool
+        ) async -> RecordedAttempt
+    {
+        var attempt = Self.newAttempt(request)
+        do {
+            let (http, token) = try prepare(request)
+            let httpResponse = try await pool(for: request.environment).send(http)
+            record(httpResponse, token: token, in: &attempt)
+        } catch {
+            Self.record(error, in: &attempt)
+        }
+        attempt.record.latency = attemptStart.duration(to: clock.now)
+        observe(request, attempt)
+        breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome), probe: probe)
+        return attempt
+    }
+
+    /// Whether an attempt failed with a fault of its pool while the pool's breaker is not closed: the
+    /// attempt is then the pool's failure, not the push's, and the push waits for the breaker.
+    func isHeldByBreaker(_ attempt: RecordedAttempt, environment: APNsEnvironment) -> Bool {
+        guard case .fault = CircuitBreaker.Verdict(attempt.outcome) else { return false }
+        return !breaker(for: environment).isClosed
+    }
+
+    /// An attempt that got an HTTP response, whatever its status.
+    func record(_ httpResponse: HTTP2Response, token: ProviderToken?, in attempt: inout RecordedAttempt) {
+        let (response, retryAfter) = interpret(httpResponse)
+        // Kept only for a rejection: the retry loop invalidates exactly the token APNs refused.
+        if response.status != 200 { attempt.token = token }
+        attempt.response = response
+        attempt.connectionID = httpResponse.connectionID
+        attempt.outcome = .response(response, retryAfter: retryAfter)
+        attempt.record.httpStatus = response.status
+        attempt.record.reason = response.reason?.rawValue
+    }
+
+    /// An attempt that got no response: the request was invalid, no token could be made, the transport
+    /// failed or the task was cancelled.
+    static func record(_ error: any Error, in attempt: inout RecordedAttempt) {
+        switch error {
+        case let error as HTTP2ClientError:
+            attempt.outcome = .transportFailure(error)
+            attempt.record.reason = error.code.description
+            attempt.record.errorMessage = error.message
+        case let error as APNsInvalidRequest:
+            attempt.outcome = .invalidRequest(error.description)
+            attempt.record.reason = "invalidRequest"
+            attempt.record.errorMessage = error.description
+        case let error as CredentialError:
+            attempt.outcome = .credentialFailure(error.description)
+            attempt.record.reason = "credential"
+            attempt.record.errorMessage = error.description
+        case is CancellationError:
+            attempt.outcome = .cancelled
+            attempt.record.reason = "cancelled"
+        default:
+            attempt.outcome = .credentialFailure("\(error)")
+            attempt.record.reason = "error"
+            attempt.record.errorMessage = "\(error)"
+        }
+    }
+
+    /// The retry loop, entered after a first attempt that was not accepted or not sent.
+    ///
+    /// Counts against `maximumAttempts` and `maximumTotalTime` only what is the push's own doing: an
+    /// attempt that never reached APNs is resent without counting (spaced by `resendBackoff`), and one
+    /// that failed with a fault of its pool while the pool's breaker opened waits for the breaker without
+    /// counting. Waiting ends when the breaker lets the push through, or as `expired` when the push's
+    /// expiration or the hold limit comes first.
+    func retry(
+        _ request: APNsRequest, policy: RetryPolicy, after first: RecordedAttempt?,
+        firstStart: ContinuousClock.Instant, clock: ContinuousClock
+    ) async -> DeliveryResult {
+        let breaker = breaker(for: request.environment)
+        var attempts: [DeliveryAttempt] = []
+        var counted = 0
+        var resendsInARow = 0
+        var tokenRefreshes = 0
+        // Time that counts against the hold limit and not against `maximumTotalTime`.
+        var excused = Duration.zero
+        var last = first
+        var current = request
+        while true {
+            var delay = Duration.zero
+            if let attempt = last {
+                Self.keep(attempt, in: &attempts)
+                if isHeldByBreaker(attempt, environment: request.environment) {
+                    excused += attempt.record.latency
+                } else {
+                    let decision = policy.decide(
+                        after: attempt.outcome, attempts: counted + 1,
+                        elapsed: firstStart.duration(to: clock.now) - excused,
+                        timeToExpiration: timeToExpiration(of: request))
+                    switch decision {
+                    case .finish(let status, let because):
+                        return DeliveryResult(
+                            status: status, response: attempt.response, attempts: attempts,
+                            summary: because)
+                    case .resend:
+                        resendsInARow += 1
+                        delay = policy.resendDelay(afterResends: resendsInARow)
+                        excused += attempt.record.latency + delay
+                    case .retry(let retryDelay, let action):
+                        counted += 1
+                        resendsInARow = 0
+                        delay = retryDelay
+                        switch action {
+                        case .none: break
+                        case .useNewConnection:
+                            pool(for: request.environment).retireConnection(
+                                id: attempt.connectionID,
+                                reason: "APNs answered \(attempt.response?.reason?.rawValue ?? "a connection error")")
+                        case .refreshProviderToken:
+                            // Expired again with a token signed after the first refusal: the token is not
+                            // the problem (a clock far off, say); the credential is, not the push.
+                            tokenRefreshes += 1
+                            if tokenRefreshes > 1 {
+                                return DeliveryResult(
+                                    status: .credentialRefused, response: attempt.response,
+                                    attempts: attempts,
+                                    summary: "APNs answered ExpiredProviderToken again after "
+                                        + "the token was refreshed; is the system clock right?")
+                            }
+                            signer?.invalidate(attempt.token)
+                        }
+                    }
+                }
+            }
+            if excused > policy.maximumHoldTime {
+                return heldPastLimit(last, attempts, waited: excused, policy: policy)
+            }
+            if delay > .zero {
+                do {
+                    try await Task.sleep(for: delay)
+                } catch {
+                    return DeliveryResult(
+                        status: .failed, response: last?.response, attempts: attempts,
+                        summary: "cancelled while waiting to retry")
+                }
+            }
+            var probe = false
+            if !breaker.isClosed {
+                let holdStart = clock.now
+                var wait = policy.maximumHoldTime - excused
+                if let left = timeToExpiration(of: request) { wait = min(wait, left) }
+                let deadline = MonotonicClock.now() &+ max(wait, .zero).nanosecondsClamped
+                let admission = await breaker.admit(deadline: deadline)
+                excused += holdStart.duration(to: clock.now)
+                switch admission {
+                case .go(let isProbe):
+                    probe = isProbe
+                case .deadlinePassed:
+                    if let left = timeToExpiration(of: request), left <= .zero {
+                        return DeliveryResult(
+                            status: .expired, response: last?.response, attempts: attempts,
+                            summary: "the notification expired while APNs could not be reached; it was not sent again")
+                    }
+                    return heldPastLimit(last, attempts, waited: excused, policy: policy)
+                }
+            }
+            // Every attempt after the first carries a fresh apns-id; the first is the request's own.
+            if last != nil { current.apnsID = .random() }
+            let attempt = await attemptOnce(current, clock: clock, start: clock.now, probe: probe)
+            if attempt.record.httpStatus == 200, let response = attempt.response {
+                Self.keep(attempt, in: &attempts)
+                return DeliveryResult(
+                    status: .delivered, response: response, attempts: attempts,
+                    summary: "accepted by APNs")
+            }
+            last = attempt
+        }
+    }
+
+    /// Tells the attempt observer about an attempt that left the worker (one the pool had no room for did
+    /// not: it is no request to APNs).
+    func observe(_ request: APNsRequest, _ attempt: RecordedAttempt) {
+        guard let observer = configuration.attemptObserver else { return }
+        if case .transportFailure(let error) = attempt.outcome, error.code == .poolSaturated { return }
+        observer(request, attempt.record)
+    }
+
+    /// Attempts a result keeps at most: the first, and the latest after it. A GOAWAY storm can resend a
+    /// push many times, and an outcome record must stay small (its schema allows 100).
+    static let keptAttempts = 32
+
+    /// Adds an attempt to a result's list: every one that left the worker (a request the pool had no room
+    /// for never did), the first and the latest `keptAttempts - 1` of them.
+    static func keep(_ attempt: RecordedAttempt, in attempts: inout [DeliveryAttempt]) {
+        if case .transportFailure(let error) = attempt.outcome, error.code == .poolSaturated { return }
+        if attempts.count >= keptAttempts { attempts.remove(at: 1) }
+        attempts.append(attempt.record)
+    }
+
+    func heldPastLimit(
+        _ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], waited: Duration,
+        policy: RetryPolicy
+    ) -> DeliveryResult {
+        DeliveryResult(
+            status: .expired, response: last?.response, attempts: attempts,
+            summary: "waited \(Self.format(waited)) for APNs, past the \(Self.format(policy.maximumHoldTime)) "
+                + "hold limit",
+            expiryReason: "holdLimitReached")
+    }
+
+    static func format(_ duration: Duration) -> String {
+        let seconds = duration.seconds
+        return seconds < 10 ? "\(Int((seconds * 1000).rounded())) ms" : "\(Int(seconds.rounded())) s"
+    }
+
+    func timeToExpiration(of request: APNsRequest) -> Duration? {
+        switch request.expiration {
+        case .none: return nil
+        case .immediately: return .zero
+        case .at(let seconds):
+            let now = Date().timeIntervalSince1970
+            return .milliseconds(Int64((Double(seconds) - now) * 1000))
+        }
+    }
+}
