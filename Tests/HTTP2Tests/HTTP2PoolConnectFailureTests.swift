@@ -14,16 +14,10 @@ import Testing
 struct HTTP2PoolConnectFailureTests {
     static let group = EventLoopGroup(threadCount: 2)
 
-    func makePool(_ server: HTTP2TestServer, _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in })
-        throws -> ConnectionPool
-    {
-        var configuration = ConnectionPool.Configuration(
-            host: "127.0.0.1", port: server.port,
-            tls: TLSConfiguration(trustRoots: .caFile(server.certificate.certificateFile)))
-        configuration.requestTimeout = .seconds(5)
-        configuration.connectTimeout = .seconds(3)
-        adjust(&configuration)
-        return try ConnectionPool(configuration: configuration, group: Self.group)
+    func makePool(
+        _ server: HTTP2TestServer, _ adjust: (inout ConnectionPool.Configuration) -> Void = { _ in }
+    ) throws -> ConnectionPool {
+        try makeTestPool(server, group: Self.group, adjust)
     }
 
     @Test func refusedConnectionsBackOffAndFailFastMeanwhile() async throws {
