@@ -42,7 +42,7 @@ let package = Package(
         .target(name: "APNs", dependencies: ["JSON", "HTTP2", "Platform", "COpenSSL"], swiftSettings: strict),
         // An APNs-compatible HTTP/2 server with fault injection, for tests, `dev` and benchmarks.
         .target(
-            name: "APNsSimulator", dependencies: ["APNs", "JSON", "HTTP2", "Platform", "CNghttp2", "COpenSSL"],
+            name: "APNsSimulator", dependencies: ["APNs", "JSON", "Platform", "CNghttp2", "COpenSSL"],
             swiftSettings: strict),
         // Rules files: loading, matching, templates, localization; an event compiled to APNs requests.
         .target(name: "PushRules", dependencies: ["APNs", "JSON", "CYAML"], swiftSettings: strict),
@@ -57,7 +57,7 @@ let package = Package(
         // `dev` and `bench pipeline`: the worker wired to kafka-mock and the simulator.
         .target(
             name: "WorkerDev",
-            dependencies: ["Worker", "APNs", "APNsSimulator", "JSON", "HTTP2", "Kafka", "PushRules"],
+            dependencies: ["Worker", "APNs", "APNsSimulator", "JSON", "Kafka", "PushRules"],
             resources: [.embedInCode("Resources/rules.yaml")],
             swiftSettings: strict),
         .target(name: "ChildProcesses", swiftSettings: strict),
@@ -81,14 +81,15 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "APNsTests",
-            dependencies: ["APNs", "APNsSimulator", "JSON", "HTTP2", "Platform", "TestSupport"],
+            dependencies: ["APNs", "APNsSimulator", "JSON", "HTTP2", "Platform", "TestSupport", "COpenSSL"],
             swiftSettings: strict),
         .testTarget(
-            name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs", "JSON", "HTTP2", "TestSupport"],
+            name: "APNsSimulatorTests",
+            dependencies: ["APNsSimulator", "APNs", "JSON", "Platform", "TestSupport", "COpenSSL"],
             swiftSettings: strict),
         .testTarget(
             name: "PushRulesTests", dependencies: ["PushRules", "APNs", "JSON", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "Platform"], swiftSettings: strict),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], swiftSettings: strict),
         .testTarget(
             name: "WorkerTests",
             dependencies: [

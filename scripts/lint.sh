@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The house rules a reviewer would otherwise check by hand: swift-format's style (.swift-format: 4 spaces,
 # 120 columns), files small enough to hold one facet, librdkafka reached only through Kafka/RDKafka, and
-# the module graph of ARCHITECTURE.md (the production Worker never links the simulator).
+# the module graph of ARCHITECTURE.md (the production Worker never links the simulator; every target
+# declares exactly what it imports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -38,6 +39,25 @@ for name in ("JSON", "Platform"):
         problems.append(f"{name} depends on {sorted(names(targets[name]))}: it sits at the bottom of the graph")
 if "APNs" in names(targets["HTTP2"]):
     problems.append("HTTP2 depends on APNs: it knows HTTP/2, not APNs")
+# Every target declares exactly the modules it imports, so that Package.swift shows the real graph.
+import os, re
+toolchain = {"Foundation", "FoundationEssentials", "Glibc", "Darwin", "Dispatch", "Synchronization", "Testing",
+             "XCTest"}
+for name, target in targets.items():
+    if target["type"] == "system":
+        continue
+    path = target.get("path") or ("Tests/" if target["type"] == "test" else "Sources/") + name
+    imported = set()
+    for directory, _, files in os.walk(path):
+        for file in files:
+            if file.endswith(".swift"):
+                text = open(os.path.join(directory, file)).read()
+                imported |= set(re.findall(r"^(?:@testable |public |package |internal )?import (\w+)", text, re.M))
+    imported -= toolchain
+    if imported - names(target):
+        problems.append(f"{name} imports {sorted(imported - names(target))} without declaring it in Package.swift")
+    if names(target) - imported:
+        problems.append(f"{name} declares {sorted(names(target) - imported)} in Package.swift but never imports it")
 for problem in problems:
     print("lint.sh: " + problem)
 sys.exit(1 if problems else 0)
