@@ -89,7 +89,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "PushRulesTests", dependencies: ["PushRules", "APNs", "JSON", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], swiftSettings: strict),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "WorkerTests",
             dependencies: [

@@ -26,17 +26,18 @@ final class TestServerProcess: @unchecked Sendable {
         self.log = log
     }
 
-    /// Waits until the port accepts TCP connections.
+    /// Waits until the port accepts TCP connections; fails at once if the server exits instead.
     func waitForPort(_ port: Int) async throws {
-        for _ in 0..<250 {
-            if loopbackPortAcceptsConnections(port) { return }
+        var exited = false
+        let ready = await eventually(timeout: .seconds(5)) {
             var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid {
-                throw TestFailure("server exited: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
-            }
-            try await Task.sleep(for: .milliseconds(20))
+            exited = waitpid(pid, &status, WNOHANG) == pid
+            return exited || loopbackPortAcceptsConnections(port)
         }
-        throw TestFailure("no server on port \(port) after 5 s")
+        if exited {
+            throw TestFailure("server exited: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        }
+        if !ready { throw TestFailure("no server on port \(port) after 5 s") }
     }
 
     func stop() {

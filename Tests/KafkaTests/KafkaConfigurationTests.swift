@@ -1,6 +1,7 @@
 // Configuration: the design's defaults, pass-through properties, errors that name each rejected
 // property, and secret values that never appear in errors or librdkafka's messages.
 
+import TestSupport
 import Testing
 
 @testable import Kafka
@@ -92,7 +93,7 @@ struct KafkaConfigurationTests {
             }
         )
         #expect(
-            await eventually(within: .seconds(5)) {
+            await eventually(timeout: .seconds(5)) {
                 events.all.contains { $0.contains("sasl.oauthbearer.config") }
             })
         #expect(events.all.contains { $0.contains("[redacted]") })

@@ -3,6 +3,7 @@
 // the group join still under way, and a revoke under way cut short by a shutdown's limit.
 
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Kafka
@@ -31,20 +32,20 @@ struct KafkaConsumerStatusTests {
         #expect(!consumer.status.brokersReachable && !consumer.status.isGroupMember)
         try consumer.subscribe(topics: ["in"])
         #expect(
-            await eventually(within: .seconds(10)) {
+            await eventually(timeout: .seconds(10)) {
                 consumer.status.brokersReachable && consumer.status.isGroupMember
                     && consumer.status.partitionsAssigned == 2
             })
         #expect(consumer.status.brokersUp >= 1)
 
         try cluster.setBrokerDown(1)
-        #expect(await eventually(within: .seconds(10)) { !consumer.status.brokersReachable })
+        #expect(await eventually(timeout: .seconds(10)) { !consumer.status.brokersReachable })
         let down = consumer.status
         #expect(down.brokersUp == 0)
         #expect(down.brokersCause?.isEmpty == false, "\(down)")
 
         try cluster.setBrokerUp(1)
-        #expect(await eventually(within: .seconds(15)) { consumer.status.brokersReachable })
+        #expect(await eventually(timeout: .seconds(15)) { consumer.status.brokersReachable })
         #expect(consumer.status.brokersCause == nil)
 
         // One change each way, in order: joined reachable, lost, back.
@@ -60,9 +61,9 @@ struct KafkaConsumerStatusTests {
         let cluster = try startCluster(brokers: 1, topic: "in", partitions: 2)
         let consumer = try KafkaConsumer(configuration: outageConfiguration(cluster, group: "g"))
         try consumer.subscribe(topics: ["in"])
-        #expect(await eventually(within: .seconds(10)) { consumer.status.partitionsAssigned == 2 })
+        #expect(await eventually(timeout: .seconds(10)) { consumer.status.partitionsAssigned == 2 })
         try cluster.setBrokerDown(1)
-        #expect(await eventually(within: .seconds(10)) { !consumer.status.brokersReachable })
+        #expect(await eventually(timeout: .seconds(10)) { !consumer.status.brokersReachable })
 
         let started = ContinuousClock.now
         var problem: KafkaError?
@@ -115,15 +116,15 @@ struct KafkaConsumerStatusTests {
                 try? await Task.sleep(until: revocation.deadline, clock: .continuous)
             })
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 2 })
+        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 2 })
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
-        #expect(await eventually(within: .seconds(10)) { !revoking.all.isEmpty })
+        #expect(await eventually(timeout: .seconds(10)) { !revoking.all.isEmpty })
 
         let limited = ContinuousClock.now
         a.limitRevocations(until: .now + .milliseconds(500))
         #expect(
-            try await eventually(within: .seconds(15)) {
+            try await eventually(timeout: .seconds(15)) {
                 try a.assignment().count == 1 && b.assignment().count == 1
             })
         let took = seconds(ContinuousClock.now - limited)

@@ -3,6 +3,7 @@
 
 import Foundation
 import Kafka
+import TestSupport
 import Testing
 
 @Suite("KafkaConsumer")
@@ -177,7 +178,7 @@ struct KafkaConsumerTests {
         let consumer = try KafkaConsumer(configuration: configuration)
         try consumer.subscribe(topics: ["in"])
 
-        #expect(await eventually(within: .seconds(10)) { consumer.bufferedMessageCount > 0 })
+        #expect(await eventually(timeout: .seconds(10)) { consumer.bufferedMessageCount > 0 })
         try await Task.sleep(for: .seconds(1))
         #expect(consumer.bufferedMessageCount <= 8)
 
@@ -200,7 +201,7 @@ struct KafkaConsumerTests {
         let consumer = try KafkaConsumer(configuration: configuration)
         try consumer.subscribe(topics: ["in"])
 
-        #expect(await eventually(within: .seconds(10)) { consumer.bufferedMessageCount == 4 })
+        #expect(await eventually(timeout: .seconds(10)) { consumer.bufferedMessageCount == 4 })
         let lag = try #require(try consumer.partitionLags().first)
         #expect(lag.highWatermark == 40)
         let position = try #require(lag.position)

@@ -2,6 +2,7 @@
 // that they wait (and when they are acknowledged again), and tells failures that pass from those
 // that do not.
 
+import TestSupport
 import Testing
 
 @testable import Kafka
@@ -66,7 +67,7 @@ struct KafkaProducerOutageTests {
                 try await producer.send(topic: "out", key: nil, value: [UInt8(index)]) { results.append($0) }
             }
         }
-        #expect(await eventually(within: .seconds(10)) { changes.all.count == 1 })
+        #expect(await eventually(timeout: .seconds(10)) { changes.all.count == 1 })
         let waiting = try #require(changes.all.first)
         #expect(waiting.isWaitingForBrokers)
         #expect(waiting.unacknowledged == 20)
@@ -110,13 +111,13 @@ struct KafkaProducerOutageTests {
             }
         }
         sendUntilDelivered()
-        #expect(await eventually(within: .seconds(10)) { changes.all.count == 1 })
-        #expect(await eventually(within: .seconds(10)) { failures.all.count >= 3 })
+        #expect(await eventually(timeout: .seconds(10)) { changes.all.count == 1 })
+        #expect(await eventually(timeout: .seconds(10)) { failures.all.count >= 3 })
         #expect(failures.all.allSatisfy { $0.librdkafkaName == "_MSG_TIMED_OUT" })
         #expect(changes.all.count == 1)
         try cluster.setBrokerUp(1)
-        #expect(await eventually(within: .seconds(20)) { delivered.all.count == 1 })
-        #expect(await eventually(within: .seconds(5)) { changes.all.count == 2 })
+        #expect(await eventually(timeout: .seconds(20)) { delivered.all.count == 1 })
+        #expect(await eventually(timeout: .seconds(5)) { changes.all.count == 2 })
         #expect(changes.all.last?.isWaitingForBrokers == false)
         try await producer.close(timeout: .seconds(5))
     }

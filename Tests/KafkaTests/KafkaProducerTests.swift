@@ -1,6 +1,7 @@
 // The idempotent producer against the mock cluster: delivery reports, the callback API, flush,
 // close, and a broker outage that loses nothing.
 
+import TestSupport
 import Testing
 
 @testable import Kafka
@@ -100,7 +101,7 @@ struct KafkaProducerTests {
         #expect(producer.fatalError == nil)
 
         producer.raiseFatalErrorForTesting(reason: "sequence gap")
-        #expect(await eventually(within: .seconds(5)) { !fatals.all.isEmpty })
+        #expect(await eventually(timeout: .seconds(5)) { !fatals.all.isEmpty })
         #expect(fatals.all.count == 1)
         let fatal = try #require(producer.fatalError)
         #expect(fatal.code == .fatal)

@@ -4,6 +4,7 @@
 
 import Kafka
 import Synchronization
+import TestSupport
 import Testing
 
 /// A rebalance event reduced to text, e.g. "assigned 0,1" or "revoked 2,3".
@@ -40,7 +41,7 @@ private func isEagerSequence(_ events: [String], endingWith final: String) -> Bo
 
 /// Waits until two consumers hold disjoint, non-empty shares of all `count` partitions.
 private func waitForSplit(_ a: KafkaConsumer, _ b: KafkaConsumer, count: Int) async throws -> Bool {
-    try await eventually(within: .seconds(15)) {
+    try await eventually(timeout: .seconds(15)) {
         let first = try a.assignment()
         let second = try b.assignment()
         return !first.isEmpty && !second.isEmpty && first.count + second.count == count
@@ -61,7 +62,7 @@ struct KafkaRebalanceTests {
         let eventsB = Recorder<String>()
         let a = try KafkaConsumer(configuration: configuration) { eventsA.append(describe($0)) }
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 4 })
+        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 4 })
 
         let b = try KafkaConsumer(configuration: configuration) { eventsB.append(describe($0)) }
         try b.subscribe(topics: ["in"])
@@ -69,7 +70,7 @@ struct KafkaRebalanceTests {
         let finalA = numbers(try a.assignment())
         let finalB = numbers(try b.assignment())
         // The handlers run just after librdkafka applied the assignment; wait until both reported it.
-        let settled = await eventually(within: .seconds(5)) {
+        let settled = await eventually(timeout: .seconds(5)) {
             eventsB.all.last == "assigned \(finalB)"
                 && eventsA.all.last == (strategy == .cooperativeSticky ? "revoked \(finalB)" : "assigned \(finalA)")
         }
@@ -180,7 +181,7 @@ struct KafkaRebalanceTests {
             eventHandler: { event in if case .error(let error) = event { errors.append(error) } }
         )
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 2 })
+        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 2 })
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
         #expect(try await waitForSplit(a, b, count: 2))
@@ -199,7 +200,7 @@ struct KafkaRebalanceTests {
         configuration.stallTimeout = .milliseconds(200)
         let stalled = try KafkaConsumer(configuration: configuration)
         try stalled.subscribe(topics: ["in"])
-        #expect(await eventually(within: .seconds(10)) { stalled.bufferedMessageCount == 4 })
+        #expect(await eventually(timeout: .seconds(10)) { stalled.bufferedMessageCount == 4 })
 
         let reader = try KafkaConsumer(configuration: configuration)
         try reader.subscribe(topics: ["in"])
@@ -222,7 +223,7 @@ struct KafkaRebalanceTests {
         let configuration = testConsumerConfiguration(cluster, group: "g", strategy: .range)
         let a = try KafkaConsumer(configuration: configuration)
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 2 })
+        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 2 })
         try a.pause(try a.assignment())
 
         // A second member takes one partition, then leaves: `a` is assigned both again.
@@ -230,7 +231,7 @@ struct KafkaRebalanceTests {
         try b.subscribe(topics: ["in"])
         #expect(try await waitForSplit(a, b, count: 2))
         try await b.close()
-        #expect(try await eventually(within: .seconds(15)) { try a.assignment().count == 2 })
+        #expect(try await eventually(timeout: .seconds(15)) { try a.assignment().count == 2 })
         try a.resume(try a.assignment())
 
         let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
@@ -249,7 +250,7 @@ struct KafkaRebalanceTests {
         let eventsA = Recorder<String>()
         let a = try KafkaConsumer(configuration: configuration) { eventsA.append(describe($0)) }
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(within: .seconds(10)) { try a.assignment().count == 4 })
+        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 4 })
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
         #expect(try await waitForSplit(a, b, count: 4))
@@ -263,7 +264,7 @@ struct KafkaRebalanceTests {
         try await a.close()
         #expect(eventsA.all.last == "revoked \(keptByA)")
         #expect(try await reader.value == 0)  // the stream ended
-        #expect(try await eventually(within: .seconds(10)) { try b.assignment().count == 4 })
+        #expect(try await eventually(timeout: .seconds(10)) { try b.assignment().count == 4 })
         try await b.close()
     }
 }

@@ -94,16 +94,6 @@ final class Recorder<Value: Sendable>: Sendable {
     var all: [Value] { values.withLock { $0 } }
 }
 
-/// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
-func eventually(within timeout: Duration, _ condition: @Sendable () throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: timeout)
-    while ContinuousClock.now < deadline {
-        if try condition() { return true }
-        try? await Task.sleep(for: .milliseconds(50))
-    }
-    return try condition()
-}
-
 extension KafkaConsumerMessage {
     var valueString: String { String(decoding: value ?? [], as: UTF8.self) }
 }

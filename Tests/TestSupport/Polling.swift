@@ -4,16 +4,17 @@
 import Glibc
 
 /// Waits until `condition` holds, polling every 10 ms, for at most `timeout`; returns whether it held.
-/// Wrap it in `#expect` so a timeout fails the test where it happened.
+/// Wrap it in `#expect` so a timeout fails the test where it happened. A condition that throws ends
+/// the wait with its error.
 @discardableResult
-package func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+package func eventually(timeout: Duration = .seconds(5), _ condition: () throws -> Bool) async rethrows -> Bool {
     let clock = ContinuousClock()
     let end = clock.now + timeout
     while clock.now < end {
-        if condition() { return true }
+        if try condition() { return true }
         try? await Task.sleep(for: .milliseconds(10))
     }
-    return condition()
+    return try condition()
 }
 
 /// `eventually` for synchronous tests: blocks the calling thread while it polls every millisecond.
