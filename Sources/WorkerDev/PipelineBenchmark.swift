@@ -3,15 +3,15 @@
 // events at half that rate for the event-to-outcome latency a live stream sees.
 
 import APNs
-import APNsSimulator
+public import APNsSimulator
 import Foundation
 import Kafka
 import PushRules
 import Synchronization
+import Worker
 
 #if canImport(Glibc)
 import Glibc
-import Worker
 #endif
 
 public enum PipelineBenchmark {
@@ -20,7 +20,31 @@ public enum PipelineBenchmark {
         /// Seconds of the paced latency phase. Default: 5.
         public var latencySeconds = 5.0
         public var maxInFlight = 1000
+        /// How long the simulator waits before answering each request. Default: none.
+        public var apnsLatency = LatencyDistribution.none
         public init() {}
+    }
+
+    /// What APNs' latency allows, by Little's law (in flight = rate × latency): the streams bound is what
+    /// the pool's connections can carry (connections × the peer's SETTINGS_MAX_CONCURRENT_STREAMS ÷
+    /// latency), the in-flight bound what the pipeline's record cap can (records × notifications per
+    /// record ÷ latency). The measured rate can reach neither when the machine's CPU is the limit.
+    static func describeBounds(
+        latency: LatencyDistribution, connections: Int, maximumConcurrentStreams: Int, maxInFlightRecords: Int,
+        notificationsPerEvent: Double, measured: Double
+    ) -> String {
+        let seconds = latency.meanMilliseconds / 1000
+        guard seconds > 0 else {
+            return "  APNs answers at once (no --apns-latency-ms): the rate is bounded by CPU, not by streams"
+        }
+        let streamsBound = Double(connections * maximumConcurrentStreams) / seconds
+        let inFlightBound = Double(maxInFlightRecords) * notificationsPerEvent / seconds
+        return String(
+            format:
+                "  at %.1f ms mean APNs latency: streams bound %.0f/s (%d connections × %d streams), in-flight "
+                + "bound %.0f/s (%d records × %.2f notifications); measured %.2f of the lower",
+            latency.meanMilliseconds, streamsBound, connections, maximumConcurrentStreams, inFlightBound,
+            maxInFlightRecords, notificationsPerEvent, measured / min(streamsBound, inFlightBound))
     }
 
     /// The largest backlog the mock cluster holds whole: librdkafka's mock keeps about 5 MB per partition
@@ -35,7 +59,7 @@ public enum PipelineBenchmark {
         defer { writer.close() }
         do {
             let stack = try DevStack(
-                failureRate: 0, latency: LatencyDistribution(), metricsListen: "127.0.0.1:0", group: "bench",
+                failureRate: 0, latency: options.apnsLatency, metricsListen: "127.0.0.1:0", group: "bench",
                 maxInFlight: options.maxInFlight, unregisteredEvery: 0, malformedEvery: 0,
                 keepsAcceptedNotifications: false)
             defer { stack.simulator.stop() }
@@ -89,6 +113,13 @@ public enum PipelineBenchmark {
                     format: "  the worker's part by thread: event loops %.1f, Kafka clients %.1f, other %.1f",
                     perNotification(parts.eventLoops), perNotification(parts.kafkaClients),
                     perNotification(parts.worker - parts.eventLoops - parts.kafkaClients)))
+            print(
+                Self.describeBounds(
+                    latency: options.apnsLatency, connections: stack.configuration.apns.connections,
+                    maximumConcurrentStreams: Int(stack.simulator.faults.maxConcurrentStreams),
+                    maxInFlightRecords: options.maxInFlight,
+                    notificationsPerEvent: Double(notifications) / Double(options.events),
+                    measured: Double(notifications) / elapsed))
 
             // Phase 2: a live stream at half the measured rate; occurred_at is the moment of producing.
             latencies.reset()

@@ -52,3 +52,38 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     assert 0 < p50 <= p99 < 30_000
     (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 1000\)", out)
     assert 0 < rss < 200
+
+
+def test_bench_pipeline_prints_the_rate_apns_latency_allows():
+    """With --apns-latency-ms the report prints Little's-law bounds from the run's own figures: the pool's
+    streams (2 connections × the simulator's 1,000) and the in-flight cap (records × notifications per
+    event), each over the mean latency, and the measured rate as a fraction of the lower."""
+    events = 1500
+    run = subprocess.run([BIN, "bench", "pipeline", "-n", str(events), "--latency-seconds", "1",
+                          "--apns-latency-ms", "40-60"], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    _, notifications, _, _, notification_rate = number(
+        r"phase 1 \(backlog\): (\d+) events, (\d+) notifications in ([\d.]+) s: (\d+) events/s, (\d+) notifications/s",
+        out)
+    latency, streams_bound, connections, streams, inflight_bound, records, per_event, fraction = number(
+        r"at ([\d.]+) ms mean APNs latency: streams bound (\d+)/s \((\d+) connections × (\d+) streams\), "
+        r"in-flight bound (\d+)/s \((\d+) records × ([\d.]+) notifications\); measured ([\d.]+) of the lower", out)
+    assert latency == 50.0  # uniform 40-60 ms
+    assert (connections, streams, records) == (2, 1000, 1000)
+    assert abs(streams_bound - connections * streams / 0.050) <= 1
+    assert abs(per_event - notifications / events) <= 0.005
+    assert abs(inflight_bound - records * per_event / 0.050) <= records / 0.050 * 0.005 + 1
+    # The printed rate is rounded to whole notifications a second, the fraction to two decimals.
+    assert abs(fraction - notification_rate / min(streams_bound, inflight_bound)) <= 0.006
+    # The latency reaches the live phase: no outcome can come back sooner than the simulator answers.
+    p50, _ = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
+    assert p50 >= 40
+
+
+def test_bench_pipeline_refuses_a_malformed_latency_naming_its_option():
+    run = subprocess.run([BIN, "bench", "pipeline", "--apns-latency-ms", "fast"], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode != 0
+    assert "--apns-latency-ms takes FIXED, MIN-MAX, exp:MEAN or FIXED+exp:MEAN (milliseconds), got 'fast'" in \
+        run.stdout + run.stderr

@@ -74,6 +74,17 @@ public struct LatencyDistribution: Sendable, Hashable {
     /// True when every sample is 0.
     public var isZero: Bool { fixedMilliseconds <= 0 && jitter == .none }
 
+    /// The mean of the samples in milliseconds (the exponential's cap at 20 means moves it by a
+    /// negligible e^-20).
+    public var meanMilliseconds: Double {
+        let fixed = max(0, fixedMilliseconds)
+        switch jitter {
+        case .none: return fixed
+        case .uniform(let maximum): return fixed + max(0, maximum) / 2
+        case .exponential(let mean): return fixed + max(0, mean)
+        }
+    }
+
     /// One latency sample in milliseconds, drawn from `random` (a value in [0, 1) per call).
     func sampleMilliseconds(_ random: () -> Double) -> Double {
         var total = max(0, fixedMilliseconds)

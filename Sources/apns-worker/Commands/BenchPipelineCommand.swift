@@ -1,5 +1,6 @@
 // `apns-worker bench pipeline`: end-to-end throughput, CPU, latency and memory.
 
+import APNsSimulator
 import Foundation
 import Worker
 import WorkerDev
@@ -22,6 +23,10 @@ struct BenchPipelineCommand: Command {
                 + "keeps about 5 MB per partition and drops older records). Default: 20000."),
         .value("--latency-seconds", "S", "Length of the paced latency phase. Default: 5."),
         .value("--max-in-flight", "N", "pipeline.max_in_flight_records. Default: 1000."),
+        .value(
+            "--apns-latency-ms", "SPEC",
+            "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
+                + "FIXED+exp:MEAN. Prints the rate the streams and the in-flight cap allow at it. Default: 0."),
     ]
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
@@ -31,6 +36,9 @@ struct BenchPipelineCommand: Command {
                 "-n", default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
         options.latencySeconds = Double(try arguments.integer("--latency-seconds", default: 5, range: 1...600) ?? 5)
         options.maxInFlight = try arguments.integer("--max-in-flight", default: 1000, range: 1...1_000_000) ?? 1000
+        if let spec = arguments.value("--apns-latency-ms") {
+            options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
+        }
         FileHandle.standardOutput.write(Data("bench pipeline: memory allocator \(MemoryAllocator.description)\n".utf8))
         return await PipelineBenchmark.run(options) { line in
             FileHandle.standardOutput.write(Data((line + "\n").utf8))

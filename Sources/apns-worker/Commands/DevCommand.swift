@@ -2,10 +2,10 @@
 
 import Foundation
 import Worker
+import WorkerDev
 
 #if canImport(Glibc)
 import Glibc
-import WorkerDev
 #endif
 
 struct DevCommand: Command {

@@ -2,12 +2,12 @@
 
 import APNs
 import Foundation
+import JSON
 import PushRules
 import Worker
 
 #if canImport(Glibc)
 import Glibc
-import JSON
 #endif
 
 struct RunCommand: Command {

@@ -167,9 +167,9 @@ struct SimulatorCommand: Command {
     }
 
     /// `5`, `5-15`, `exp:3` or `5+exp:3` (milliseconds).
-    static func latency(_ spec: String) throws -> LatencyDistribution {
+    static func latency(_ spec: String, option: String = "--latency-ms") throws -> LatencyDistribution {
         let problem = UsageError(
-            message: "--latency-ms takes FIXED, MIN-MAX, exp:MEAN or FIXED+exp:MEAN "
+            message: "\(option) takes FIXED, MIN-MAX, exp:MEAN or FIXED+exp:MEAN "
                 + "(milliseconds), got '\(spec)'")
         func number(_ text: Substring) throws -> Double {
             guard let value = Double(text), value >= 0 else { throw problem }
