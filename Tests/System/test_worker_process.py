@@ -289,3 +289,16 @@ def test_kubernetes_service_link_variables_do_not_stop_the_worker(tmp_path):
 
     result = run_worker(config, "--check", environment=environment)
     assert result.returncode == 0, result.stderr
+
+
+def test_an_override_naming_no_section_stops_the_check_and_names_the_variable(tmp_path):
+    key_file, _ = make_token_key(str(tmp_path))
+    config = tmp_path / "worker.yaml"
+    config.write_text(config_text(tmp_path, key_file))
+    environment = worker_environment()
+    environment["APNS_WORKER_KAFAK__GROUP"] = "push"
+
+    result = run_worker(config, "--check", environment=environment)
+    assert result.returncode == 1, result.stderr
+    assert ("environment variable APNS_WORKER_KAFAK__GROUP: overrides 'kafak.group', but 'kafak' is no section of "
+            "the configuration (did you mean 'kafka'?)") in result.stderr

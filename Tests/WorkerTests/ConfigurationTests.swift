@@ -156,6 +156,30 @@ import Testing
         }
     }
 
+    @Test func anOverrideThatMatchesNoSectionIsAProblemNamingTheVariable() {
+        let yaml = """
+            kafka: {brokers: [k1:9092]}
+            credentials: {team-key: {type: token, key_file: /k.p8, key_id: ABC123DEFG, team_id: DEF123GHIJ}}
+            apps: {com.example.chat: {credential: team-key}}
+            """
+        let environment = [
+            "APNS_WORKER_KAFAK__GROUP": "x",
+            // Kubernetes service links have no double underscore: not overrides, not problems.
+            "APNS_WORKER_METRICS_PORT": "tcp://10.0.0.7:9090",
+        ]
+        #expect {
+            _ = try ConfigurationLoader.load(bytes: Array(yaml.utf8), file: "worker.yaml", environment: environment)
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains(
+                "environment variable APNS_WORKER_KAFAK__GROUP: overrides 'kafak.group', but 'kafak' is no section "
+                    + "of the configuration (did you mean 'kafka'?); the sections are apns, apps, credentials")
+                && !text.contains("APNS_WORKER_METRICS_PORT")
+        }
+        #expect(EnvironmentOverrides.unmatched(["APNS_WORKER_METRICS_SERVICE_HOST": "10.0.0.7"]).isEmpty)
+        #expect(EnvironmentOverrides.unmatched(["APNS_WORKER_KAFKA__GROUP": "g"]).isEmpty)
+    }
+
     @Test func syntaxErrorsHaveTheirPosition() {
         #expect {
             _ = try ConfigurationLoader.load(

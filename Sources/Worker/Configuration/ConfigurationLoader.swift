@@ -36,8 +36,12 @@ public enum ConfigurationLoader {
         }
         var value = document.value
         let overrides = EnvironmentOverrides.apply(environment, to: &value)
-        do {
-            return (try WorkerConfiguration(decoding: value, checkingFiles: true), overrides)
+        // An override that matches nothing would otherwise leave its key at the file's value, silently.
+        let unmatched = EnvironmentOverrides.unmatched(environment)
+        do throws(ConfigurationError) {
+            let configuration = try WorkerConfiguration(decoding: value, checkingFiles: true)
+            if !unmatched.isEmpty { throw ConfigurationError(problems: []) }
+            return (configuration, overrides)
         } catch {
             var located = error
             for index in located.problems.indices {
@@ -50,6 +54,7 @@ public enum ConfigurationLoader {
                     located.problems[index].location = file
                 }
             }
+            located.problems += unmatched
             throw located
         }
     }

@@ -41,6 +41,26 @@ public enum EnvironmentOverrides {
         return applied
     }
 
+    /// The `APNS_WORKER_...__...` variables whose first key names no configuration section: an override
+    /// meant for a key that does not exist, such as APNS_WORKER_KAFAK__GROUP. A `__` marks an override;
+    /// Kubernetes' service-link variables (APNS_WORKER_METRICS_PORT) never have one, since service names
+    /// cannot hold an underscore.
+    public static func unmatched(_ environment: [String: String]) -> [ConfigurationProblem] {
+        environment.keys.sorted().compactMap { name in
+            guard name.hasPrefix(prefix) else { return nil }
+            let keys = name.dropFirst(prefix.count).components(separatedBy: "__")
+            guard keys.count > 1, let section = keys.first?.lowercased(), !sections.contains(section) else {
+                return nil
+            }
+            return ConfigurationProblem(
+                path: "",
+                message: "overrides '\(keys.map { $0.lowercased() }.joined(separator: "."))', but '\(section)' is "
+                    + "no section of the configuration\(Spelling.suggestion(for: section, among: sections)); "
+                    + "the sections are " + sections.sorted().joined(separator: ", "),
+                location: "environment variable \(name)")
+        }
+    }
+
     static func set(_ value: JSONValue, at path: ArraySlice<String>, in node: inout JSONValue) {
         guard let key = path.first else {
             node = value
