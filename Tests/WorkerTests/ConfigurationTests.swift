@@ -180,6 +180,22 @@ import Testing
         #expect(EnvironmentOverrides.unmatched(["APNS_WORKER_KAFKA__GROUP": "g"]).isEmpty)
     }
 
+    @Test func aDurationNeedsItsUnitAsTheSchemaSays() {
+        let yaml = """
+            kafka: {brokers: [k1:9092]}
+            credentials: {team-key: {type: token, key_file: /k.p8, key_id: ABC123DEFG, team_id: DEF123GHIJ}}
+            apps: {com.example.chat: {credential: team-key}}
+            shutdown: {drain_timeout: 30}
+            """
+        #expect {
+            _ = try ConfigurationLoader.load(bytes: Array(yaml.utf8), file: "worker.yaml", environment: [:])
+        } throws: { error in
+            "\(error)".contains(
+                "worker.yaml:4:12: shutdown.drain_timeout: must be a duration with its unit, like 30s or 30ms, "
+                    + "found the bare number 30")
+        }
+    }
+
     @Test func syntaxErrorsHaveTheirPosition() {
         #expect {
             _ = try ConfigurationLoader.load(

@@ -107,11 +107,18 @@ struct ConfigurationDecoder {
         return nil
     }
 
-    /// A duration: a number of seconds, or a string like `250ms`, `10s`, `5m`, `1h`.
+    /// A duration: a number with its unit, `250ms`, `10s`, `1.5m`, `1h`, as the schema says. A bare number
+    /// is refused: `30` could mean seconds or milliseconds, and a wrong guess is off by a thousand.
     mutating func duration(_ object: JSONObject, _ key: String, _ path: String, range: ClosedRange<Double>) -> Double? {
         guard let value = object[key], !value.isNull else { return nil }
+        if value.doubleValue != nil {
+            let shown = value.compactString.prefix(40)
+            problem(
+                join(path, key),
+                "must be a duration with its unit, like \(shown)s or \(shown)ms, found the bare number \(shown)")
+            return nil
+        }
         var seconds: Double?
-        if let number = value.doubleValue { seconds = number }
         if let text = value.stringValue { seconds = Self.parseDuration(text) }
         guard let seconds else {
             problem(
