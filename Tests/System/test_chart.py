@@ -21,7 +21,7 @@ CHART = ROOT / "helm" / "apns-worker"
 BIN = Path(sys.executable).parent
 KUBE_VERSIONS = ["1.29.0", "1.37.0"]  # the oldest release still common in managed clusters, and the newest
 # Custom resources kubernetes-validate has no schema for; test_custom_resources checks them instead.
-CRD_KINDS = {"ServiceMonitor", "ScaledObject"}
+CRD_KINDS = {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"}
 YAMLLINT_CONFIG = ("{extends: default, rules: {document-start: disable, line-length: {max: 160},"
                    # toYaml writes block sequences unindented, hand-written templates indent them.
                    " indentation: {spaces: 2, indent-sequences: whatever}}}")
@@ -143,12 +143,16 @@ def test_custom_resources_carry_what_their_controllers_require():
     assert scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"] == 12
     (trigger,) = scaled["spec"]["triggers"]
     assert trigger["type"] == "kafka"
-    assert trigger["authenticationRef"] == {"name": "kafka-trigger-auth"}
+    (authentication,) = kinds["TriggerAuthentication"]
+    assert authentication["apiVersion"] == "keda.sh/v1alpha1"
+    assert trigger["authenticationRef"] == {"name": authentication["metadata"]["name"]} == {"name": "notifications-kafka"}
     # KEDA reads trigger metadata as strings only.
     assert all(isinstance(value, str) for value in trigger["metadata"].values()), trigger["metadata"]
     assert trigger["metadata"] == {
         "bootstrapServers": "b-1.kafka.internal:9096", "consumerGroup": "notifications", "topic": "notify.requests",
-        "lagThreshold": "500", "activationLagThreshold": "5", "allowIdleConsumers": "false"}
+        "lagThreshold": "500", "activationLagThreshold": "5", "allowIdleConsumers": "false",
+        # librdkafka's smallest is earliest.
+        "offsetResetPolicy": "earliest", "limitToPartitionsWithLag": "true", "sasl": "scram_sha512", "tls": "enable"}
 
 
 def test_keda_defaults_to_the_workers_brokers_group_and_topic():
@@ -261,7 +265,7 @@ def test_kafka_secret_is_mounted_read_only_where_the_config_points():
 # The ConfigMap: worker.yaml and the rules, rolled on change
 
 def rendered_configmap(values):
-    (configmap,) = by_kind(manifests(values))["ConfigMap"]
+    (configmap,) = [c for c in by_kind(manifests(values))["ConfigMap"] if not c["metadata"]["name"].endswith("-keda")]
     return configmap
 
 
