@@ -303,24 +303,28 @@ Fails for what KEDA's parameters cannot express, pointing at autoscaling.keda.au
 {{- $protocol = "PLAINTEXT" }}
 {{- end }}
 {{- if hasPrefix "SASL" $protocol }}
-{{- $mechanism := upper (get $properties "sasl.mechanism" | default (get $properties "sasl.mechanisms") | default "GSSAPI"
-  | toString) }}
+{{- $mechanism := get $properties "sasl.mechanism" | default (get $properties "sasl.mechanisms") }}
+{{- $mechanism = $mechanism | default "GSSAPI" | toString | upper }}
 {{- $modes := dict "PLAIN" "plaintext" "SCRAM-SHA-256" "scram_sha256" "SCRAM-SHA-512" "scram_sha512" }}
 {{- if not (hasKey $modes $mechanism) }}
-{{- fail (printf "KEDA: the chart generates a TriggerAuthentication for sasl.mechanism PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, not %s; %s" $mechanism $escape) }}
+{{- fail (printf (print "KEDA: the chart generates a TriggerAuthentication for sasl.mechanism PLAIN, SCRAM-SHA-256 "
+  "and SCRAM-SHA-512, not %s; %s") $mechanism $escape) }}
 {{- end }}
 {{- $_ := set $metadata "sasl" (get $modes $mechanism) }}
 {{- if hasKey $properties "sasl.username" }}
-{{- $configMapRefs = append $configMapRefs (dict "parameter" "username" "name" (printf "%s-keda" $fullname) "key" "username") }}
+{{- $username := dict "parameter" "username" "name" (printf "%s-keda" $fullname) "key" "username" }}
+{{- $configMapRefs = append $configMapRefs $username }}
 {{- else }}
 {{- $sources = append $sources (list "username" "sasl.username") }}
 {{- end }}
 {{- $sources = append $sources (list "password" "sasl.password") }}
 {{- if not (or (hasKey $properties "sasl.username") (hasKey $files "sasl.username")) }}
-{{- fail (printf "KEDA: config.kafka.properties sets sasl.mechanism %s but no sasl.username (in properties or property_files); %s" $mechanism $escape) }}
+{{- fail (printf (print "KEDA: config.kafka.properties sets sasl.mechanism %s but neither properties nor "
+  "property_files give sasl.username; %s") $mechanism $escape) }}
 {{- end }}
 {{- if not (hasKey $files "sasl.password") }}
-{{- fail (printf "KEDA: config.kafka.property_files has no sasl.password for sasl.mechanism %s; %s" $mechanism $escape) }}
+{{- fail (printf "KEDA: config.kafka.property_files has no sasl.password for sasl.mechanism %s; %s"
+  $mechanism $escape) }}
 {{- end }}
 {{- end }}
 {{- if hasSuffix "SSL" $protocol }}
@@ -344,7 +348,8 @@ Fails for what KEDA's parameters cannot express, pointing at autoscaling.keda.au
 {{- if and $path (ne $path "probe") }}
 {{- $key := trimPrefix $mount $path }}
 {{- if or (not $secret) (not (hasPrefix $mount $path)) (contains "/" $key) }}
-{{- fail (printf "KEDA: %s is %s, which KEDA cannot read; the chart can pass KEDA only files of kafkaSecret (%s<key>); %s" $from $path $mount $escape) }}
+{{- fail (printf (print "KEDA: %s is %s, which KEDA cannot read; the chart can pass KEDA only files of kafkaSecret "
+  "(kafkaSecret.existingSecret, mounted at %s<key>); %s") $from $path $mount $escape) }}
 {{- end }}
 {{- $secretRefs = append $secretRefs (dict "parameter" $parameter "name" $secret "key" $key) }}
 {{- end }}
