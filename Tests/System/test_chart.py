@@ -524,6 +524,9 @@ def test_notes_explain_how_to_check_the_release():
     notes = render(VARIANTS["production"])["apns-worker/templates/NOTES.txt"]
     assert "svc/push-apns-worker-metrics 9090" in notes and "/readyz" in notes
     assert "KEDA scales between 3 and 24 replicas" in notes
+    assert ("the TriggerAuthentication push-apns-worker-kafka, made from config.kafka and the Secret apns-worker-kafka"
+            in notes)
+    assert "get scaledobject push-apns-worker" in notes
     deployment_notes = render(with_values({}, staticMembership={"enabled": True}))["apns-worker/templates/NOTES.txt"]
     assert "set workload.kind=StatefulSet" in deployment_notes
 
