@@ -2,7 +2,9 @@
 clean, renders with the default values and with every option on, and the manifests pass kubernetes-validate
 --strict for a current Kubernetes, yamllint, and the chart's own rules (both autoscalers at once, a grace
 period shorter than the drain timeout, more replicas than partitions all fail with a clear message). The
-worker.yaml it renders satisfies schemas/worker-config.schema.json."""
+worker.yaml it renders satisfies schemas/worker-config.schema.json. KEDA gets a TriggerAuthentication built from the
+worker's own Kafka settings and starts a new group where the worker does; the pod conventions (envFrom, extra
+volumes, annotations, labels, priority class) and the NetworkPolicy render exactly what their values say."""
 
 import copy
 import os
@@ -21,7 +23,7 @@ CHART = ROOT / "helm" / "apns-worker"
 BIN = Path(sys.executable).parent
 KUBE_VERSIONS = ["1.29.0", "1.37.0"]  # the oldest release still common in managed clusters, and the newest
 # Custom resources kubernetes-validate has no schema for; test_custom_resources checks them instead.
-CRD_KINDS = {"ServiceMonitor", "ScaledObject"}
+CRD_KINDS = {"ServiceMonitor", "ScaledObject", "TriggerAuthentication"}
 YAMLLINT_CONFIG = ("{extends: default, rules: {document-start: disable, line-length: {max: 160},"
                    # toYaml writes block sequences unindented, hand-written templates indent them.
                    " indentation: {spaces: 2, indent-sequences: whatever}}}")
@@ -143,12 +145,17 @@ def test_custom_resources_carry_what_their_controllers_require():
     assert scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"] == 12
     (trigger,) = scaled["spec"]["triggers"]
     assert trigger["type"] == "kafka"
-    assert trigger["authenticationRef"] == {"name": "kafka-trigger-auth"}
+    (authentication,) = kinds["TriggerAuthentication"]
+    assert authentication["apiVersion"] == "keda.sh/v1alpha1"
+    assert trigger["authenticationRef"] == {"name": authentication["metadata"]["name"]}
+    assert authentication["metadata"]["name"] == "notifications-kafka"
     # KEDA reads trigger metadata as strings only.
     assert all(isinstance(value, str) for value in trigger["metadata"].values()), trigger["metadata"]
     assert trigger["metadata"] == {
         "bootstrapServers": "b-1.kafka.internal:9096", "consumerGroup": "notifications", "topic": "notify.requests",
-        "lagThreshold": "500", "activationLagThreshold": "5", "allowIdleConsumers": "false"}
+        "lagThreshold": "500", "activationLagThreshold": "5", "allowIdleConsumers": "false",
+        # librdkafka's smallest is earliest.
+        "offsetResetPolicy": "earliest", "limitToPartitionsWithLag": "true", "sasl": "scram_sha512", "tls": "enable"}
 
 
 def test_keda_defaults_to_the_workers_brokers_group_and_topic():
@@ -158,6 +165,118 @@ def test_keda_defaults_to_the_workers_brokers_group_and_topic():
     assert (metadata["bootstrapServers"], metadata["consumerGroup"], metadata["topic"]) == (
         "kafka:9092", "apns-worker", "push.requests")
     assert "authenticationRef" not in scaled["spec"]["triggers"][0]
+
+
+def keda_objects(values):
+    kinds = by_kind(manifests(values))
+    (scaled,) = kinds["ScaledObject"]
+    (trigger,) = scaled["spec"]["triggers"]
+    keda_configmaps = [c for c in kinds["ConfigMap"] if c["metadata"]["name"].endswith("-keda")]
+    return trigger, kinds.get("TriggerAuthentication", []), keda_configmaps
+
+
+def test_keda_authenticates_with_the_workers_sasl_user_password_and_ca():
+    # production-values.yaml: SASL_SSL, SCRAM-SHA-512, the user in properties, password and CA in kafkaSecret.
+    trigger, (authentication,), (usernames,) = keda_objects(VARIANTS["production"])
+    assert trigger["authenticationRef"] == {"name": authentication["metadata"]["name"]}
+    assert authentication["metadata"]["name"] == "push-apns-worker-kafka"
+    assert (trigger["metadata"]["sasl"], trigger["metadata"]["tls"]) == ("scram_sha512", "enable")
+    refs = {ref["parameter"]: ref for ref in authentication["spec"]["secretTargetRef"]}
+    assert refs == {"password": {"parameter": "password", "name": "apns-worker-kafka", "key": "sasl-password"},
+                    "ca": {"parameter": "ca", "name": "apns-worker-kafka", "key": "ca.crt"}}
+    # The keys are the files the worker reads, so KEDA and the worker use the same secrets.
+    kafka = rendered_worker_config(VARIANTS["production"])["kafka"]
+    assert kafka["property_files"]["sasl.password"] == "/etc/apns-worker/kafka/" + refs["password"]["key"]
+    assert kafka["properties"]["ssl.ca.location"] == "/etc/apns-worker/kafka/" + refs["ca"]["key"]
+    (username,) = authentication["spec"]["configMapTargetRef"]
+    assert username == {"parameter": "username", "name": usernames["metadata"]["name"], "key": "username"}
+    assert usernames["data"] == {"username": kafka["properties"]["sasl.username"]} == {"username": "apns-worker"}
+
+
+def test_keda_takes_a_sasl_user_from_the_kafka_secret_and_a_client_key():
+    values = copy.deepcopy(VARIANTS["all-options"])
+    kafka = values["config"]["kafka"]
+    del kafka["properties"]["sasl.username"]
+    kafka["property_files"]["sasl.username"] = "/etc/apns-worker/kafka/user"
+    kafka["properties"]["sasl.mechanism"] = "PLAIN"
+    trigger, (authentication,), keda_configmaps = keda_objects(values)
+    assert keda_configmaps == [] and "configMapTargetRef" not in authentication["spec"]
+    assert trigger["metadata"]["sasl"] == "plaintext"
+    assert {ref["parameter"]: (ref["name"], ref["key"]) for ref in authentication["spec"]["secretTargetRef"]} == {
+        "username": ("kafka-client", "user"), "password": ("kafka-client", "password"),
+        "ca": ("kafka-client", "ca.crt"),
+        "cert": ("kafka-client", "client.crt"), "key": ("kafka-client", "client.key"),
+        "keyPassword": ("kafka-client", "client.key.password")}
+
+
+def test_keda_uses_a_given_authentication_ref_instead_of_generating_one():
+    trigger, authentications, keda_configmaps = keda_objects(
+        with_values(VARIANTS["production"], autoscaling__keda__authenticationRef="kafka-trigger-auth"))
+    assert trigger["authenticationRef"] == {"name": "kafka-trigger-auth"}
+    assert authentications == [] and keda_configmaps == []
+    # sasl and tls then come from that TriggerAuthentication, not from the trigger's metadata.
+    assert "sasl" not in trigger["metadata"] and "tls" not in trigger["metadata"]
+    # A mechanism the chart cannot express is no problem when the TriggerAuthentication is yours.
+    values = with_values(VARIANTS["production"], autoscaling__keda__authenticationRef="kafka-trigger-auth")
+    values["config"]["kafka"]["properties"]["sasl.mechanism"] = "GSSAPI"
+    assert keda_objects(values)[0]["authenticationRef"] == {"name": "kafka-trigger-auth"}
+
+
+def test_keda_over_tls_with_the_system_trust_store_needs_no_trigger_authentication():
+    values = with_values({}, autoscaling__keda__enabled=True)
+    values["config"] = copy.deepcopy(yaml.safe_load((CHART / "values.yaml").read_text())["config"])
+    values["config"]["kafka"]["properties"] = {"security.protocol": "SSL", "ssl.ca.location": "probe"}
+    trigger, authentications, keda_configmaps = keda_objects(values)
+    assert trigger["metadata"]["tls"] == "enable" and "sasl" not in trigger["metadata"]
+    assert "authenticationRef" not in trigger and authentications == [] and keda_configmaps == []
+
+
+@pytest.mark.parametrize("properties, files, expected", [
+    ({"sasl.mechanism": "GSSAPI"}, {}, "not GSSAPI"),
+    ({"sasl.mechanism": "OAUTHBEARER"}, {}, "not OAUTHBEARER"),
+    ({}, {"sasl.password": "/etc/kafka-password/password"}, "config.kafka.property_files[sasl.password] is "
+                                                             "/etc/apns-worker/kafka-password/password"),
+    ({"ssl.ca.location": "/etc/ssl/private-ca.crt"}, {}, "config.kafka.properties[ssl.ca.location] is "
+                                                          "/etc/ssl/private-ca.crt, which KEDA cannot read"),
+])
+def test_keda_auth_the_chart_cannot_express_fails_pointing_at_authentication_ref(properties, files, expected):
+    values = copy.deepcopy(VARIANTS["production"])
+    values["config"]["kafka"]["properties"].update(properties)
+    for name, path in files.items():
+        values["config"]["kafka"]["property_files"][name] = path.replace("/etc/", "/etc/apns-worker/")
+    message = render_error(values)
+    assert expected in message and "give autoscaling.keda.authenticationRef" in message, message
+
+
+def test_keda_auth_without_a_kafka_secret_fails():
+    values = with_values(VARIANTS["production"], kafkaSecret__existingSecret="")
+    assert "which KEDA cannot read" in render_error(values)
+
+
+@pytest.mark.parametrize("reset, policy", [(None, "earliest"), ("latest", "latest"), ("largest", "latest"),
+                                           ("beginning", "earliest")])
+def test_keda_offset_reset_policy_follows_the_workers_auto_offset_reset(reset, policy):
+    values = copy.deepcopy(VARIANTS["production"])
+    if reset:
+        values["config"]["kafka"]["properties"]["auto.offset.reset"] = reset
+    assert keda_objects(values)[0]["metadata"]["offsetResetPolicy"] == policy
+
+
+def test_keda_offset_reset_policy_fails_for_auto_offset_reset_error():
+    values = copy.deepcopy(VARIANTS["production"])
+    values["config"]["kafka"]["properties"]["auto.offset.reset"] = "error"
+    assert "auto.offset.reset error; KEDA's offsetResetPolicy knows only earliest and latest" in render_error(values)
+
+
+@pytest.mark.parametrize("limit", [True, False])
+def test_keda_limits_replicas_to_partitions_with_lag_unless_told_not_to(limit):
+    values = with_values(VARIANTS["production"], autoscaling__keda__limitToPartitionsWithLag=limit)
+    metadata = keda_objects(values)[0]["metadata"]
+    assert metadata["limitToPartitionsWithLag"] == str(limit).lower()
+    # KEDA refuses limitToPartitionsWithLag with allowIdleConsumers, and needs the topic.
+    assert metadata["allowIdleConsumers"] == "false" and metadata["topic"] == "push.requests"
+    default = keda_objects(with_values({}, autoscaling__keda__enabled=True))[0]["metadata"]
+    assert default["limitToPartitionsWithLag"] == "true"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -257,11 +376,85 @@ def test_kafka_secret_is_mounted_read_only_where_the_config_points():
     assert config["kafka"]["property_files"]["sasl.password"].startswith("/etc/apns-worker/kafka/")
 
 
+@pytest.mark.parametrize("mode", ["hpa", "keda"])
+def test_max_replicas_up_to_the_partition_count_passes(mode):
+    docs = manifests(with_values({"partitionCount": 12}, **{f"autoscaling__{mode}__enabled": True,
+                                                            f"autoscaling__{mode}__maxReplicas": 12}))
+    kinds = by_kind(docs)
+    if mode == "hpa":
+        assert kinds["HorizontalPodAutoscaler"][0]["spec"]["maxReplicas"] == 12
+    else:
+        assert kinds["ScaledObject"][0]["spec"]["maxReplicaCount"] == 12
+
+
+def test_pod_conventions_are_off_by_default_and_rendered_when_set():
+    pod = workload(manifests())["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert "envFrom" not in container and "priorityClassName" not in pod["spec"]
+    assert {v["name"] for v in pod["spec"]["volumes"]} == {"config", "rules", "credentials", "tmp"}
+    assert {m["name"] for m in container["volumeMounts"]} == {"config", "rules", "credentials", "tmp"}
+    assert "NetworkPolicy" not in by_kind(manifests())
+
+    values = VARIANTS["all-options"]
+    pod = workload(manifests(values))["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["envFrom"] == values["envFrom"]
+    assert {"name": "APNS_WORKER_LOG__LEVEL", "value": "debug"} in container["env"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["spool"] == {"name": "spool", "emptyDir": {"sizeLimit": "32Mi"}}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["spool"] == {"name": "spool", "mountPath": "/var/spool/apns-worker"}
+    assert pod["spec"]["priorityClassName"] == "high-priority"
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["team"] == "notifications" and "checksum/config" in annotations
+    assert pod["metadata"]["labels"]["cost-center"] == "messaging"
+    # Pod labels never reach the selector: changing them must not orphan the pods.
+    assert "cost-center" not in workload(manifests(values))["spec"]["selector"]["matchLabels"]
+
+
+def network_policy(values):
+    (policy,) = by_kind(manifests(values))["NetworkPolicy"]
+    return policy
+
+
+def test_network_policy_allows_dns_kafka_apns_out_and_metrics_in():
+    values = VARIANTS["all-options"]
+    docs = manifests(values)
+    policy = network_policy(values)
+    target = workload(docs)
+    assert policy["spec"]["podSelector"] == target["spec"]["selector"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    dns, kafka, apns, extra = policy["spec"]["egress"]
+    assert dns == {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+    # The brokers' port from config.kafka.brokers, then networkPolicy.kafka.extraPorts.
+    assert kafka == {"ports": [{"port": 9096, "protocol": "TCP"}, {"port": 9094, "protocol": "TCP"}],
+                     "to": values["networkPolicy"]["kafka"]["to"]}
+    # 443 for the production endpoint, 2197 as config.apns.endpoints.sandbox says.
+    assert apns == {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 2197, "protocol": "TCP"}],
+                    "to": [{"ipBlock": {"cidr": "17.0.0.0/8"}}]}
+    assert extra == values["networkPolicy"]["extraEgress"][0]
+    metrics, extra_ingress = policy["spec"]["ingress"]
+    (port,) = metrics["ports"]
+    (container_port,) = target["spec"]["template"]["spec"]["containers"][0]["ports"]
+    assert port == {"port": container_port["name"], "protocol": "TCP"} and container_port["containerPort"] == 9191
+    assert metrics["from"] == values["networkPolicy"]["metrics"]["from"]
+    assert extra_ingress == values["networkPolicy"]["extraIngress"][0]
+
+
+def test_network_policy_defaults_to_the_brokers_port_and_apns_443_from_anywhere():
+    policy = network_policy(with_values(VARIANTS["production"], networkPolicy__enabled=True))
+    dns, kafka, apns = policy["spec"]["egress"]
+    assert kafka == {"ports": [{"port": 9093, "protocol": "TCP"}]}
+    assert apns == {"ports": [{"port": 443, "protocol": "TCP"}]}
+    (metrics,) = policy["spec"]["ingress"]
+    assert metrics == {"ports": [{"port": "metrics", "protocol": "TCP"}]}
+
+
 # ---------------------------------------------------------------------------------------------------
 # The ConfigMap: worker.yaml and the rules, rolled on change
 
 def rendered_configmap(values):
-    (configmap,) = by_kind(manifests(values))["ConfigMap"]
+    (configmap,) = [c for c in by_kind(manifests(values))["ConfigMap"] if not c["metadata"]["name"].endswith("-keda")]
     return configmap
 
 
@@ -313,6 +506,12 @@ def test_pods_roll_when_config_or_rules_change_and_only_then():
     ({"image": {"repository": "x", "digest": "latest"}}, "digest"),
     ({"replicas": 3}, "replicas"),
     ({"autoscaling": {"keda": {"lagThreshold": 0}}}, "lagThreshold"),
+    ({"autoscaling": {"keda": {"limitToPartitionsWithLag": "yes"}}}, "limitToPartitionsWithLag"),
+    ({"networkPolicy": {"kafka": {"extraPorts": [70000]}}}, "extraPorts"),
+    ({"networkPolicy": {"metrics": {"from": [{"cidr": "10.0.0.0/8"}]}}}, "from"),
+    ({"extraVolumeMounts": [{"name": "spool"}]}, "mountPath"),
+    ({"extraVolumes": [{"name": "Spool"}]}, "extraVolumes"),
+    ({"envFrom": [{"secretRef": {}}]}, "envFrom"),
 ])
 def test_values_schema_rejects_bad_values(values, expected):
     with helm.Chart.load(str(CHART)) as chart:
@@ -325,6 +524,9 @@ def test_notes_explain_how_to_check_the_release():
     notes = render(VARIANTS["production"])["apns-worker/templates/NOTES.txt"]
     assert "svc/push-apns-worker-metrics 9090" in notes and "/readyz" in notes
     assert "KEDA scales between 3 and 24 replicas" in notes
+    assert ("the TriggerAuthentication push-apns-worker-kafka, made from config.kafka and the Secret apns-worker-kafka"
+            in notes)
+    assert "get scaledobject push-apns-worker" in notes
     deployment_notes = render(with_values({}, staticMembership={"enabled": True}))["apns-worker/templates/NOTES.txt"]
     assert "set workload.kind=StatefulSet" in deployment_notes
 

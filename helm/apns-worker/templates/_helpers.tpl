@@ -175,6 +175,10 @@ spec:
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+      {{- with .Values.envFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       startupProbe:
         httpGet:
           path: /healthz
@@ -216,6 +220,9 @@ spec:
         {{- end }}
         - name: tmp
           mountPath: /tmp
+        {{- with .Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
   volumes:
     - name: config
       configMap:
@@ -243,6 +250,9 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
+    {{- with .Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   {{- if .Values.topologySpread.enabled }}
   topologySpreadConstraints:
     {{- range .Values.topologySpread.topologyKeys }}
@@ -266,4 +276,108 @@ spec:
   tolerations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+{{- end }}
+
+{{/*
+How KEDA reaches Kafka, derived from the worker's own settings (config.kafka.properties and property_files, files
+from kafkaSecret mounted at /etc/apns-worker/kafka), as YAML: metadata (sasl, tls for the trigger), secretTargetRef
+and configMapTargetRef (for the generated TriggerAuthentication). Empty lists: nothing to authenticate,
+or autoscaling.keda.authenticationRef is given.
+Fails for what KEDA's parameters cannot express, pointing at autoscaling.keda.authenticationRef.
+*/}}
+{{- define "apns-worker.kedaKafkaAuth" -}}
+{{- $kafka := .Values.config.kafka | default dict }}
+{{- $properties := $kafka.properties | default dict }}
+{{- $files := $kafka.property_files | default dict }}
+{{- $protocol := upper (get $properties "security.protocol" | default "PLAINTEXT" | toString) }}
+{{- $mount := "/etc/apns-worker/kafka/" }}
+{{- $secret := .Values.kafkaSecret.existingSecret }}
+{{- $fullname := include "apns-worker.fullname" . }}
+{{- $metadata := dict }}
+{{- $secretRefs := list }}
+{{- $configMapRefs := list }}
+{{- $escape := "give autoscaling.keda.authenticationRef (a TriggerAuthentication of your own) instead" }}
+{{- /* Each KEDA parameter and the librdkafka properties (file or path) it can come from, in order. */}}
+{{- $sources := list }}
+{{- if .Values.autoscaling.keda.authenticationRef }}
+{{- $protocol = "PLAINTEXT" }}
+{{- end }}
+{{- if hasPrefix "SASL" $protocol }}
+{{- $mechanism := get $properties "sasl.mechanism" | default (get $properties "sasl.mechanisms") }}
+{{- $mechanism = $mechanism | default "GSSAPI" | toString | upper }}
+{{- $modes := dict "PLAIN" "plaintext" "SCRAM-SHA-256" "scram_sha256" "SCRAM-SHA-512" "scram_sha512" }}
+{{- if not (hasKey $modes $mechanism) }}
+{{- fail (printf (print "KEDA: the chart generates a TriggerAuthentication for sasl.mechanism PLAIN, SCRAM-SHA-256 "
+  "and SCRAM-SHA-512, not %s; %s") $mechanism $escape) }}
+{{- end }}
+{{- $_ := set $metadata "sasl" (get $modes $mechanism) }}
+{{- if hasKey $properties "sasl.username" }}
+{{- $username := dict "parameter" "username" "name" (printf "%s-keda" $fullname) "key" "username" }}
+{{- $configMapRefs = append $configMapRefs $username }}
+{{- else }}
+{{- $sources = append $sources (list "username" "sasl.username") }}
+{{- end }}
+{{- $sources = append $sources (list "password" "sasl.password") }}
+{{- if not (or (hasKey $properties "sasl.username") (hasKey $files "sasl.username")) }}
+{{- fail (printf (print "KEDA: config.kafka.properties sets sasl.mechanism %s but neither properties nor "
+  "property_files give sasl.username; %s") $mechanism $escape) }}
+{{- end }}
+{{- if not (hasKey $files "sasl.password") }}
+{{- fail (printf "KEDA: config.kafka.property_files has no sasl.password for sasl.mechanism %s; %s"
+  $mechanism $escape) }}
+{{- end }}
+{{- end }}
+{{- if hasSuffix "SSL" $protocol }}
+{{- $_ := set $metadata "tls" "enable" }}
+{{- $sources = concat $sources (list (list "ca" "ssl.ca.location" "ssl.ca.pem") (list "cert" "ssl.certificate.location"
+  "ssl.certificate.pem") (list "key" "ssl.key.pem") (list "keyPassword" "ssl.key.password")) }}
+{{- end }}
+{{- range $source := $sources }}
+{{- $parameter := first $source }}
+{{- $path := "" }}
+{{- $from := "" }}
+{{- range $property := rest $source }}
+{{- if and (not $path) (hasKey $files $property) }}
+{{- $path = get $files $property | toString }}
+{{- $from = printf "config.kafka.property_files[%s]" $property }}
+{{- else if and (not $path) (hasKey $properties $property) (hasSuffix ".location" $property) }}
+{{- $path = get $properties $property | toString }}
+{{- $from = printf "config.kafka.properties[%s]" $property }}
+{{- end }}
+{{- end }}
+{{- if and $path (ne $path "probe") }}
+{{- $key := trimPrefix $mount $path }}
+{{- if or (not $secret) (not (hasPrefix $mount $path)) (contains "/" $key) }}
+{{- fail (printf (print "KEDA: %s is %s, which KEDA cannot read; the chart can pass KEDA only files of kafkaSecret "
+  "(kafkaSecret.existingSecret, mounted at %s<key>); %s") $from $path $mount $escape) }}
+{{- end }}
+{{- $secretRefs = append $secretRefs (dict "parameter" $parameter "name" $secret "key" $key) }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "metadata" $metadata "secretTargetRef" $secretRefs "configMapTargetRef" $configMapRefs) }}
+{{- end }}
+
+{{/* The trigger's offsetResetPolicy: where the worker starts a partition without a committed offset. */}}
+{{- define "apns-worker.kedaOffsetResetPolicy" -}}
+{{- $properties := (.Values.config.kafka | default dict).properties | default dict }}
+{{- $reset := lower (get $properties "auto.offset.reset" | default "earliest" | toString) }}
+{{- $policies := dict "earliest" "earliest" "smallest" "earliest" "beginning" "earliest"
+  "latest" "latest" "largest" "latest" "end" "latest" }}
+{{- if not (hasKey $policies $reset) }}
+{{- fail (printf (print "KEDA: config.kafka.properties sets auto.offset.reset %s; KEDA's offsetResetPolicy knows only "
+  "earliest and latest (librdkafka's smallest/beginning and largest/end mean the same)") $reset) }}
+{{- end }}
+{{- get $policies $reset }}
+{{- end }}
+
+{{/* The ports of host:port addresses (a list), as a sorted list of unique integers. */}}
+{{- define "apns-worker.ports" -}}
+{{- $ports := list }}
+{{- range $address := . }}
+{{- $port := regexFind "[0-9]+$" (toString $address) }}
+{{- if $port }}
+{{- $ports = append $ports (int $port) }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "ports" ($ports | uniq | sortAlpha)) }}
 {{- end }}
