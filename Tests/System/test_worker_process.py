@@ -8,6 +8,7 @@ To stop the worker with work certainly in flight, the simulator holds one script
 seconds (`{"request": N, "action": "delay"}`): once more than N pushes are answered, that push is
 still unanswered, and its record holds its partition's committed offset back.
 """
+import json
 import signal
 import subprocess
 import textwrap
@@ -302,3 +303,20 @@ def test_an_override_naming_no_section_stops_the_check_and_names_the_variable(tm
     assert result.returncode == 1, result.stderr
     assert ("environment variable APNS_WORKER_KAFAK__GROUP: overrides 'kafak.group', but 'kafak' is no section of "
             "the configuration (did you mean 'kafka'?)") in result.stderr
+
+
+
+def test_a_passing_check_says_what_it_did_not_check(tmp_path):
+    key_file, _ = make_token_key(str(tmp_path))
+    config = tmp_path / "worker.yaml"
+    config.write_text(config_text(tmp_path, key_file))
+
+    result = run_worker(config, "--check", environment=worker_environment())
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in (result.stdout + result.stderr).splitlines() if line.startswith("{")]
+    valid = [line for line in lines if line.get("message") == "configuration, rules and credentials are valid"]
+    assert len(valid) == 1, lines
+    assert valid[0]["fields"]["not_checked"] == [
+        "that the Kafka brokers are reachable and the topics exist",
+        "that APNs accepts the credentials (a revoked key or certificate shows only when sending)",
+    ]

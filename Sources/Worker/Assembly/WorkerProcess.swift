@@ -67,7 +67,16 @@ public enum WorkerProcess {
             return 1
         }
         if checkOnly {
-            logger.info("configuration, rules and credentials are valid")
+            // Said plainly, so that a passing check is not read as "this will run": nothing here
+            // asked a broker or APNs anything.
+            logger.info(
+                "configuration, rules and credentials are valid",
+                [
+                    "not_checked": [
+                        "that the Kafka brokers are reachable and the topics exist",
+                        "that APNs accepts the credentials (a revoked key or certificate shows only when sending)",
+                    ]
+                ])
             return 0
         }
 
