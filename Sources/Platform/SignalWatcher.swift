@@ -18,18 +18,18 @@ import Darwin
 ///   `cancel()`.
 public final class SignalWatcher: Sendable {
     private let sources: Mutex<[any DispatchSourceSignal]>
-    private let first: FirstSignal
+    private let first: OnceLatch<Int32>
 
     /// - Parameter handler: called with the signal number, on a private serial queue, for every signal.
     public init(signals: [Int32], handler: (@Sendable (Int32) -> Void)? = nil) {
         let queue = DispatchQueue(label: "apns-worker.signals")
-        let first = FirstSignal()
+        let first = OnceLatch<Int32>()
         var made: [any DispatchSourceSignal] = []
         for number in signals {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
             source.setEventHandler {
-                first.received(number)
+                first.set(number)
                 handler?(number)
             }
             source.resume()
@@ -54,35 +54,4 @@ public final class SignalWatcher: Sendable {
     }
 
     deinit { cancel() }
-}
-
-/// The first signal a watcher took, and the tasks waiting for it.
-private final class FirstSignal: Sendable {
-    private struct State {
-        var number: Int32?
-        var waiters: [CheckedContinuation<Int32, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    func received(_ number: Int32) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
-            guard state.number == nil else { return [] }
-            state.number = number
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: number) }
-    }
-
-    func wait() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let number = state.withLock { state -> Int32? in
-                if let number = state.number { return number }
-                state.waiters.append(continuation)
-                return nil
-            }
-            if let number { continuation.resume(returning: number) }
-        }
-    }
 }
