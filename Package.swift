@@ -57,7 +57,7 @@ let package = Package(
         // `dev` and `bench pipeline`: the worker wired to kafka-mock and the simulator.
         .target(
             name: "WorkerDev",
-            dependencies: ["Worker", "APNs", "APNsSimulator", "JSON", "Kafka", "PushRules"],
+            dependencies: ["Worker", "APNs", "APNsSimulator", "JSON", "Kafka", "Platform", "PushRules"],
             resources: [.embedInCode("Resources/rules.yaml")],
             swiftSettings: strict),
         .target(name: "ChildProcesses", swiftSettings: strict),

@@ -2,6 +2,7 @@
 // answers with Apple's statuses and reasons, injects faults, and records what it accepted.
 
 import APNs
+import Platform
 import Synchronization
 
 #if canImport(Glibc)
@@ -110,7 +111,7 @@ public final class APNsSimulator: Sendable {
 
         let validator = RequestValidator(
             authentication: authentication, devices: configuration.devices,
-            allowedBundles: configuration.allowedBundles, startMilliseconds: wallClockMilliseconds())
+            allowedBundles: configuration.allowedBundles, startMilliseconds: WallClockTime.milliseconds())
         engine = SimulatorEngine(configuration: configuration, validator: validator)
     }
 

@@ -86,7 +86,7 @@ final class SimulatorEngine: Sendable {
             break
         }
 
-        let now = wallClockMilliseconds()
+        let now = WallClockTime.milliseconds()
         switch validator.validate(request, connection: &context.authentication, now: now / 1000) {
         case .rejected(let reason, let apnsID, let timestamp):
             let status = reason.httpStatus ?? 400
@@ -164,6 +164,3 @@ final class SimulatorEngine: Sendable {
     var accepted: [AcceptedNotification] { ledger.withLock { $0.accepted } }
     func clearAccepted() { ledger.withLock { $0.clearAccepted() } }
 }
-
-/// Wall-clock milliseconds since 1970.
-func wallClockMilliseconds() -> Int64 { WallClockTime.milliseconds() }

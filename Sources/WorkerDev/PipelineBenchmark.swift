@@ -6,6 +6,7 @@ import APNs
 public import APNsSimulator
 import Foundation
 import Kafka
+import Platform
 import PushRules
 import Synchronization
 import Worker
@@ -210,7 +211,7 @@ final class LatencyRecorder: PipelineObserver {
     /// to the outcome's `completed_at` (when the APNs answer came).
     func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {
         guard let eventTime else { return }
-        let acknowledgedAt = wallClockSeconds()
+        let acknowledgedAt = WallClockTime.seconds()
         samples.withLock { $0.append(acknowledgedAt - eventTime) }
     }
 

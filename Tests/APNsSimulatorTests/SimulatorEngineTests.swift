@@ -2,6 +2,7 @@
 // provider token), and what gets counted.
 
 import APNs
+import Platform
 import Testing
 
 @testable import APNsSimulator
@@ -28,7 +29,7 @@ import Testing
             verifier: ProviderTokenVerifier(trusting: [key]), teamByKeyID: [:], maximumAge: 3600,
             minimumUpdateInterval: 1200)
         let engine = engine(authentication: .providerToken(authenticator))
-        let jwt = try key.makeToken(issuedAt: wallClockMilliseconds() / 1000).jwt
+        let jwt = try key.makeToken(issuedAt: WallClockTime.milliseconds() / 1000).jwt
         let id = "123e4567-e89b-42d3-a456-426614174000"
         let request = alertRequest(headers: [
             ("authorization", "bearer " + jwt), ("apns-push-type", "alert"), ("apns-topic", "com.example.app"),

@@ -1,7 +1,6 @@
 // The two clocks observability reads, as plain functions so tests can substitute their own:
 // monotonic time for ages and intervals, wall time for log timestamps.
 
-import Glibc
 import Platform
 
 /// Nanoseconds on the monotonic clock (not affected by wall-clock changes); for ages and intervals.

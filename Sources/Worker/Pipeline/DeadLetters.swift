@@ -4,6 +4,7 @@
 
 import APNs
 import JSON
+import Platform
 
 /// Header names a dead letter carries beside the original record's own headers.
 public enum DeadLetterHeader {
@@ -107,7 +108,7 @@ struct DeadLetter: Sendable {
     private var keyDigest: String?
 
     /// The dead letter of an input record that cannot be processed.
-    init(_ source: SourceRecord, errorClass: String, message: String, failedAt: Double = wallClockSeconds()) {
+    init(_ source: SourceRecord, errorClass: String, message: String, failedAt: Double = WallClockTime.seconds()) {
         key = source.key
         value = source.value
         headers = source.headers
@@ -121,7 +122,7 @@ struct DeadLetter: Sendable {
     /// The dead letter that replaces a result Kafka refused as too large; its value is the result's.
     init(
         result: OutboundRecord, of source: SourceRecord, refusal: RecordTooLargeError,
-        failedAt: Double = wallClockSeconds()
+        failedAt: Double = WallClockTime.seconds()
     ) {
         self.init(
             source, errorClass: DeadLetterHeader.resultTooLargeClass,

@@ -6,6 +6,7 @@
 
 import APNs
 import JSON
+import Platform
 
 /// The headers of a parked record (documented in README's "Parked records").
 enum ParkHeader {
@@ -40,7 +41,7 @@ extension Pipeline {
     /// Waits until a parked record's time has come.
     func waitUntilDue(_ record: SourceRecord) async {
         guard let text = Self.header(ParkHeader.notBefore, of: record), let notBefore = Double(text) else { return }
-        let wait = notBefore / 1000 - wallClockSeconds()
+        let wait = notBefore / 1000 - WallClockTime.seconds()
         // A clock far off, or a forged header, must not hold the record for longer than one park delay.
         guard wait > 0 else { return }
         try? await Task.sleep(for: .milliseconds(Int64(min(wait, configuration.parkDelay) * 1000)))
@@ -69,7 +70,7 @@ extension Pipeline {
         // record are a producer's, not ours: dropped, so that none can be forged.
         let reparking = record.topic == configuration.retryTopic
         let count = (reparking ? Self.header(ParkHeader.count, of: record).flatMap { Int($0) } ?? 0 : 0) + 1
-        let notBefore = Int64((wallClockSeconds() + configuration.parkDelay) * 1000)
+        let notBefore = Int64((WallClockTime.seconds() + configuration.parkDelay) * 1000)
         var headers = record.headers.filter { !$0.name.hasPrefix(ParkHeader.prefix) || reparking }
         let renewed = [ParkHeader.reason, ParkHeader.app, ParkHeader.count, ParkHeader.notBefore]
         headers.removeAll { renewed.contains($0.name) }

@@ -2,6 +2,7 @@
 // and build its outcomes and invalid-token events.
 
 import APNs
+import Platform
 
 extension Pipeline {
     func process(_ record: SourceRecord, generation: UInt64) async {
@@ -97,7 +98,7 @@ extension Pipeline {
         -> [(OutcomeRecord, DeliveryResult?)]
     {
         var next = 0
-        let now = wallClockSeconds()
+        let now = WallClockTime.seconds()
         return plans.map { plan in
             switch plan {
             case .send(let push, let device):
@@ -165,7 +166,7 @@ struct PipelineInputError: Error {
         -> [PlannedDelivery]
     {
         do {
-            return try planner.plan(event, now: wallClockSeconds())
+            return try planner.plan(event, now: WallClockTime.seconds())
         } catch {
             throw PipelineInputError(errorClass: error.errorClass, message: error.message)
         }

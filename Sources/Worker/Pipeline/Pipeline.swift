@@ -3,7 +3,6 @@
 // record is finished only when every result it produced is acknowledged by the sink.
 
 import APNs
-import Platform
 import Synchronization
 
 #if canImport(Glibc)
@@ -66,9 +65,6 @@ extension PipelineObserver {
     public func flowChanged(paused: Bool, partitions: [TopicPartition]) {}
     public func parked(_ record: SourceRecord, devices: Int, reason: String) {}
 }
-
-/// Seconds since 1970.
-package func wallClockSeconds() -> Double { WallClockTime.seconds() }
 
 /// Runs records from an `EventSource` through the rules and the transport into a `ResultSink`.
 ///
