@@ -38,10 +38,9 @@ public enum ConfigurationLoader {
         let overrides = EnvironmentOverrides.apply(environment, to: &value)
         // An override that matches nothing would otherwise leave its key at the file's value, silently.
         let unmatched = EnvironmentOverrides.unmatched(environment)
+        let configuration: WorkerConfiguration
         do throws(ConfigurationError) {
-            let configuration = try WorkerConfiguration(decoding: value, checkingFiles: true)
-            if !unmatched.isEmpty { throw ConfigurationError(problems: []) }
-            return (configuration, overrides)
+            configuration = try WorkerConfiguration(decoding: value, checkingFiles: true)
         } catch {
             var located = error
             for index in located.problems.indices {
@@ -57,12 +56,13 @@ public enum ConfigurationLoader {
             located.problems += unmatched
             throw located
         }
+        guard unmatched.isEmpty else { throw ConfigurationError(problems: unmatched) }
+        return (configuration, overrides)
     }
 
     /// Whether `APNS_WORKER_A__B` set the key at `a.b` (or a key inside it).
     static func variable(_ name: String, covers path: String) -> Bool {
-        let keys = name.dropFirst(EnvironmentOverrides.prefix.count).split(separator: "__").map { $0.lowercased() }
-        let variablePath = keys.joined(separator: ".")
+        let variablePath = (EnvironmentOverrides.keys(of: name) ?? []).joined(separator: ".")
         return path == variablePath || path.hasPrefix(variablePath + ".") || path.hasPrefix(variablePath + "[")
     }
 }

@@ -15,14 +15,21 @@ public enum EnvironmentOverrides {
         "kafka", "credentials", "apps", "apns", "pipeline", "retry", "shutdown", "rules", "metrics", "log",
     ]
 
+    /// The lowercased keys an `APNS_WORKER_A__B` variable names (`["a", "b"]`), empty ones kept so that a
+    /// malformed name stays recognisable as such; nil for a variable without the prefix.
+    static func keys(of name: String) -> [String]? {
+        guard name.hasPrefix(prefix) else { return nil }
+        return name.dropFirst(prefix.count).split(separator: "__", omittingEmptySubsequences: false)
+            .map { $0.lowercased() }
+    }
+
     /// Applies every `APNS_WORKER_...` variable of `environment` to `document`. A value that parses
     /// as JSON (a number, a boolean, a list) takes that type; anything else is a string.
     /// Returns the names of the variables applied, for the start-up log (never their values).
     public static func apply(_ environment: [String: String], to document: inout JSONValue) -> [String] {
         var applied: [String] = []
-        for (name, rawValue) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix(prefix) {
-            var path = name.dropFirst(prefix.count).split(separator: "__", omittingEmptySubsequences: false)
-                .map { $0.lowercased() }
+        for (name, rawValue) in environment.sorted(by: { $0.key < $1.key }) {
+            guard var path = keys(of: name) else { continue }
             // Only variables naming a configuration section count: Kubernetes also injects
             // APNS_WORKER_METRICS_PORT and friends for a Service named apns-worker-metrics.
             guard !path.isEmpty, !path.contains(where: \.isEmpty), sections.contains(path[0]) else { continue }
@@ -47,14 +54,11 @@ public enum EnvironmentOverrides {
     /// cannot hold an underscore.
     public static func unmatched(_ environment: [String: String]) -> [ConfigurationProblem] {
         environment.keys.sorted().compactMap { name in
-            guard name.hasPrefix(prefix) else { return nil }
-            let keys = name.dropFirst(prefix.count).components(separatedBy: "__")
-            guard keys.count > 1, let section = keys.first?.lowercased(), !sections.contains(section) else {
-                return nil
-            }
+            guard let keys = keys(of: name), keys.count > 1, !sections.contains(keys[0]) else { return nil }
+            let section = keys[0]
             return ConfigurationProblem(
                 path: "",
-                message: "overrides '\(keys.map { $0.lowercased() }.joined(separator: "."))', but '\(section)' is "
+                message: "overrides '\(keys.joined(separator: "."))', but '\(section)' is "
                     + "no section of the configuration\(Spelling.suggestion(for: section, among: sections)); "
                     + "the sections are " + sections.sorted().joined(separator: ", "),
                 location: "environment variable \(name)")
