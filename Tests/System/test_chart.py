@@ -4,9 +4,14 @@ clean, renders with the default values and with every option on, and the manifes
 period shorter than the drain timeout, more replicas than partitions all fail with a clear message). The
 worker.yaml it renders satisfies schemas/worker-config.schema.json. KEDA gets a TriggerAuthentication built from the
 worker's own Kafka settings and starts a new group where the worker does; the pod conventions (envFrom, extra
-volumes, annotations, labels, priority class) and the NetworkPolicy render exactly what their values say."""
+volumes, annotations, labels, priority class) and the NetworkPolicy render exactly what their values say.
+values.schema.json checks config exactly as worker-config.schema.json does (generated from it; stale fails), so a
+typo fails `helm install`; a preflight hook (and optionally an init container) runs `run --check` with the pods'
+own files before anything is applied; the rules live in a ConfigMap of their own mounted as a directory, so a rules
+change rolls no pod, and the worker reloads them when the kubelet swaps ..data (run with the real binary)."""
 
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -284,7 +289,8 @@ def test_keda_limits_replicas_to_partitions_with_lag_unless_told_not_to(limit):
 
 def test_defaults_deploy_a_hardened_worker_with_probes_and_mounted_secrets():
     docs = manifests()
-    assert sorted(by_kind(docs)) == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
+    assert sorted(by_kind(docs)) == ["ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "Service",
+                                     "ServiceAccount"]
     deployment = workload(docs)
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]["spec"]
@@ -392,12 +398,14 @@ def test_pod_conventions_are_off_by_default_and_rendered_when_set():
     (container,) = pod["spec"]["containers"]
     assert "envFrom" not in container and "priorityClassName" not in pod["spec"]
     assert {v["name"] for v in pod["spec"]["volumes"]} == {"config", "rules", "credentials", "tmp"}
+    assert "initContainers" not in pod["spec"] and "lifecycle" not in container
+    assert "annotations" not in workload(manifests())["metadata"]
     assert {m["name"] for m in container["volumeMounts"]} == {"config", "rules", "credentials", "tmp"}
     assert "NetworkPolicy" not in by_kind(manifests())
 
     values = VARIANTS["all-options"]
     pod = workload(manifests(values))["spec"]["template"]
-    (container,) = pod["spec"]["containers"]
+    container = pod["spec"]["containers"][0]
     assert container["envFrom"] == values["envFrom"]
     assert {"name": "APNS_WORKER_LOG__LEVEL", "value": "debug"} in container["env"]
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
@@ -453,8 +461,14 @@ def test_network_policy_defaults_to_the_brokers_port_and_apns_443_from_anywhere(
 # ---------------------------------------------------------------------------------------------------
 # The ConfigMap: worker.yaml and the rules, rolled on change
 
-def rendered_configmap(values):
-    (configmap,) = [c for c in by_kind(manifests(values))["ConfigMap"] if not c["metadata"]["name"].endswith("-keda")]
+def configmaps(values):
+    return {c["metadata"]["name"]: c for c in by_kind(manifests(values))["ConfigMap"]}
+
+
+def rendered_configmap(values, suffix=""):
+    """The worker.yaml ConfigMap (suffix ""), the rules' ("-rules") or the preflight hook's ("-preflight")."""
+    (configmap,) = [c for name, c in configmaps(values).items()
+                    if name.endswith("apns-worker" + suffix) or name == "notifications" + suffix]
     return configmap
 
 
@@ -474,23 +488,41 @@ def test_rendered_worker_yaml_satisfies_the_config_schema(variant):
 def test_rules_are_stored_verbatim():
     # A literal block keeps exactly one final newline ("clip"), as the rules file had.
     rules = values_file("production")["rules"]
-    assert rendered_configmap(VARIANTS["production"])["data"]["rules.yaml"] == rules
+    assert rendered_configmap(VARIANTS["production"], "-rules")["data"] == {"rules.yaml": rules}
     blank_lines_inside = values_file("all-options")["rules"]
     assert "\n\n" in blank_lines_inside
-    assert rendered_configmap(VARIANTS["all-options"])["data"]["rules.yaml"] == blank_lines_inside
+    assert rendered_configmap(VARIANTS["all-options"], "-rules")["data"]["rules.yaml"] == blank_lines_inside
+    # worker.yaml's ConfigMap holds worker.yaml only: its hash is what rolls the pods.
+    assert list(rendered_configmap(VARIANTS["production"])["data"]) == ["worker.yaml"]
 
 
 def checksum(values):
     return workload(manifests(values))["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
 
 
-def test_pods_roll_when_config_or_rules_change_and_only_then():
+def test_pods_roll_when_the_config_changes_and_not_when_the_rules_do():
     base = checksum({})
-    other_rules = "version: 1\nrules:\n  - id: other\n    match: {}\n    skip: test\n"
-    assert checksum(with_values({}, rules=other_rules)) != base
     assert checksum(with_values({}, drainTimeoutSeconds=40)) != base
+    assert checksum(with_values({}, config={"log": {"level": "debug"}})) != base
+    # The workers reload the rules themselves: a rules change must not restart them (and rebalance the group).
+    other_rules = "version: 1\nrules:\n  - id: other\n    match: {}\n    skip: test\n"
+    assert checksum(with_values({}, rules=other_rules)) == base
+    assert rendered_configmap(with_values({}, rules=other_rules), "-rules")["data"]["rules.yaml"] == other_rules
     assert checksum(with_values({}, replicaCount=5)) == base
     assert checksum(with_values({}, podLabels={"team": "x"})) == base
+
+
+def test_rules_are_mounted_as_a_directory_the_kubelet_updates():
+    pod = workload(manifests())["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # A subPath mount never sees a ConfigMap update; a whole-ConfigMap directory does (the kubelet swaps ..data).
+    assert all("subPath" not in mount for mount in container["volumeMounts"])
+    assert mounts["rules"] == {"name": "rules", "mountPath": "/etc/apns-worker/rules", "readOnly": True}
+    assert volumes["rules"]["configMap"] == {"name": "push-apns-worker-rules"}
+    assert volumes["config"]["configMap"] == {"name": "push-apns-worker"}
+    assert rendered_worker_config({})["rules"]["file"] == mounts["rules"]["mountPath"] + "/rules.yaml"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -512,12 +544,254 @@ def test_pods_roll_when_config_or_rules_change_and_only_then():
     ({"extraVolumeMounts": [{"name": "spool"}]}, "mountPath"),
     ({"extraVolumes": [{"name": "Spool"}]}, "extraVolumes"),
     ({"envFrom": [{"secretRef": {}}]}, "envFrom"),
+    ({"extraContainers": [{"name": "apns-worker"}]}, "extraContainers"),
+    ({"initContainers": [{"image": "busybox"}]}, "name"),
+    ({"commonLabels": {"team": 1}}, "commonLabels"),
+    ({"lifecycle": {"preStop": {"sleep": {}}}}, "seconds"),
+    ({"preflight": {"hook": {"enable": True}}}, "enable"),
+    ({"topologySpreadConstraints": [{"topologyKey": "zone"}]}, "maxSkew"),
 ])
 def test_values_schema_rejects_bad_values(values, expected):
     with helm.Chart.load(str(CHART)) as chart:
         with pytest.raises(helm.HelmValuesError) as raised:
             chart.render(values=values, name="push", namespace="notify", is_install=True)
     assert expected in str(raised.value)
+
+
+def test_values_schema_config_part_is_generated_from_the_worker_schema_and_current():
+    # Fails when schemas/worker-config.schema.json changed and scripts/generate-values-schema.py was not rerun.
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "generate-values-schema.py"), "--check"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    worker = json.loads((ROOT / "schemas" / "worker-config.schema.json").read_text())
+    config = schema["properties"]["config"]
+    assert config["additionalProperties"] is False and config["required"] == worker["required"]
+    assert set(config["properties"]) == set(worker["properties"])
+    for section, definition in worker["properties"].items():
+        if "properties" in definition:
+            assert set(config["properties"][section]["properties"]) == set(definition["properties"]), section
+
+
+def config_error(config):
+    with helm.Chart.load(str(CHART)) as chart:
+        with pytest.raises(helm.HelmValuesError) as raised:
+            chart.render(values={"config": config}, name="push", namespace="notify", is_install=True)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("config, where, what", [
+    ({"kafka": {"gruop": "push"}}, "at '/config/kafka'", "additional properties 'gruop' not allowed"),
+    ({"kafka": {"brokers": ["kafka"]}}, "at '/config/kafka/brokers/0'", "does not match pattern"),
+    ({"kafka": {"topics": {"requets": "push.requests"}}}, "at '/config/kafka/topics'", "'requets' not allowed"),
+    ({"retry": {"max_total_time": 30}}, "at '/config/retry/max_total_time'", "got number, want string"),
+    ({"apns": {"request_timeout": "10 seconds"}}, "at '/config/apns/request_timeout'", "does not match pattern"),
+    ({"apns": {"connections": 0}}, "at '/config/apns/connections'", "minimum"),
+    ({"credentials": {"team-key": {"key_id": "ABC"}}}, "at '/config/credentials/team-key/key_id'",
+     "does not match pattern"),
+    ({"credentials": {"team-key": {"kid": "ABC123DEFG"}}}, "at '/config/credentials/team-key/kid'", "false schema"),
+    ({"apps": {"com.example.app": {"credentail": "team-key"}}}, "at '/config/apps/com.example.app'",
+     "'credentail' not allowed"),
+    ({"log": {"level": "verbose"}}, "at '/config/log/level'", "value must be one of"),
+    ({"logs": {"level": "info"}}, "at '/config'", "'logs' not allowed"),
+    # Durations are strings with a unit in both schemas (the worker refuses a bare number too).
+    ({"shutdown": {"drain_timeout": 30}}, "at '/config/shutdown/drain_timeout'", "got number, want string"),
+])
+def test_a_config_the_worker_would_refuse_fails_helm_install(config, where, what):
+    message = config_error(config)
+    assert where in message and what in message, message
+
+
+def test_secrets_in_kafka_properties_fail_helm_install():
+    assert "invalid propertyName 'sasl.password'" in config_error({"kafka": {"properties": {"sasl.password": "x"}}})
+
+
+@pytest.mark.parametrize("example", ["minimal", "production", "simulator"])
+def test_the_worker_config_examples_pass_the_values_schema(example):
+    config = yaml.safe_load((ROOT / "schemas" / "examples" / f"worker-config.{example}.yaml").read_text())
+    for key in ("rules", "metrics", "shutdown"):  # the chart's own
+        config.pop(key, None)
+    with helm.Chart.load(str(CHART)) as chart:
+        chart.validate_schema(chart.merge_values({"config": config}))
+
+
+@pytest.mark.parametrize("rules, expected", [
+    ("version: 1\nrules: [\n", "rules is not a YAML mapping"),
+    ("- just\n- a list\n", "rules is not a YAML mapping"),
+])
+def test_unparsable_rules_fail_helm_install(rules, expected):
+    message = render_error({"rules": rules})
+    assert expected in message and "apns-worker rules check" in message, message
+
+
+# ---------------------------------------------------------------------------------------------------
+# The preflight check: `apns-worker run --check` before anything is applied (hook) or in each pod (init container)
+
+def preflight(values):
+    kinds = by_kind(manifests(values))
+    jobs = [job for job in kinds.get("Job", []) if job["metadata"]["name"].endswith("-preflight")]
+    hook_configmaps = [c for c in kinds["ConfigMap"] if c["metadata"]["name"].endswith("-preflight")]
+    return jobs, hook_configmaps
+
+
+@pytest.mark.parametrize("variant", ["defaults", "production", "all-options"])
+def test_preflight_hook_checks_the_pods_exact_config_rules_secrets_and_environment(variant):
+    values = VARIANTS[variant]
+    (job,), (hook_configmap,) = preflight(values)
+    for resource, weight in ((hook_configmap, "-10"), (job, "-5")):
+        annotations = resource["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
+        assert annotations["helm.sh/hook-weight"] == weight  # the ConfigMap exists before the Job
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    assert hook_configmap["data"] == {**rendered_configmap(values)["data"], **rendered_configmap(values, "-rules")["data"]}
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]
+    target = workload(manifests(values))["spec"]["template"]
+    (check,) = pod["spec"]["containers"]
+    (worker,) = target["spec"]["containers"][:1]
+    assert check["image"] == worker["image"]
+    assert check["args"] == worker["args"] + ["--check"]
+    assert check["env"] == worker["env"] and check.get("envFrom") == worker.get("envFrom")
+    assert check["volumeMounts"] == worker["volumeMounts"] and check["securityContext"] == worker["securityContext"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    pod_volumes = {v["name"]: v for v in target["spec"]["volumes"]}
+    assert volumes.keys() == pod_volumes.keys()
+    for name in volumes.keys() - {"config", "rules"}:
+        assert volumes[name] == pod_volumes[name]
+    assert volumes["config"]["configMap"]["name"] == volumes["rules"]["configMap"]["name"] == \
+        hook_configmap["metadata"]["name"]
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["spec"].get("imagePullSecrets") == target["spec"].get("imagePullSecrets")
+    assert pod["spec"].get("tolerations") == target["spec"].get("tolerations")
+    # The metrics Service, the PodDisruptionBudget and the spread constraints must not count the check's pod.
+    selector = workload(manifests(values))["spec"]["selector"]["matchLabels"]
+    assert not selector.items() <= pod["metadata"]["labels"].items()
+
+
+def test_preflight_hook_uses_an_existing_service_account_only():
+    # At pre-install the chart's own ServiceAccount does not exist yet.
+    (job,), _ = preflight({})
+    assert "serviceAccountName" not in job["spec"]["template"]["spec"]
+    (job,), _ = preflight(with_values({}, serviceAccount={"create": False, "name": "shared-worker"}))
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "shared-worker"
+
+
+def test_preflight_hook_can_be_turned_off_and_the_init_container_on():
+    values = with_values({}, preflight={"hook": {"enabled": False}, "initContainer": {"enabled": True}})
+    assert preflight(values) == ([], [])
+    pod = workload(manifests(values))["spec"]["template"]["spec"]
+    (check,) = pod["initContainers"]
+    (worker,) = pod["containers"]
+    assert check["name"] == "check" and check["args"] == worker["args"] + ["--check"]
+    assert check["volumeMounts"] == worker["volumeMounts"] and check["env"] == worker["env"]
+    assert "ports" not in check and "readinessProbe" not in check
+
+
+def _materialize(configmap, directory, mount):
+    """Writes a ConfigMap's files as the kubelet would, with /etc/apns-worker/ paths moved under `directory`."""
+    target = directory / mount.removeprefix("/")
+    target.mkdir(parents=True, exist_ok=True)
+    for key, text in configmap["data"].items():
+        (target / key).write_text(text.replace("/etc/apns-worker/", f"{directory}/etc/apns-worker/"))
+
+
+@pytest.mark.parametrize("rules, passes", [
+    (None, True),
+    # Valid YAML, so it passes helm template; the worker's compiler refuses it, so the hook fails the release.
+    ("version: 1\nrules:\n  - id: broken\n    match: {}\n    alert:\n      body: \"{{ event.data.text \"\n", False),
+    ("version: 1\nrules:\n  - id: typo\n    mach: {}\n    alert: {body: x}\n", False),
+])
+def test_preflight_command_passes_good_values_and_fails_bad_rules_with_the_real_binary(rules, passes, tmp_path):
+    binary = os.environ.get("APNS_WORKER_BIN")
+    if not binary:
+        pytest.skip("APNS_WORKER_BIN is not set (scripts/test.sh sets it to the release build)")
+    values = copy.deepcopy(VARIANTS["production"])
+    if rules:
+        values["rules"] = rules
+    (job,), (hook_configmap,) = preflight(values)
+    (check,) = job["spec"]["template"]["spec"]["containers"]
+    for mount in check["volumeMounts"]:
+        if mount["name"] in ("config", "rules"):
+            _materialize(hook_configmap, tmp_path, mount["mountPath"])
+    # The Secrets the values name: an APNs key and Kafka's password and CA.
+    credentials = tmp_path / "etc/apns-worker/credentials"
+    credentials.mkdir(parents=True)
+    key = subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+                         capture_output=True, check=True, timeout=30).stdout
+    (credentials / "AuthKey_ABC123DEFG.p8").write_bytes(key)
+    kafka = tmp_path / "etc/apns-worker/kafka"
+    kafka.mkdir(parents=True)
+    (kafka / "sasl-password").write_text("not-a-real-password\n")
+    (kafka / "ca.crt").write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text())
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("APNS_WORKER_")}
+    environment.update({"POD_NAME": "push-apns-worker-preflight-x", "POD_NAMESPACE": "notify",
+                        "APNS_WORKER_KAFKA__GROUP_INSTANCE_ID": "push-apns-worker-preflight-x"})
+    arguments = [a.replace("/etc/apns-worker/", f"{tmp_path}/etc/apns-worker/") for a in check["args"]]
+    result = subprocess.run([binary, "run", *arguments], capture_output=True, text=True, timeout=60, env=environment)
+    output = result.stdout + result.stderr
+    if passes:
+        assert result.returncode == 0, output
+        assert "configuration, rules and credentials are valid" in output
+    else:
+        assert result.returncode != 0, output
+        assert "the rules file has problems" in output and "rules.yaml" in output, output
+
+
+# ---------------------------------------------------------------------------------------------------
+# The conventions of application charts
+
+def test_common_labels_and_annotations_reach_every_resource_but_never_a_selector():
+    values = VARIANTS["all-options"]
+    docs = manifests(values)
+    assert len(docs) >= 12
+    for doc in docs:
+        metadata = doc["metadata"]
+        assert values["commonLabels"].items() <= metadata["labels"].items(), doc["kind"]
+        assert values["commonAnnotations"].items() <= metadata["annotations"].items(), doc["kind"]
+    target = workload(docs)
+    assert values["commonLabels"].items() <= target["spec"]["template"]["metadata"]["labels"].items()
+    assert not set(values["commonLabels"]) & set(target["spec"]["selector"]["matchLabels"])
+    # Resources' own annotations stay beside them.
+    (metrics_service,) = [s for s in by_kind(docs)["Service"] if s["metadata"]["name"].endswith("-metrics")]
+    assert metrics_service["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    account = by_kind(docs)["ServiceAccount"][0]
+    assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith("arn:aws:iam::")
+
+
+def test_init_containers_sidecars_and_lifecycle_render_as_given():
+    values = VARIANTS["all-options"]
+    pod = workload(manifests(values))["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["check"] + [c["name"] for c in values["initContainers"]]
+    assert pod["initContainers"][1:] == values["initContainers"]
+    assert [c["name"] for c in pod["containers"]] == ["apns-worker"] + [c["name"] for c in values["extraContainers"]]
+    assert pod["containers"][1:] == values["extraContainers"]
+    assert pod["containers"][0]["lifecycle"] == values["lifecycle"]
+
+
+def test_a_pre_stop_sleep_lengthens_the_derived_grace_period():
+    values = with_values({}, drainTimeoutSeconds=30, lifecycle={"preStop": {"sleep": {"seconds": 5}}})
+    assert workload(manifests(values))["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 50
+    message = render_error(with_values(values, terminationGracePeriodSeconds=34))
+    assert "must be longer than lifecycle.preStop.sleep.seconds (5) plus drainTimeoutSeconds (30)" in message
+
+
+def test_scheduling_and_identity_options_render_as_given():
+    values = VARIANTS["all-options"]
+    pod = workload(manifests(values))["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == values["nodeSelector"] and pod["tolerations"] == values["tolerations"]
+    assert pod["affinity"] == values["affinity"] and pod["imagePullSecrets"] == values["imagePullSecrets"]
+    assert pod["serviceAccountName"] == values["serviceAccount"]["name"]
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                                 "limits": {"memory": "512Mi"}}
+    custom = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "apns-worker"}}, "minDomains": 2}]
+    pod = workload(manifests(with_values({}, topologySpreadConstraints=custom)))["spec"]["template"]["spec"]
+    assert pod["topologySpreadConstraints"] == custom
+    pod = workload(manifests(with_values({}, topologySpread={"enabled": False})))["spec"]["template"]["spec"]
+    assert "topologySpreadConstraints" not in pod
+    pod = workload(manifests(with_values({}, serviceAccount={"create": False, "name": ""})))["spec"]["template"]
+    assert pod["spec"]["serviceAccountName"] == "default"
+    assert "ServiceAccount" not in by_kind(manifests(with_values({}, serviceAccount={"create": False})))
 
 
 def test_notes_explain_how_to_check_the_release():

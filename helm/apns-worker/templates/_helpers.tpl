@@ -31,6 +31,9 @@ helm.sh/chart: {{ include "apns-worker.chart" . }}
 {{ include "apns-worker.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "apns-worker.serviceAccountName" -}}
@@ -57,11 +60,16 @@ blank lines (indent would pad them, and linters reject trailing spaces).
 {{- regexReplaceAll "(?m)[ \t]+$" (. | trimSuffix "\n" | nindent 4) "" }}
 {{- end }}
 
-{{/* The grace period: given, or the drain timeout plus time to commit offsets and exit. */}}
+{{/* Seconds a preStop sleep (lifecycle.preStop.sleep) takes out of the grace period before SIGTERM. */}}
+{{- define "apns-worker.preStopSeconds" -}}
+{{- (((.Values.lifecycle | default dict).preStop | default dict).sleep | default dict).seconds | default 0 | int }}
+{{- end }}
+
+{{/* The grace period: given, or a preStop sleep plus the drain timeout plus time to commit offsets and exit. */}}
 {{- define "apns-worker.terminationGracePeriodSeconds" -}}
 {{- $drain := int .Values.drainTimeoutSeconds }}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
-{{- add $drain 15 }}
+{{- add $drain 15 (include "apns-worker.preStopSeconds" . | int) }}
 {{- else }}
 {{- int .Values.terminationGracePeriodSeconds }}
 {{- end }}
@@ -86,9 +94,20 @@ blank lines (indent would pad them, and linters reject trailing spaces).
 {{- end }}
 {{- $drain := int .Values.drainTimeoutSeconds }}
 {{- $grace := int (include "apns-worker.terminationGracePeriodSeconds" .) }}
-{{- if le $grace $drain }}
+{{- $preStop := int (include "apns-worker.preStopSeconds" .) }}
+{{- if le $grace (add $drain $preStop) }}
+{{- if $preStop }}
+{{- fail (printf (print "terminationGracePeriodSeconds (%d) must be longer than lifecycle.preStop.sleep.seconds (%d) "
+  "plus drainTimeoutSeconds (%d): the preStop sleep runs first and counts against the grace period; leave it null "
+  "to get both plus 15") $grace $preStop $drain) }}
+{{- end }}
 {{- fail (printf (print "terminationGracePeriodSeconds (%d) must be longer than drainTimeoutSeconds (%d), or the "
   "kubelet kills the worker before it has drained; leave it null to get drainTimeoutSeconds + 15") $grace $drain) }}
+{{- end }}
+{{- $rules := .Values.rules | fromYaml }}
+{{- if hasKey $rules "Error" }}
+{{- fail (printf (print "rules is not a YAML mapping: %s; the worker would refuse it. Check the file with "
+  "`apns-worker rules check FILE` before putting it in values") (get $rules "Error")) }}
 {{- end }}
 {{- range $key := list "rules" "metrics" "shutdown" }}
 {{- if hasKey $.Values.config $key }}
@@ -118,16 +137,145 @@ blank lines (indent would pad them, and linters reject trailing spaces).
 {{- end }}
 {{- end }}
 
+{{/* Annotations for a resource's metadata: commonAnnotations with the resource's own (list root ownAnnotations). */}}
+{{- define "apns-worker.annotations" -}}
+{{- $root := index . 0 }}
+{{- $all := merge (deepCopy (index . 1 | default dict)) (deepCopy ($root.Values.commonAnnotations | default dict)) }}
+{{- with $all }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The worker's environment: the pod's identity, static membership, extraEnv (for every container that runs it). */}}
+{{- define "apns-worker.workerEnv" -}}
+env:
+  {{- if .Values.staticMembership.enabled }}
+  - name: APNS_WORKER_KAFKA__GROUP_INSTANCE_ID
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.name
+  {{- end }}
+  - name: POD_NAME
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.name
+  - name: POD_NAMESPACE
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.namespace
+  {{- with .Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .Values.envFrom }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Where the worker finds worker.yaml, the rules and its secrets (every container that runs it). */}}
+{{- define "apns-worker.workerVolumeMounts" -}}
+volumeMounts:
+  - name: config
+    mountPath: /etc/apns-worker/config
+    readOnly: true
+  # The whole rules ConfigMap as a directory (never subPath): the kubelet then swaps in a new version, and the
+  # worker's rules watcher sees it within seconds, without a restart.
+  - name: rules
+    mountPath: /etc/apns-worker/rules
+    readOnly: true
+  - name: credentials
+    mountPath: /etc/apns-worker/credentials
+    readOnly: true
+  {{- if .Values.kafkaSecret.existingSecret }}
+  - name: kafka-secret
+    mountPath: /etc/apns-worker/kafka
+    readOnly: true
+  {{- end }}
+  - name: tmp
+    mountPath: /tmp
+  {{- with .Values.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+
+{{/* The volumes behind those mounts: (dict "root" . "config" configMapSource "rules" configMapSource). */}}
+{{- define "apns-worker.workerVolumes" -}}
+{{- $root := .root -}}
+volumes:
+  - name: config
+    configMap:
+      {{- toYaml .config | nindent 6 }}
+  - name: rules
+    configMap:
+      {{- toYaml .rules | nindent 6 }}
+  - name: credentials
+    secret:
+      secretName: {{ $root.Values.credentials.existingSecret }}
+      # Group-readable for the pod's fsGroup; never world-readable.
+      defaultMode: 0440
+  {{- if $root.Values.kafkaSecret.existingSecret }}
+  - name: kafka-secret
+    secret:
+      secretName: {{ $root.Values.kafkaSecret.existingSecret }}
+      defaultMode: 0440
+  {{- end }}
+  - name: tmp
+    emptyDir:
+      sizeLimit: 64Mi
+  {{- with $root.Values.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+
+{{/* `apns-worker run --check` with the worker's config, rules, secrets and environment: the preflight hook's
+container and the optional init container. */}}
+{{- define "apns-worker.checkContainer" -}}
+- name: check
+  image: {{ include "apns-worker.image" . | quote }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  args: ["--config", "/etc/apns-worker/config/worker.yaml", "--check"]
+  {{- include "apns-worker.workerEnv" . | nindent 2 }}
+  resources:
+    {{- toYaml .Values.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml .Values.securityContext | nindent 4 }}
+  {{- include "apns-worker.workerVolumeMounts" . | nindent 2 }}
+{{- end }}
+
+{{/* Scheduling shared by the worker's pods and the preflight hook's (the image may be pullable only there). */}}
+{{- define "apns-worker.placement" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
 {{/* The pod template shared by the Deployment and the StatefulSet. */}}
 {{- define "apns-worker.podTemplate" -}}
 metadata:
   labels:
     {{- include "apns-worker.selectorLabels" . | nindent 4 }}
+    {{- with .Values.commonLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
     {{- with .Values.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
   annotations:
-    # Rolls the pods when worker.yaml or the rules change.
+    # Rolls the pods when worker.yaml changes. The rules are not in it: the worker reloads them itself.
     checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
     {{- with .Values.podAnnotations }}
     {{- toYaml . | nindent 4 }}
@@ -139,15 +287,20 @@ spec:
   enableServiceLinks: false
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: {{ include "apns-worker.terminationGracePeriodSeconds" . }}
-  {{- with .Values.imagePullSecrets }}
-  imagePullSecrets:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
   securityContext:
     {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  {{- if or .Values.preflight.initContainer.enabled .Values.initContainers }}
+  initContainers:
+    {{- if .Values.preflight.initContainer.enabled }}
+    {{- include "apns-worker.checkContainer" . | nindent 4 }}
+    {{- end }}
+    {{- with .Values.initContainers }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- end }}
   containers:
     - name: apns-worker
       image: {{ include "apns-worker.image" . | quote }}
@@ -157,28 +310,7 @@ spec:
         - name: metrics
           containerPort: {{ .Values.metrics.port }}
           protocol: TCP
-      env:
-        {{- if .Values.staticMembership.enabled }}
-        - name: APNS_WORKER_KAFKA__GROUP_INSTANCE_ID
-          valueFrom:
-            fieldRef:
-              fieldPath: metadata.name
-        {{- end }}
-        - name: POD_NAME
-          valueFrom:
-            fieldRef:
-              fieldPath: metadata.name
-        - name: POD_NAMESPACE
-          valueFrom:
-            fieldRef:
-              fieldPath: metadata.namespace
-        {{- with .Values.extraEnv }}
-        {{- toYaml . | nindent 8 }}
-        {{- end }}
-      {{- with .Values.envFrom }}
-      envFrom:
-        {{- toYaml . | nindent 8 }}
-      {{- end }}
+      {{- include "apns-worker.workerEnv" . | nindent 6 }}
       startupProbe:
         httpGet:
           path: /healthz
@@ -199,61 +331,25 @@ spec:
         periodSeconds: {{ .Values.probes.readiness.periodSeconds }}
         timeoutSeconds: {{ .Values.probes.readiness.timeoutSeconds }}
         failureThreshold: {{ .Values.probes.readiness.failureThreshold }}
+      {{- with .Values.lifecycle }}
+      lifecycle:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       resources:
         {{- toYaml .Values.resources | nindent 8 }}
       securityContext:
         {{- toYaml .Values.securityContext | nindent 8 }}
-      volumeMounts:
-        - name: config
-          mountPath: /etc/apns-worker/config
-          readOnly: true
-        - name: rules
-          mountPath: /etc/apns-worker/rules
-          readOnly: true
-        - name: credentials
-          mountPath: /etc/apns-worker/credentials
-          readOnly: true
-        {{- if .Values.kafkaSecret.existingSecret }}
-        - name: kafka-secret
-          mountPath: /etc/apns-worker/kafka
-          readOnly: true
-        {{- end }}
-        - name: tmp
-          mountPath: /tmp
-        {{- with .Values.extraVolumeMounts }}
-        {{- toYaml . | nindent 8 }}
-        {{- end }}
-  volumes:
-    - name: config
-      configMap:
-        name: {{ include "apns-worker.fullname" . }}
-        items:
-          - key: worker.yaml
-            path: worker.yaml
-    - name: rules
-      configMap:
-        name: {{ include "apns-worker.fullname" . }}
-        items:
-          - key: rules.yaml
-            path: rules.yaml
-    - name: credentials
-      secret:
-        secretName: {{ .Values.credentials.existingSecret }}
-        # Group-readable for the pod's fsGroup; never world-readable.
-        defaultMode: 0440
-    {{- if .Values.kafkaSecret.existingSecret }}
-    - name: kafka-secret
-      secret:
-        secretName: {{ .Values.kafkaSecret.existingSecret }}
-        defaultMode: 0440
-    {{- end }}
-    - name: tmp
-      emptyDir:
-        sizeLimit: 64Mi
-    {{- with .Values.extraVolumes }}
+      {{- include "apns-worker.workerVolumeMounts" . | nindent 6 }}
+    {{- with .Values.extraContainers }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-  {{- if .Values.topologySpread.enabled }}
+  {{- $fullname := include "apns-worker.fullname" . }}
+  {{- include "apns-worker.workerVolumes" (dict "root" . "config" (dict "name" $fullname)
+    "rules" (dict "name" (printf "%s-rules" $fullname))) | nindent 2 }}
+  {{- if .Values.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml .Values.topologySpreadConstraints | nindent 4 }}
+  {{- else if .Values.topologySpread.enabled }}
   topologySpreadConstraints:
     {{- range .Values.topologySpread.topologyKeys }}
     - maxSkew: {{ $.Values.topologySpread.maxSkew }}
@@ -264,18 +360,7 @@ spec:
           {{- include "apns-worker.selectorLabels" $ | nindent 10 }}
     {{- end }}
   {{- end }}
-  {{- with .Values.nodeSelector }}
-  nodeSelector:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
-  {{- with .Values.affinity }}
-  affinity:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
-  {{- with .Values.tolerations }}
-  tolerations:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+  {{- with include "apns-worker.placement" . | trim }}{{ . | nindent 2 }}{{ end }}
 {{- end }}
 
 {{/*
