@@ -863,3 +863,80 @@ def test_image_installs_exactly_the_libraries_the_binary_links():
     assert packages - base_image <= installed, f"the image lacks {packages - base_image - installed}"
     # Nothing beyond what is linked, the trust store, and the static Swift runtime's C++ library.
     assert installed - packages - {"ca-certificates", "libstdc++6"} == set(), installed - packages
+
+
+# ---------------------------------------------------------------------------------------------------
+# A rules change reaches a running worker the way the kubelet delivers it (real binary, mock Kafka, simulator)
+
+class ConfigMapVolume:
+    """A directory laid out as the kubelet's atomic writer does for a ConfigMap volume: the files live in a
+    timestamped directory, `..data` links to it, and each key is a link through `..data`. An update writes a new
+    timestamped directory, renames a fresh `..data_tmp` link over `..data` (one atomic step) and removes the old
+    directory: a watcher that kept the old file open, or resolved the links once, would never see it."""
+
+    def __init__(self, directory, data):
+        self.directory = directory
+        self.version = 0
+        self.update(data)
+        for key in data:
+            (directory / key).symlink_to(Path("..data") / key)
+
+    def update(self, data):
+        self.version += 1
+        previous = (self.directory / "..data").resolve() if (self.directory / "..data").exists() else None
+        payload = self.directory / f"..2026_12_02_00_00_{self.version:02d}.000000001"
+        payload.mkdir(parents=True)
+        for key, text in data.items():
+            (payload / key).write_text(text)
+        temporary = self.directory / "..data_tmp"
+        temporary.symlink_to(payload.name)
+        os.rename(temporary, self.directory / "..data")
+        if previous:
+            for file in previous.iterdir():
+                file.unlink()
+            previous.rmdir()
+
+
+def test_a_rules_change_reaches_the_running_worker_without_a_restart(tmp_path):
+    if not os.environ.get("APNS_WORKER_BIN"):
+        pytest.skip("APNS_WORKER_BIN is not set (scripts/test.sh sets it to the release build)")
+    import worker_process_support as support
+
+    first = support.RULES
+    second = support.RULES.replace("id: all", "id: reloaded")
+    broken = second.replace('body: "{{ event.type }}"', 'body: "{{ event.type "')
+    renders = {name: with_values({}, rules=rules) for name, rules in
+               (("first", first), ("second", second), ("broken", broken))}
+    # The chart's part: the three versions differ only in the rules ConfigMap, so no pod is rolled.
+    assert len({checksum(values) for values in renders.values()}) == 1
+    data = {name: rendered_configmap(values, "-rules")["data"] for name, values in renders.items()}
+
+    mount = tmp_path / "etc-apns-worker-rules"
+    volume = ConfigMapVolume(mount, data["first"])
+    stack = support.Stack(str(tmp_path), "chart-rules-reload", latency_ms="1", max_in_flight=100, drain_timeout=5,
+                          overrides={"rules": {"file": str(mount / "rules.yaml")}})
+    try:
+        worker = stack.start_worker("worker")
+
+        def outcome_rules(events):
+            stack.produce(events)
+            wanted = {(e["id"], d["token"]) for e in events for d in e["devices"]}
+            stack.reader.wait_for(lambda: wanted <= set(stack.reader.per_pair), 60, "outcomes of the events")
+            return {o["rule_id"] for o in stack.reader.outcomes if (o["event_id"], o["device_token"]) in wanted}
+
+        assert outcome_rules(support.make_events(2, "before")) == {"all"}
+        volume.update(data["second"])
+        reloaded = worker.wait_for_log("rules reloaded", 60)
+        assert reloaded["fields"]["summary"].startswith(str(mount / "rules.yaml"))
+        assert outcome_rules(support.make_events(2, "after")) == {"reloaded"}
+        # A broken version is refused and the rules in force stay.
+        volume.update(data["broken"])
+        worker.wait_for_log("the changed rules file has problems; keeping the rules in use", 60)
+        assert outcome_rules(support.make_events(2, "broken")) == {"reloaded"}
+        status, metrics = support.http_get(worker.metrics_url() + "/metrics")
+        assert status == 200
+        reloads = support.metric_series(metrics, "apns_worker_rules_reloads_total")
+        assert (reloads['result="success"'], reloads['result="failure"']) == (1, 1), reloads
+        assert worker.process.poll() is None and len(worker.find("worker started")) == 1
+    finally:
+        stack.close()
