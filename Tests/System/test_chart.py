@@ -801,6 +801,7 @@ def test_notes_explain_how_to_check_the_release():
     assert ("the TriggerAuthentication push-apns-worker-kafka, made from config.kafka and the Secret apns-worker-kafka"
             in notes)
     assert "get scaledobject push-apns-worker" in notes
+    assert "logs job/push-apns-worker-preflight" in notes and "push-apns-worker-rules" in notes
     deployment_notes = render(with_values({}, staticMembership={"enabled": True}))["apns-worker/templates/NOTES.txt"]
     assert "set workload.kind=StatefulSet" in deployment_notes
 
