@@ -34,13 +34,32 @@ YAMLLINT_CONFIG = ("{extends: default, rules: {document-start: disable, line-len
                    " indentation: {spaces: 2, indent-sequences: whatever}}}")
 
 
+# The least an install needs beside the defaults: a credential and an app (values.yaml has none: Helm would merge
+# an example into the user's own).
+MINIMAL = {"config": {
+    "credentials": {"team-key": {"type": "token", "key_file": "/etc/apns-worker/credentials/AuthKey_ABC123DEFG.p8",
+                                 "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"}},
+    "apps": {"com.example.app": {"credential": "team-key"}}}}
+
+
+def deep_merged(base, overrides):
+    result = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = deep_merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
 def values_file(name):
     return helm.values_from_yaml((CHART / "ci" / f"{name}-values.yaml").read_text())
 
 
 def render(values=None, name="push", namespace="notify"):
     with helm.Chart.load(str(CHART)) as chart:
-        return chart.render(values=values or {}, name=name, namespace=namespace, is_install=True)
+        return chart.render(values=MINIMAL if values is None else values, name=name, namespace=namespace,
+                            is_install=True)
 
 
 def joined(rendered):
@@ -84,7 +103,7 @@ def with_values(base, **changes):
 
 
 VARIANTS = {
-    "defaults": {},
+    "minimal": MINIMAL,
     "production": values_file("production"),
     "all-options": values_file("all-options"),
     "hpa": with_values(values_file("all-options"), autoscaling__keda__enabled=False, autoscaling__hpa__enabled=True),
@@ -164,7 +183,7 @@ def test_custom_resources_carry_what_their_controllers_require():
 
 
 def test_keda_defaults_to_the_workers_brokers_group_and_topic():
-    docs = manifests(with_values({}, autoscaling__keda__enabled=True))
+    docs = manifests(with_values(MINIMAL, autoscaling__keda__enabled=True))
     (scaled,) = by_kind(docs)["ScaledObject"]
     metadata = scaled["spec"]["triggers"][0]["metadata"]
     assert (metadata["bootstrapServers"], metadata["consumerGroup"], metadata["topic"]) == (
@@ -228,8 +247,8 @@ def test_keda_uses_a_given_authentication_ref_instead_of_generating_one():
 
 
 def test_keda_over_tls_with_the_system_trust_store_needs_no_trigger_authentication():
-    values = with_values({}, autoscaling__keda__enabled=True)
-    values["config"] = copy.deepcopy(yaml.safe_load((CHART / "values.yaml").read_text())["config"])
+    values = with_values(MINIMAL, autoscaling__keda__enabled=True)
+    values["config"] = deep_merged(yaml.safe_load((CHART / "values.yaml").read_text())["config"], MINIMAL["config"])
     values["config"]["kafka"]["properties"] = {"security.protocol": "SSL", "ssl.ca.location": "probe"}
     trigger, authentications, keda_configmaps = keda_objects(values)
     assert trigger["metadata"]["tls"] == "enable" and "sasl" not in trigger["metadata"]
@@ -280,7 +299,7 @@ def test_keda_limits_replicas_to_partitions_with_lag_unless_told_not_to(limit):
     assert metadata["limitToPartitionsWithLag"] == str(limit).lower()
     # KEDA refuses limitToPartitionsWithLag with allowIdleConsumers, and needs the topic.
     assert metadata["allowIdleConsumers"] == "false" and metadata["topic"] == "push.requests"
-    default = keda_objects(with_values({}, autoscaling__keda__enabled=True))[0]["metadata"]
+    default = keda_objects(with_values(MINIMAL, autoscaling__keda__enabled=True))[0]["metadata"]
     assert default["limitToPartitionsWithLag"] == "true"
 
 
@@ -319,26 +338,26 @@ def test_defaults_deploy_a_hardened_worker_with_probes_and_mounted_secrets():
 
 
 def test_grace_period_is_derived_from_the_drain_timeout():
-    pod = workload(manifests(with_values({}, drainTimeoutSeconds=50)))["spec"]["template"]["spec"]
+    pod = workload(manifests(with_values(MINIMAL, drainTimeoutSeconds=50)))["spec"]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] == 65
-    config = rendered_worker_config(with_values({}, drainTimeoutSeconds=50))
+    config = rendered_worker_config(with_values(MINIMAL, drainTimeoutSeconds=50))
     assert config["shutdown"] == {"drain_timeout": "50s"}
 
 
 def test_grace_period_not_longer_than_the_drain_timeout_fails():
-    message = render_error(with_values({}, drainTimeoutSeconds=30, terminationGracePeriodSeconds=30))
+    message = render_error(with_values(MINIMAL, drainTimeoutSeconds=30, terminationGracePeriodSeconds=30))
     assert "terminationGracePeriodSeconds (30) must be longer than drainTimeoutSeconds (30)" in message
 
 
 def test_both_hpa_and_keda_enabled_fails_with_a_clear_message():
-    message = render_error(with_values({}, autoscaling__hpa__enabled=True, autoscaling__keda__enabled=True))
+    message = render_error(with_values(MINIMAL, autoscaling__hpa__enabled=True, autoscaling__keda__enabled=True))
     assert "autoscaling.hpa.enabled and autoscaling.keda.enabled are both true" in message
     assert "Enable only one" in message
 
 
 @pytest.mark.parametrize("autoscaler", ["hpa", "keda"])
 def test_an_autoscaler_owns_the_replica_count(autoscaler):
-    docs = manifests(with_values({}, **{f"autoscaling__{autoscaler}__enabled": True}))
+    docs = manifests(with_values(MINIMAL, **{f"autoscaling__{autoscaler}__enabled": True}))
     assert "replicas" not in workload(docs)["spec"]
     assert ("HorizontalPodAutoscaler" in by_kind(docs)) == (autoscaler == "hpa")
     assert ("ScaledObject" in by_kind(docs)) == (autoscaler == "keda")
@@ -350,13 +369,13 @@ def test_an_autoscaler_owns_the_replica_count(autoscaler):
     {"autoscaling__hpa__enabled": True, "autoscaling__hpa__maxReplicas": 16},
 ])
 def test_more_replicas_than_partitions_fails(setting):
-    message = render_error(with_values({"partitionCount": 12}, **setting))
+    message = render_error(with_values(deep_merged(MINIMAL, {"partitionCount": 12}), **setting))
     assert "is more than partitionCount (12)" in message and "sits idle" in message
 
 
 @pytest.mark.parametrize("key", ["rules", "metrics", "shutdown"])
 def test_config_keys_the_chart_owns_are_refused(key):
-    values = with_values({}, config=copy.deepcopy(yaml.safe_load((CHART / "values.yaml").read_text())["config"]))
+    values = copy.deepcopy(MINIMAL)
     values["config"][key] = {}
     assert f"config.{key} is set by the chart" in render_error(values)
 
@@ -384,7 +403,7 @@ def test_kafka_secret_is_mounted_read_only_where_the_config_points():
 
 @pytest.mark.parametrize("mode", ["hpa", "keda"])
 def test_max_replicas_up_to_the_partition_count_passes(mode):
-    docs = manifests(with_values({"partitionCount": 12}, **{f"autoscaling__{mode}__enabled": True,
+    docs = manifests(with_values(deep_merged(MINIMAL, {"partitionCount": 12}), **{f"autoscaling__{mode}__enabled": True,
                                                             f"autoscaling__{mode}__maxReplicas": 12}))
     kinds = by_kind(docs)
     if mode == "hpa":
@@ -501,15 +520,15 @@ def checksum(values):
 
 
 def test_pods_roll_when_the_config_changes_and_not_when_the_rules_do():
-    base = checksum({})
-    assert checksum(with_values({}, drainTimeoutSeconds=40)) != base
-    assert checksum(with_values({}, config={"log": {"level": "debug"}})) != base
+    base = checksum(MINIMAL)
+    assert checksum(with_values(MINIMAL, drainTimeoutSeconds=40)) != base
+    assert checksum(with_values(MINIMAL, config__log__level="debug")) != base
     # The workers reload the rules themselves: a rules change must not restart them (and rebalance the group).
     other_rules = "version: 1\nrules:\n  - id: other\n    match: {}\n    skip: test\n"
-    assert checksum(with_values({}, rules=other_rules)) == base
-    assert rendered_configmap(with_values({}, rules=other_rules), "-rules")["data"]["rules.yaml"] == other_rules
-    assert checksum(with_values({}, replicaCount=5)) == base
-    assert checksum(with_values({}, podLabels={"team": "x"})) == base
+    assert checksum(with_values(MINIMAL, rules=other_rules)) == base
+    assert rendered_configmap(with_values(MINIMAL, rules=other_rules), "-rules")["data"]["rules.yaml"] == other_rules
+    assert checksum(with_values(MINIMAL, replicaCount=5)) == base
+    assert checksum(with_values(MINIMAL, podLabels={"team": "x"})) == base
 
 
 def test_rules_are_mounted_as_a_directory_the_kubelet_updates():
@@ -522,7 +541,7 @@ def test_rules_are_mounted_as_a_directory_the_kubelet_updates():
     assert mounts["rules"] == {"name": "rules", "mountPath": "/etc/apns-worker/rules", "readOnly": True}
     assert volumes["rules"]["configMap"] == {"name": "push-apns-worker-rules"}
     assert volumes["config"]["configMap"] == {"name": "push-apns-worker"}
-    assert rendered_worker_config({})["rules"]["file"] == mounts["rules"]["mountPath"] + "/rules.yaml"
+    assert rendered_worker_config(MINIMAL)["rules"]["file"] == mounts["rules"]["mountPath"] + "/rules.yaml"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -554,7 +573,7 @@ def test_rules_are_mounted_as_a_directory_the_kubelet_updates():
 def test_values_schema_rejects_bad_values(values, expected):
     with helm.Chart.load(str(CHART)) as chart:
         with pytest.raises(helm.HelmValuesError) as raised:
-            chart.render(values=values, name="push", namespace="notify", is_install=True)
+            chart.render(values=deep_merged(MINIMAL, values), name="push", namespace="notify", is_install=True)
     assert expected in str(raised.value)
 
 
@@ -576,7 +595,8 @@ def test_values_schema_config_part_is_generated_from_the_worker_schema_and_curre
 def config_error(config):
     with helm.Chart.load(str(CHART)) as chart:
         with pytest.raises(helm.HelmValuesError) as raised:
-            chart.render(values={"config": config}, name="push", namespace="notify", is_install=True)
+            chart.render(values=deep_merged(MINIMAL, {"config": config}), name="push", namespace="notify",
+                         is_install=True)
     return str(raised.value)
 
 
@@ -606,6 +626,25 @@ def test_secrets_in_kafka_properties_fail_helm_install():
     assert "invalid propertyName 'sasl.password'" in config_error({"kafka": {"properties": {"sasl.password": "x"}}})
 
 
+def test_your_credentials_and_apps_are_the_only_ones_in_worker_yaml():
+    # Helm merges maps: an example credential in values.yaml would land beside yours, its key file missing.
+    values = {"config": {"credentials": {"prod": {"type": "token", "key_id": "XYZ1234567", "team_id": "DEF123GHIJ",
+                                                  "key_file": "/etc/apns-worker/credentials/AuthKey_XYZ1234567.p8"}},
+                         "apps": {"com.example.shop": {"credential": "prod"}}}}
+    config = rendered_worker_config(values)
+    assert list(config["credentials"]) == ["prod"] and list(config["apps"]) == ["com.example.shop"]
+
+
+@pytest.mark.parametrize("key", ["credentials", "apps"])
+def test_an_install_without_credentials_or_apps_fails(key):
+    values = copy.deepcopy(MINIMAL)
+    del values["config"][key]
+    with helm.Chart.load(str(CHART)) as chart:
+        with pytest.raises(helm.HelmValuesError) as raised:
+            chart.render(values=values, name="push", namespace="notify", is_install=True)
+    assert f"at '/config/{key}': minProperties" in str(raised.value), str(raised.value)
+
+
 @pytest.mark.parametrize("example", ["minimal", "production", "simulator"])
 def test_the_worker_config_examples_pass_the_values_schema(example):
     config = yaml.safe_load((ROOT / "schemas" / "examples" / f"worker-config.{example}.yaml").read_text())
@@ -620,7 +659,7 @@ def test_the_worker_config_examples_pass_the_values_schema(example):
     ("- just\n- a list\n", "rules is not a YAML mapping"),
 ])
 def test_unparsable_rules_fail_helm_install(rules, expected):
-    message = render_error({"rules": rules})
+    message = render_error(with_values(MINIMAL, rules=rules))
     assert expected in message and "apns-worker rules check" in message, message
 
 
@@ -634,7 +673,7 @@ def preflight(values):
     return jobs, hook_configmaps
 
 
-@pytest.mark.parametrize("variant", ["defaults", "production", "all-options"])
+@pytest.mark.parametrize("variant", ["minimal", "production", "all-options"])
 def test_preflight_hook_checks_the_pods_exact_config_rules_secrets_and_environment(variant):
     values = VARIANTS[variant]
     (job,), (hook_configmap,) = preflight(values)
@@ -643,7 +682,8 @@ def test_preflight_hook_checks_the_pods_exact_config_rules_secrets_and_environme
         assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
         assert annotations["helm.sh/hook-weight"] == weight  # the ConfigMap exists before the Job
         assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
-    assert hook_configmap["data"] == {**rendered_configmap(values)["data"], **rendered_configmap(values, "-rules")["data"]}
+    pods_files = {**rendered_configmap(values)["data"], **rendered_configmap(values, "-rules")["data"]}
+    assert hook_configmap["data"] == pods_files
     assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]
     target = workload(manifests(values))["spec"]["template"]
@@ -670,14 +710,14 @@ def test_preflight_hook_checks_the_pods_exact_config_rules_secrets_and_environme
 
 def test_preflight_hook_uses_an_existing_service_account_only():
     # At pre-install the chart's own ServiceAccount does not exist yet.
-    (job,), _ = preflight({})
+    (job,), _ = preflight(MINIMAL)
     assert "serviceAccountName" not in job["spec"]["template"]["spec"]
-    (job,), _ = preflight(with_values({}, serviceAccount={"create": False, "name": "shared-worker"}))
+    (job,), _ = preflight(with_values(MINIMAL, serviceAccount={"create": False, "name": "shared-worker"}))
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == "shared-worker"
 
 
 def test_preflight_hook_can_be_turned_off_and_the_init_container_on():
-    values = with_values({}, preflight={"hook": {"enabled": False}, "initContainer": {"enabled": True}})
+    values = with_values(MINIMAL, preflight={"hook": {"enabled": False}, "initContainer": {"enabled": True}})
     assert preflight(values) == ([], [])
     pod = workload(manifests(values))["spec"]["template"]["spec"]
     (check,) = pod["initContainers"]
@@ -769,7 +809,7 @@ def test_init_containers_sidecars_and_lifecycle_render_as_given():
 
 
 def test_a_pre_stop_sleep_lengthens_the_derived_grace_period():
-    values = with_values({}, drainTimeoutSeconds=30, lifecycle={"preStop": {"sleep": {"seconds": 5}}})
+    values = with_values(MINIMAL, drainTimeoutSeconds=30, lifecycle={"preStop": {"sleep": {"seconds": 5}}})
     assert workload(manifests(values))["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 50
     message = render_error(with_values(values, terminationGracePeriodSeconds=34))
     assert "must be longer than lifecycle.preStop.sleep.seconds (5) plus drainTimeoutSeconds (30)" in message
@@ -785,13 +825,13 @@ def test_scheduling_and_identity_options_render_as_given():
                                                  "limits": {"memory": "512Mi"}}
     custom = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
                "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "apns-worker"}}, "minDomains": 2}]
-    pod = workload(manifests(with_values({}, topologySpreadConstraints=custom)))["spec"]["template"]["spec"]
+    pod = workload(manifests(with_values(MINIMAL, topologySpreadConstraints=custom)))["spec"]["template"]["spec"]
     assert pod["topologySpreadConstraints"] == custom
-    pod = workload(manifests(with_values({}, topologySpread={"enabled": False})))["spec"]["template"]["spec"]
+    pod = workload(manifests(with_values(MINIMAL, topologySpread={"enabled": False})))["spec"]["template"]["spec"]
     assert "topologySpreadConstraints" not in pod
-    pod = workload(manifests(with_values({}, serviceAccount={"create": False, "name": ""})))["spec"]["template"]
+    pod = workload(manifests(with_values(MINIMAL, serviceAccount={"create": False, "name": ""})))["spec"]["template"]
     assert pod["spec"]["serviceAccountName"] == "default"
-    assert "ServiceAccount" not in by_kind(manifests(with_values({}, serviceAccount={"create": False})))
+    assert "ServiceAccount" not in by_kind(manifests(with_values(MINIMAL, serviceAccount={"create": False})))
 
 
 def test_notes_explain_how_to_check_the_release():
@@ -802,7 +842,8 @@ def test_notes_explain_how_to_check_the_release():
             in notes)
     assert "get scaledobject push-apns-worker" in notes
     assert "logs job/push-apns-worker-preflight" in notes and "push-apns-worker-rules" in notes
-    deployment_notes = render(with_values({}, staticMembership={"enabled": True}))["apns-worker/templates/NOTES.txt"]
+    deployment = render(with_values(MINIMAL, staticMembership={"enabled": True}))
+    deployment_notes = deployment["apns-worker/templates/NOTES.txt"]
     assert "set workload.kind=StatefulSet" in deployment_notes
 
 
@@ -906,7 +947,7 @@ def test_a_rules_change_reaches_the_running_worker_without_a_restart(tmp_path):
     first = support.RULES
     second = support.RULES.replace("id: all", "id: reloaded")
     broken = second.replace('body: "{{ event.type }}"', 'body: "{{ event.type "')
-    renders = {name: with_values({}, rules=rules) for name, rules in
+    renders = {name: with_values(MINIMAL, rules=rules) for name, rules in
                (("first", first), ("second", second), ("broken", broken))}
     # The chart's part: the three versions differ only in the rules ConfigMap, so no pod is rolled.
     assert len({checksum(values) for values in renders.values()}) == 1
