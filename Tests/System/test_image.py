@@ -144,7 +144,10 @@ class MountedProc:
         self.target = root / "proc"
 
     def __enter__(self):
-        subprocess.run(["mount", "-t", "proc", "proc", str(self.target)], check=True, timeout=30)
+        mounted = subprocess.run(["mount", "-t", "proc", "proc", str(self.target)], capture_output=True, text=True,
+                                 timeout=30)
+        if mounted.returncode != 0:
+            pytest.skip(f"cannot mount /proc in the runtime root (needs CAP_SYS_ADMIN): {mounted.stderr.strip()}")
         return self
 
     def __exit__(self, *problem):
