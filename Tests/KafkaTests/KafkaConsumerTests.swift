@@ -122,6 +122,29 @@ struct KafkaConsumerTests {
         try await consumer.close()
     }
 
+    @Test("with a commit interval, stored offsets are committed by the consumer itself, auto-commit off")
+    func commitIntervalCommitsStoredOffsets() async throws {
+        let cluster = try startCluster(topic: "in", partitions: 1)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 5, partitions: 1)
+        try await producer.close(timeout: .seconds(5))
+        var configuration = testConsumerConfiguration(cluster, group: "g")
+        configuration.enableAutoCommit = false  // so only the consumer's own commits can commit
+        configuration.commitInterval = .milliseconds(50)
+        let consumer = try KafkaConsumer(configuration: configuration)
+        try consumer.subscribe(topics: ["in"])
+        #expect(try await receive(5, from: consumer, within: .seconds(15)).count == 5)
+        let partition = KafkaTopicPartition(topic: "in", partition: 0)
+        for nextOffset: Int64 in [2, 5] {
+            try consumer.storeOffset(topic: "in", partition: 0, nextOffset: nextOffset)
+            let committed = await eventually(timeout: .seconds(10), every: .milliseconds(50)) {
+                (try? await consumer.committedOffsets(for: [partition])) == [partition: nextOffset]
+            }
+            #expect(committed, "offset \(nextOffset) was stored but not committed")
+        }
+        try await consumer.close()
+    }
+
     @Test("storing an offset for a partition not assigned to the consumer fails")
     func storeForUnassignedPartitionFails() async throws {
         let cluster = try startCluster(topic: "in", partitions: 1)

@@ -60,9 +60,13 @@ public final class WorkerRuntime: Sendable {
             consumerConfiguration.client.properties["group.instance.id"] = configuration.kafka.groupInstanceID
         }
         consumerConfiguration.rebalanceDeadline = .milliseconds(Int(configuration.pipeline.revokeTimeout * 1000) + 2000)
-        // Stored offsets are committed every second: what a crash (or a refused revoke commit) makes
-        // the next owner redo is at most a second of work beyond the records in flight.
+        // The worker commits stored offsets every kafka.commit_interval itself: librdkafka's auto-commit
+        // (every second here, a backstop) skips its ticks while the group is not steady, which after a
+        // restart can leave all the work since the (re)join uncommitted. See KafkaConsumerConfiguration.
         consumerConfiguration.autoCommitInterval = .seconds(1)
+        if configuration.kafka.commitInterval > 0 {
+            consumerConfiguration.commitInterval = .milliseconds(Int64(configuration.kafka.commitInterval * 1000))
+        }
         // The consumer's hand-off holds records the pipeline has not taken yet; keep it small beside the
         // cap so that records held in memory stay within cap + cap/4.
         consumerConfiguration.bufferCapacity = max(16, min(256, configuration.pipeline.maxInFlightRecords / 4))
