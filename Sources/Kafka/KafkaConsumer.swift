@@ -67,7 +67,9 @@ public final class KafkaConsumer: Sendable {
     ) throws(KafkaError) {
         let properties = configuration.librdkafkaProperties()
         let strategy = properties.last { $0.0 == "partition.assignment.strategy" }?.1 ?? ""
-        let promptCommits = configuration.commitInterval.map(PromptCommits.init(interval:))
+        let promptCommits = configuration.commitInterval.map {
+            PromptCommits(interval: $0, afterRecords: configuration.commitAfterRecords)
+        }
         let core = ConsumerCore(
             capacity: configuration.bufferCapacity, stallTimeout: configuration.stallTimeout,
             rebalanceDeadline: configuration.rebalanceDeadline,

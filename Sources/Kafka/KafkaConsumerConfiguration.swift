@@ -38,17 +38,21 @@ public struct KafkaConsumerConfiguration: Sendable {
     public var enableAutoCommit: Bool = true
     /// How often background commits run (`auto.commit.interval.ms`). Default: 5 seconds.
     ///
-    /// librdkafka's timer skips every tick while the group is not in its steady state (joining,
-    /// syncing, a cooperative second round), so on its own it can leave seconds of finished work
-    /// uncommitted right after a (re)join; ``commitInterval`` does not.
+    /// librdkafka's timer keeps its own schedule (skipping ticks while the group is not steady), while a
+    /// restarted consumer may work through a backlog at several times the input rate: on its own it can
+    /// leave seconds of that work uncommitted. See ``commitInterval``.
     public var autoCommitInterval: Duration = .seconds(5)
     /// How often the consumer itself commits the stored offsets when some were stored since its last
-    /// commit (`rd_kafka_commit`, asynchronous, from a thread of its own), whatever state the group is in:
-    /// what a crash leaves uncommitted is then the unfinished records plus at most this much finished
-    /// work (and a commit's round trip). A failed commit is reported like a failed auto-commit
-    /// (``KafkaEvent/error(_:)``, code ``KafkaError/Code/commit``) and the next one carries its offsets.
-    /// `nil`: only ``autoCommitInterval``. Default: `nil`.
+    /// commit (`rd_kafka_commit`, asynchronous, from a thread of its own), whatever state the group is in.
+    /// A failed commit is reported like a failed auto-commit (``KafkaEvent/error(_:)``, code
+    /// ``KafkaError/Code/commit``) and the next one carries its offsets. `nil`: only
+    /// ``autoCommitInterval``. Default: `nil`.
     public var commitInterval: Duration?
+    /// With ``commitInterval``: commit at once, without waiting for the interval, when the stored offsets
+    /// advanced by this many records since the last commit. What a crash leaves uncommitted is then the
+    /// unfinished records plus at most this many finished ones (and what finishes during a commit's round
+    /// trip), at any rate. `nil`: the interval alone. Default: `nil`.
+    public var commitAfterRecords: Int?
     /// How long the group waits for a silent member before rebalancing (`session.timeout.ms`).
     /// Default: 45 seconds.
     public var sessionTimeout: Duration = .seconds(45)

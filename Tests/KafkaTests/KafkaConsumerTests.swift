@@ -145,6 +145,29 @@ struct KafkaConsumerTests {
         try await consumer.close()
     }
 
+    @Test("with commitAfterRecords, offsets that advanced that far are committed without waiting for the interval")
+    func commitAfterRecordsCommitsAtOnce() async throws {
+        let cluster = try startCluster(topic: "in", partitions: 1)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 10, partitions: 1)
+        try await producer.close(timeout: .seconds(5))
+        var configuration = testConsumerConfiguration(cluster, group: "g")
+        configuration.enableAutoCommit = false
+        configuration.commitInterval = .seconds(3600)  // never, within this test
+        configuration.commitAfterRecords = 5
+        let consumer = try KafkaConsumer(configuration: configuration)
+        try consumer.subscribe(topics: ["in"])
+        #expect(try await receive(10, from: consumer, within: .seconds(15)).count == 10)
+        let partition = KafkaTopicPartition(topic: "in", partition: 0)
+        try consumer.storeOffset(topic: "in", partition: 0, nextOffset: 1)  // the first store counts one record
+        try consumer.storeOffset(topic: "in", partition: 0, nextOffset: 8)  // 7 more: past 5
+        let committed = await eventually(timeout: .seconds(10), every: .milliseconds(50)) {
+            (try? await consumer.committedOffsets(for: [partition])) == [partition: 8]
+        }
+        #expect(committed)
+        try await consumer.close()
+    }
+
     @Test("storing an offset for a partition not assigned to the consumer fails")
     func storeForUnassignedPartitionFails() async throws {
         let cluster = try startCluster(topic: "in", partitions: 1)

@@ -30,6 +30,7 @@ import Testing
         #expect(try configuration(commitInterval: nil).kafka.commitInterval == 0.25)
         #expect(try configuration(commitInterval: "100ms").kafka.commitInterval == 0.1)
         #expect(try configuration(commitInterval: "0s").kafka.commitInterval == 0)
+        #expect(try configuration(commitInterval: nil).kafka.commitAfterRecords == nil)  // 5 % of the cap
     }
 
     @Test func refusesABareNumberSayingWhichUnitIsMeant() {

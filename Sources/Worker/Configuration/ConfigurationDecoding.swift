@@ -207,6 +207,7 @@ extension WorkerConfiguration {
             kafka.groupInstanceID = decoder.string(object, "group_instance_id", "kafka", allowEmpty: true) ?? ""
             kafka.commitInterval =
                 decoder.duration(object, "commit_interval", "kafka", range: 0...60) ?? kafka.commitInterval
+            kafka.commitAfterRecords = decoder.integer(object, "commit_after_records", "kafka", range: 1...1_000_000)
             if let topics = decoder.object(object["topics"], "kafka.topics") {
                 decoder.checkKeys(
                     topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])
