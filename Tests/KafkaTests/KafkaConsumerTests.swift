@@ -8,8 +8,8 @@ import Testing
 
 @Suite("KafkaConsumer")
 struct KafkaConsumerTests {
-    // librdkafka 2.0.2 aborts in destroy otherwise.
-    @Test("a cooperative-sticky member closed before its first assignment gets it first")
+    // librdkafka before 2.3.0 (Debian's 2.0.2) aborts in destroy otherwise (issue 4312); later ones need no wait.
+    @Test("a cooperative-sticky member closed before its first assignment gets it first where librdkafka needs it")
     func closingBeforeTheFirstAssignmentWaitsForIt() async throws {
         let cluster = try startCluster(topic: "in", partitions: 2)
         let events = Recorder<String>()
@@ -22,7 +22,13 @@ struct KafkaConsumerTests {
         // At once: the join has not completed yet. Without the wait, destroying the handle can find the
         // sticky assignor chosen but its state missing, and abort the whole test process.
         try await consumer.close()
-        #expect(events.all.first == "assigned 2", "\(events.all)")
+        if RDKafkaVersion.loaded.abortsDestroyingBeforeFirstAssignment {
+            #expect(events.all.first == "assigned 2", "\(events.all)")
+        } else {
+            // No wait: the close leaves the group as it is, and destroying the handle (when the consumer goes,
+            // at the end of this test) does not abort the test process.
+            #expect(events.all.isEmpty || events.all.first == "assigned 2", "\(events.all)")
+        }
     }
 
     @Test("records arrive with their key, value, headers and a create-time timestamp")
