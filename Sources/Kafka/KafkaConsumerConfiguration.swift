@@ -43,7 +43,7 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// leave seconds of that work uncommitted. See ``commitInterval``.
     public var autoCommitInterval: Duration = .seconds(5)
     /// How often the consumer itself commits the stored offsets when some were stored since its last
-    /// commit (`rd_kafka_commit`, asynchronous, from a thread of its own), whatever state the group is in.
+    /// commit (asynchronous, from a thread of its own), whatever state the group is in.
     /// A failed commit is reported like a failed auto-commit (``KafkaEvent/error(_:)``, code
     /// ``KafkaError/Code/commit``) and the next one carries its offsets. `nil`: only
     /// ``autoCommitInterval``. Default: `nil`.
