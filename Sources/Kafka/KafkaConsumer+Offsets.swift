@@ -3,8 +3,8 @@
 
 extension KafkaConsumer {
     /// Stores the offset to commit for a partition: `nextOffset` is the offset of the NEXT record to
-    /// read, i.e. the last finished record's offset + 1. librdkafka commits it later (auto-commit,
-    /// ``commit()``, revoke, close). Non-blocking; any thread.
+    /// read, i.e. the last finished record's offset + 1. It is committed later (within `commitInterval` or
+    /// `commitAfterRecords` when set, auto-commit, ``commit()``, revoke, close). Non-blocking; any thread.
     ///
     /// - Throws: ``KafkaError/Code/offsetStore`` if the partition is not assigned to this consumer
     ///   (any more), so a late store after a revoke cannot move the group's offset.
@@ -16,6 +16,7 @@ extension KafkaConsumer {
     public func storeOffsets(_ nextOffsets: [KafkaTopicPartition: Int64]) throws(KafkaError) {
         guard !nextOffsets.isEmpty else { return }
         try client.storeOffsets(nextOffsets)
+        promptCommits?.noteStored(nextOffsets)
     }
 
     /// Commits the stored offsets of the current assignment and waits for the broker's answer.

@@ -30,8 +30,8 @@ import Platform
 ///
 /// Offsets: nothing is committed unless stored. Store the offset of the NEXT record to read
 /// (`message.offset + 1`) once a record and every earlier record of its partition are finished;
-/// librdkafka commits stored offsets every `autoCommitInterval`, on ``commit()``, on revoke and
-/// on ``close()``.
+/// they are committed every `commitInterval` in which some were stored (when set), by librdkafka
+/// every `autoCommitInterval` while the group is steady, on ``commit()``, on revoke and on ``close()``.
 ///
 /// Rebalances: the `rebalanceHandler` runs for every non-empty assignment change while the poll
 /// thread waits for it (at most `rebalanceDeadline`). Both EAGER (`range`, `roundrobin`) and
@@ -48,6 +48,8 @@ import Platform
 public final class KafkaConsumer: Sendable {
     let client: RDKafkaClient
     let core: ConsumerCore
+    /// Set when `commitInterval` is: commits what was stored, on a thread of its own.
+    let promptCommits: PromptCommits?
 
     /// Creates the consumer and starts its poll thread. It joins the group on ``subscribe(topics:)``.
     ///
@@ -65,12 +67,15 @@ public final class KafkaConsumer: Sendable {
     ) throws(KafkaError) {
         let properties = configuration.librdkafkaProperties()
         let strategy = properties.last { $0.0 == "partition.assignment.strategy" }?.1 ?? ""
+        let promptCommits = configuration.commitInterval.map {
+            PromptCommits(interval: $0, afterRecords: configuration.commitAfterRecords)
+        }
         let core = ConsumerCore(
             capacity: configuration.bufferCapacity, stallTimeout: configuration.stallTimeout,
             rebalanceDeadline: configuration.rebalanceDeadline,
             rebalanceHandler: rebalanceHandler, eventHandler: eventHandler, statusHandler: statusHandler,
             forwardsStatistics: configuration.statisticsInterval != nil,
-            usesCooperativeSticky: strategy.contains("cooperative-sticky")
+            usesCooperativeSticky: strategy.contains("cooperative-sticky"), promptCommits: promptCommits
         )
         let callbacks = RDKafkaCallbacks(
             eventHandler: { [core] event in core.observe(event) }, redactor: SecretRedactor(properties: properties),
@@ -82,8 +87,12 @@ public final class KafkaConsumer: Sendable {
         core.state.withLock { $0.handle = client.borrowed }
         self.client = client
         self.core = core
+        self.promptCommits = promptCommits
         DedicatedThread.start(name: "kafka-consumer") { [client, core] in
             Self.pollLoop(client: client, core: core)
+        }
+        if let promptCommits {
+            DedicatedThread.start(name: "kafka-commits") { [client] in promptCommits.run(client: client) }
         }
     }
 

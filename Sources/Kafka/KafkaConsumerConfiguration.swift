@@ -37,7 +37,22 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// Commit stored offsets in the background (`enable.auto.commit`). Default: `true`.
     public var enableAutoCommit: Bool = true
     /// How often background commits run (`auto.commit.interval.ms`). Default: 5 seconds.
+    ///
+    /// librdkafka's timer keeps its own schedule (skipping ticks while the group is not steady), while a
+    /// restarted consumer may work through a backlog at several times the input rate: on its own it can
+    /// leave seconds of that work uncommitted. See ``commitInterval``.
     public var autoCommitInterval: Duration = .seconds(5)
+    /// How often the consumer itself commits the stored offsets when some were stored since its last
+    /// commit (asynchronous, from a thread of its own), whatever state the group is in.
+    /// A failed commit is reported like a failed auto-commit (``KafkaEvent/error(_:)``, code
+    /// ``KafkaError/Code/commit``) and the next one carries its offsets. `nil`: only
+    /// ``autoCommitInterval``. Default: `nil`.
+    public var commitInterval: Duration?
+    /// With ``commitInterval``: commit at once, without waiting for the interval, when the stored offsets
+    /// advanced by this many records since the last commit. What a crash leaves uncommitted is then the
+    /// unfinished records plus at most this many finished ones (and what finishes during a commit's round
+    /// trip), at any rate. `nil`: the interval alone. Default: `nil`.
+    public var commitAfterRecords: Int?
     /// How long the group waits for a silent member before rebalancing (`session.timeout.ms`).
     /// Default: 45 seconds.
     public var sessionTimeout: Duration = .seconds(45)

@@ -59,14 +59,16 @@ final class ConsumerCore: Sendable {
     /// Whether the owner asked for statistics events (the consumer reads them either way).
     let forwardsStatistics: Bool
     let usesCooperativeSticky: Bool
+    let promptCommits: PromptCommits?
 
     init(
         capacity: Int, stallTimeout: Duration, rebalanceDeadline: Duration,
         rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?, eventHandler: KafkaEventHandler?,
         statusHandler: KafkaConsumerStatusHandler? = nil, forwardsStatistics: Bool = true,
-        usesCooperativeSticky: Bool = false
+        usesCooperativeSticky: Bool = false, promptCommits: PromptCommits? = nil
     ) {
         self.usesCooperativeSticky = usesCooperativeSticky
+        self.promptCommits = promptCommits
         self.statusHandler = statusHandler
         self.forwardsStatistics = forwardsStatistics
         self.capacity = max(1, capacity)
@@ -82,16 +84,21 @@ final class ConsumerCore: Sendable {
     /// Whether closing now would hit librdkafka 2.0.2's cooperative-sticky destroy bug: a member that
     /// joined but never got its first assignment has no assignor state, and destroying the handle then
     /// aborts the process (assertion `assignor_state` in the sticky assignor's state destructor,
-    /// librdkafka issue 4312, fixed in 2.3.0). The poll thread serves the group a little longer first.
+    /// librdkafka issue 4312, fixed in 2.3.0). The poll thread serves the group a little longer first,
+    /// only with a librdkafka loaded at run time that has the bug.
     var mustAwaitFirstAssignment: Bool {
-        usesCooperativeSticky && state.withLock { $0.subscribed && !$0.everAssigned }
+        usesCooperativeSticky && Self.destroyAbortsBeforeFirstAssignment
+            && state.withLock { $0.subscribed && !$0.everAssigned }
     }
+
+    static let destroyAbortsBeforeFirstAssignment = RDKafkaVersion.loaded.abortsDestroyingBeforeFirstAssignment
 
     // MARK: Lifecycle
 
     /// Asks the poll thread to close; with a deadline, its waits while closing end by then (the
     /// earliest deadline asked for wins).
     func requestClose(deadline: ContinuousClock.Instant? = nil) {
+        promptCommits?.stop()
         state.withLock { state in
             if state.lifecycle == .running { state.lifecycle = .closing }
             if let deadline { state.closeDeadline = min(state.closeDeadline ?? deadline, deadline) }

@@ -60,9 +60,16 @@ public final class WorkerRuntime: Sendable {
             consumerConfiguration.client.properties["group.instance.id"] = configuration.kafka.groupInstanceID
         }
         consumerConfiguration.rebalanceDeadline = .milliseconds(Int(configuration.pipeline.revokeTimeout * 1000) + 2000)
-        // Stored offsets are committed every second: what a crash (or a refused revoke commit) makes
-        // the next owner redo is at most a second of work beyond the records in flight.
+        // The worker commits stored offsets itself, every kafka.commit_interval and whenever they advanced by
+        // kafka.commit_after_records (5 % of the in-flight cap by default): a restarted worker works through
+        // the backlog its outage left at several times the input rate, and librdkafka's 1 s auto-commit (a
+        // backstop here) then left ~2,000 finished records uncommitted a second after the restart.
         consumerConfiguration.autoCommitInterval = .seconds(1)
+        if configuration.kafka.commitInterval > 0 {
+            consumerConfiguration.commitInterval = .milliseconds(Int64(configuration.kafka.commitInterval * 1000))
+            consumerConfiguration.commitAfterRecords =
+                configuration.kafka.commitAfterRecords ?? max(1, configuration.pipeline.maxInFlightRecords / 20)
+        }
         // The consumer's hand-off holds records the pipeline has not taken yet; keep it small beside the
         // cap so that records held in memory stay within cap + cap/4.
         consumerConfiguration.bufferCapacity = max(16, min(256, configuration.pipeline.maxInFlightRecords / 4))

@@ -180,7 +180,10 @@ extension WorkerConfiguration {
         if let object = decoder.object(root["kafka"], "kafka") {
             decoder.checkKeys(
                 object, at: "kafka",
-                known: ["brokers", "group", "group_instance_id", "topics", "properties", "property_files"])
+                known: [
+                    "brokers", "group", "group_instance_id", "commit_interval", "topics", "properties",
+                    "property_files",
+                ])
             switch object["brokers"] {
             case .array(let list)?:
                 for (index, item) in list.enumerated() {
@@ -202,6 +205,9 @@ extension WorkerConfiguration {
             }
             kafka.group = decoder.string(object, "group", "kafka") ?? kafka.group
             kafka.groupInstanceID = decoder.string(object, "group_instance_id", "kafka", allowEmpty: true) ?? ""
+            kafka.commitInterval =
+                decoder.duration(object, "commit_interval", "kafka", range: 0...60) ?? kafka.commitInterval
+            kafka.commitAfterRecords = decoder.integer(object, "commit_after_records", "kafka", range: 1...1_000_000)
             if let topics = decoder.object(object["topics"], "kafka.topics") {
                 decoder.checkKeys(
                     topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])

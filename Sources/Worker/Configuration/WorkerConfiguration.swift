@@ -13,6 +13,12 @@ public struct WorkerConfiguration: Sendable {
         public var group = "apns-worker"
         /// `group.instance.id` for static membership; empty means dynamic membership.
         public var groupInstanceID = ""
+        /// Seconds between the worker's own commits of stored offsets (when some were stored since the
+        /// last); 0 leaves committing to librdkafka's auto-commit (every second). Default: `0.25`.
+        public var commitInterval = 0.25
+        /// Finished records after which the worker commits without waiting for `commitInterval`; nil: 5 %
+        /// of `pipeline.max_in_flight_records` (see `effectiveCommitAfterRecords`).
+        public var commitAfterRecords: Int?
         public var requestsTopic = "push.requests"
         public var outcomesTopic = "push.outcomes"
         public var invalidTokensTopic = "push.invalid-tokens"

@@ -1,0 +1,40 @@
+// kafka.commit_interval: its documented default, a value with its unit, 0s to turn the worker's own
+// commits off, and a bare number refused.
+
+import JSON
+import Testing
+
+@testable import Worker
+
+@Suite struct KafkaCommitIntervalConfigurationTests {
+    func configuration(commitInterval: JSONValue?) throws -> WorkerConfiguration {
+        let kafka: JSONValue =
+            if let commitInterval {
+                ["brokers": ["k1:9092"], "commit_interval": commitInterval]
+            } else {
+                ["brokers": ["k1:9092"]]
+            }
+        let document: JSONValue = [
+            "kafka": kafka,
+            "credentials": [
+                "team-key": [
+                    "type": "token", "key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ",
+                ]
+            ],
+            "apps": ["com.example.chat": ["credential": "team-key"]],
+        ]
+        return try WorkerConfiguration(decoding: document)
+    }
+
+    @Test func defaultsToAQuarterSecondAndTakesADurationWithItsUnit() throws {
+        #expect(try configuration(commitInterval: nil).kafka.commitInterval == 0.25)
+        #expect(try configuration(commitInterval: "100ms").kafka.commitInterval == 0.1)
+        #expect(try configuration(commitInterval: "0s").kafka.commitInterval == 0)
+        #expect(try configuration(commitInterval: nil).kafka.commitAfterRecords == nil)  // 5 % of the cap
+    }
+
+    @Test func refusesABareNumberSayingWhichUnitIsMeant() {
+        let error = #expect(throws: ConfigurationError.self) { try configuration(commitInterval: 250) }
+        #expect("\(error.map { "\($0)" } ?? "")".contains("kafka.commit_interval"))
+    }
+}
