@@ -78,6 +78,8 @@ public enum CredentialClients {
                 clientConfiguration.endpointOverride = url
             }
             if let caFile = configuration.apns.caFile { clientConfiguration.trustRoots = .caFile(caFile) }
+            clientConfiguration.proxy = try configuration.apns.proxy(
+                forEndpoint: url, environment: ProcessInfo.processInfo.environment)
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
             // Every queued request belongs to a record in flight, so the cap on records already bounds the
