@@ -80,7 +80,8 @@ struct ProxyTunnel {
             "the proxy \(proxy.endpoint) answered CONNECT \(target) with \(status)"
             + (reason.isEmpty ? "" : " \(reason)")
         switch status {
-        case 407:
+        // 407 is the proxy's "who are you"; some proxies (tinyproxy 1.11) answer wrong credentials with 401.
+        case 407, 401:
             if let credentials = proxy.credentials {
                 return HTTP2ClientError(
                     .proxyCredentialsRefused,
