@@ -306,6 +306,7 @@ def test_a_worker_whose_proxy_goes_away_holds_and_delivers_every_pair_once_it_is
         stack.wait_until_all_committed(expected_pairs(first), 60)
         tunnels_before = proxy.connects_to(int(stack.simulator.url.rsplit(":", 1)[1]))
         assert tunnels_before >= 1, "the worker did not go through the proxy"
+        assert worker.find(f"APNs connections go through the proxy 127.0.0.1:{proxy.port} (HTTP CONNECT)")
 
         proxy.kill()
         gone = time.monotonic()
