@@ -212,6 +212,42 @@ def test_the_certificate_is_verified_end_to_end_through_the_proxy(directory, sim
     assert open_proxy.connects_to(simulator_port(simulator)) == before + 1
 
 
+def test_tls_through_the_tunnel_carries_the_servers_name_as_sni(directory, token_key, open_proxy):
+    """A TLS server that records the SNI it is sent: through the proxy, it is the endpoint's host name."""
+    import ssl
+    import threading
+    cert, key = os.path.join(directory, "sni-cert.pem"), os.path.join(directory, "sni-key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True, timeout=20)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.set_alpn_protocols(["h2"])
+    seen = []
+    context.sni_callback = lambda connection, name, _: seen.append(name)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve():
+        try:
+            client, _ = listener.accept()
+            with context.wrap_socket(client, server_side=True) as tls:
+                seen.append(("alpn", tls.selected_alpn_protocol()))
+        except (OSError, ssl.SSLError) as error:
+            seen.append(("error", str(error)))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    server = type("Server", (), {"url": f"https://localhost:{port}", "ca_file": cert})
+    try:
+        send(server, token_key, "--proxy", open_proxy.url)
+    finally:
+        thread.join(10)
+        listener.close()
+    assert seen[:2] == ["localhost", ("alpn", "h2")], seen
+    assert open_proxy.log().count(f"CONNECT localhost:{port} ") == 1
+
+
 def test_inline_proxy_credentials_are_refused_without_showing_them(simulator, token_key):
     result, _ = send(simulator, token_key, "--proxy", "http://someone:hunter2-secret@127.0.0.1:3128")
     assert result.returncode == 2, (result.stdout, result.stderr)
@@ -350,20 +386,31 @@ def test_a_worker_whose_proxy_goes_away_holds_and_delivers_every_pair_once_it_is
     assert 1 <= len(down_lines) <= 3, f"{len(down_lines)} pool-down lines"
 
 
-def test_a_worker_behind_a_proxy_that_wants_credentials_says_so_in_its_log_and_readyz(tmp_path, make_stack):
-    proxy = Tinyproxy(str(tmp_path), "auth-proxy", ["BasicAuth proxyuser s3cret-pass"])
+@pytest.mark.parametrize("refusal", ["no credentials", "wrong credentials", "forbidden port"])
+def test_a_worker_whose_proxy_refuses_says_why_once_in_its_log_readyz_and_metrics(tmp_path, make_stack, refusal):
+    lines, overrides, cause, words = {
+        "no credentials": (["BasicAuth proxyuser s3cret-pass"], {}, "proxyAuthenticationRequired",
+                           "requires authentication"),
+        "wrong credentials": (["BasicAuth proxyuser s3cret-pass"],
+                              {"proxy_credentials_file": write(str(tmp_path), "creds", "proxyuser:wrong-pw-77\n")},
+                              "proxyCredentialsRefused", "refused the credentials in"),
+        "forbidden port": (["ConnectPort 1"], {}, "proxyForbidden", "forbids CONNECT to 127.0.0.1:"),
+    }[refusal]
+    proxy = Tinyproxy(str(tmp_path), "refusing-proxy", lines)
     try:
-        stack = make_stack(latency_ms="1", max_in_flight=100, overrides={"apns": {"proxy": proxy.url}})
+        stack = make_stack(latency_ms="1", max_in_flight=100, overrides={"apns": {"proxy": proxy.url, **overrides}})
         worker = stack.start_worker("worker")
         metrics = worker.metrics_url()
-        events = make_events(20, "auth")
-        stack.produce(events)
-        line, readiness, text = visibly_down(stack, worker, metrics, "proxyAuthenticationRequired")
-        assert "requires authentication" in line["fields"]["cause"], line
+        stack.produce(make_events(20, "refused"))
+        line, readiness, text = visibly_down(stack, worker, metrics, cause)
+        assert words in line["fields"]["cause"], line
         assert metric_value(text, "apns_worker_pushes_held") is not None
         stack.reader.poll(1)
         failed = [outcome for outcome in stack.reader.outcomes if outcome["status"] == "failed"]
         assert failed == [], failed[:2]
+        assert 1 <= len(worker.find_prefix(f"APNs pool {POOL} is down")) <= 3  # once, rate-limited as for APNs
+        everything = open(worker.log_path).read() + worker.stderr() + readiness[1] + text
+        assert "wrong-pw-77" not in everything and "s3cret-pass" not in everything
     finally:
         proxy.kill()
 
