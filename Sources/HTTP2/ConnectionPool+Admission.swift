@@ -155,8 +155,12 @@ extension ConnectionPool {
     func unavailableError(_ state: State, now: UInt64) -> HTTP2ClientError {
         let wait = state.backoffUntil > now ? Duration.nanoseconds(Int64(state.backoffUntil - now)) : Duration.zero
         let last = state.lastConnectError?.message ?? "no connection"
+        // A proxy's refusal keeps its name: it, not the server, is what to fix.
+        let code = state.lastConnectError.map(\.code).flatMap {
+            HTTP2ClientError.Code.proxyCodes.contains($0) ? $0 : nil
+        }
         return HTTP2ClientError(
-            .connectFailed,
+            code ?? .connectFailed,
             "no connection to the server (last attempt: \(last)); "
                 + "next attempt in \(Int((wait.seconds * 1000).rounded())) ms", endpoint: endpoint, retryAfter: wait)
     }

@@ -9,6 +9,10 @@ extension ConnectionPool {
         /// TCP port. Default: 443.
         public var port: Int
         public var tls: TLSConfiguration
+        /// Tunnel every connection through this HTTP proxy (CONNECT; TLS still verifies `host` end to end).
+        /// Its refusals fail connects with the `.proxy…` codes, which count like any connect failure.
+        /// Default: nil (direct).
+        public var proxy: HTTPProxy?
         /// Connections to keep open (opened on first use). Default: 1.
         public var connectionCount: Int = 1
         /// Our cap on concurrent streams per connection, on top of the server's limit. Default: 1000.

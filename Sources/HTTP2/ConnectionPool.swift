@@ -104,7 +104,7 @@ public final class ConnectionPool: Sendable {
             pingTimeout: configuration.pingTimeout.nanosecondsClamped,
             maximumResponseBodyBytes: configuration.maximumResponseBodyBytes,
             maximumConcurrentStreams: configuration.maximumConcurrentStreamsPerConnection,
-            maximumStreamsPerConnection: configuration.maximumStreamsPerConnection)
+            maximumStreamsPerConnection: configuration.maximumStreamsPerConnection, proxy: configuration.proxy)
         let endpoint = settings.endpoint
         func check(_ ok: Bool, _ what: String) throws(HTTP2ClientError) {
             if !ok { throw HTTP2ClientError(.invalidConfiguration, what, endpoint: endpoint) }

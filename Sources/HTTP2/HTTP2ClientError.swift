@@ -12,6 +12,8 @@ public struct HTTP2ClientError: Error, Sendable, CustomStringConvertible, Equata
             case certificateVerificationFailed, http2NotNegotiated, connectionClosed, unprocessed
             case streamReset, requestTimeout, poolSaturated, poolShutDown, protocolError
             case responseTooLarge
+            case proxyUnreachable, proxyAuthenticationRequired, proxyCredentialsRefused, proxyForbidden
+            case proxyRefused
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -46,6 +48,22 @@ public struct HTTP2ClientError: Error, Sendable, CustomStringConvertible, Equata
         public static let protocolError = Code(.protocolError)
         /// The response body exceeded the pool's cap; the stream was reset.
         public static let responseTooLarge = Code(.responseTooLarge)
+        /// The configured HTTP proxy could not be resolved or did not accept the TCP connection.
+        public static let proxyUnreachable = Code(.proxyUnreachable)
+        /// The proxy answered CONNECT with 407 and no credentials are configured.
+        public static let proxyAuthenticationRequired = Code(.proxyAuthenticationRequired)
+        /// The proxy answered CONNECT with 407 to the configured credentials.
+        public static let proxyCredentialsRefused = Code(.proxyCredentialsRefused)
+        /// The proxy answered CONNECT with 403: its rules do not allow the host or port.
+        public static let proxyForbidden = Code(.proxyForbidden)
+        /// The proxy answered CONNECT with another non-2xx status, or with something that is not HTTP.
+        public static let proxyRefused = Code(.proxyRefused)
+
+        /// The codes of a tunnel through an HTTP proxy that did not open.
+        public static let proxyCodes: Set<Code> = [
+            .proxyUnreachable, .proxyAuthenticationRequired, .proxyCredentialsRefused, .proxyForbidden,
+            .proxyRefused,
+        ]
     }
 
     public var code: Code
@@ -70,7 +88,7 @@ public struct HTTP2ClientError: Error, Sendable, CustomStringConvertible, Equata
     public var requestWasNotProcessed: Bool {
         code == .unprocessed || code == .poolSaturated || code == .poolShutDown || code == .connectFailed
             || code == .connectTimeout || code == .tlsHandshakeFailed || code == .certificateVerificationFailed
-            || code == .http2NotNegotiated || code == .invalidConfiguration
+            || code == .http2NotNegotiated || code == .invalidConfiguration || Code.proxyCodes.contains(code)
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }

@@ -12,7 +12,11 @@ extension HTTP2Connection {
         case .resolving(let deadline):
             (phase, connectDeadline) = ("resolving the host name", deadline)
         case .connecting(let attempt):
-            (phase, connectDeadline) = ("waiting for the TCP connection", attempt.connectDeadline)
+            let to = settings.proxy.map { " to the proxy \($0.endpoint)" } ?? ""
+            (phase, connectDeadline) = ("waiting for the TCP connection\(to)", attempt.connectDeadline)
+        case .tunneling(let tunnel):
+            let proxy = settings.proxy?.endpoint ?? "?"
+            (phase, connectDeadline) = ("waiting for the proxy \(proxy) to answer CONNECT", tunnel.connectDeadline)
         case .handshaking(let deadline):
             (phase, connectDeadline) = ("in the TLS handshake", deadline)
         case .awaitingSettings(let deadline):

@@ -11,6 +11,8 @@ extension HTTP2Connection {
         switch state {
         case .connecting:
             finishTCPConnect()
+        case .tunneling:
+            continueTunnel()
         case .handshaking:
             continueHandshake()
         case .awaitingSettings, .ready, .goingAway:

@@ -29,7 +29,7 @@ extension HTTP2Connection {
             loop.markDirty(self)
         case .closed:
             break
-        case .idle, .resolving, .connecting, .handshaking, .awaitingSettings:
+        case .idle, .resolving, .connecting, .tunneling, .handshaking, .awaitingSettings:
             close(nil)
         }
     }
@@ -58,7 +58,7 @@ extension HTTP2Connection {
         case .closed: return
         case .ready: wasReady = true
         case .goingAway(let away): wasReady = away.wasReady
-        case .idle, .resolving, .connecting, .handshaking, .awaitingSettings: wasReady = false
+        case .idle, .resolving, .connecting, .tunneling, .handshaking, .awaitingSettings: wasReady = false
         }
         if sessionCallDepth > 0 {
             if deferredClose == nil { deferredClose = DeferredClose(error: error) }

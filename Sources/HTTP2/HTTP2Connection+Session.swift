@@ -151,7 +151,7 @@ extension HTTP2Connection {
             away.lastStreamID = goaway.last_stream_id
             away.reason = detail
             state = .goingAway(away)
-        case .idle, .resolving, .connecting, .handshaking, .closed:
+        case .idle, .resolving, .connecting, .tunneling, .handshaking, .closed:
             break
         }
         loop.markDirty(self)

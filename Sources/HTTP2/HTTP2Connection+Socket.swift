@@ -13,8 +13,9 @@ extension HTTP2Connection {
         registration = loop.register(self)
         let connectDeadline = MonotonicClock.now() &+ settings.connectTimeout
         state = .resolving(connectDeadline: connectDeadline)
-        let host = settings.host
-        let port = settings.port
+        // Through a proxy, the proxy is what the socket connects to; the server's name goes in CONNECT.
+        let host = settings.proxy?.host ?? settings.host
+        let port = settings.proxy?.port ?? settings.port
         if IPAddress.isLiteral(host) {
             didResolve(SocketAddress.resolve(host: host, port: port, numericOnly: true))
         } else {
@@ -32,7 +33,7 @@ extension HTTP2Connection {
         case .success(let resolved):
             connect(ConnectAttempt(connectDeadline: connectDeadline, addresses: resolved))
         case .failure(let error):
-            close(error)
+            close(proxyUnreachable(error.message) ?? error)
         }
     }
 
@@ -63,10 +64,8 @@ extension HTTP2Connection {
             attempt.lastError = "connect to \(address) failed: \(String(cString: strerror(errno)))"
             Glibc.close(socketFD)
         }
-        close(
-            HTTP2ClientError(
-                .connectFailed,
-                attempt.lastError.isEmpty ? "no address to connect to" : attempt.lastError, endpoint: endpoint))
+        let reason = attempt.lastError.isEmpty ? "no address to connect to" : attempt.lastError
+        close(proxyUnreachable(reason) ?? HTTP2ClientError(.connectFailed, reason, endpoint: endpoint))
     }
 
     /// The socket became writable: the connect finished, one way or the other.
@@ -82,6 +81,15 @@ extension HTTP2Connection {
             connect(attempt)
             return
         }
+        if let proxy = settings.proxy {
+            startTunnel(through: proxy, connectDeadline: attempt.connectDeadline)
+            return
+        }
+        startTLS(connectDeadline: attempt.connectDeadline)
+    }
+
+    /// Starts the TLS handshake on the connected socket (to the server, or a tunnel to it).
+    func startTLS(connectDeadline: UInt64) {
         guard let ssl = tls.makeSession(fileDescriptor: fd) else {
             close(
                 HTTP2ClientError(
@@ -90,7 +98,7 @@ extension HTTP2Connection {
             return
         }
         self.ssl = ssl
-        state = .handshaking(connectDeadline: attempt.connectDeadline)
+        state = .handshaking(connectDeadline: connectDeadline)
         continueHandshake()
     }
 

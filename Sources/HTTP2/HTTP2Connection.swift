@@ -32,6 +32,8 @@ struct HTTP2ConnectionSettings: Sendable {
     var maximumConcurrentStreams: Int
     /// After this many streams the connection retires (stream ids are finite: 2^31 / 2).
     var maximumStreamsPerConnection: Int
+    /// Tunnel through this HTTP proxy (CONNECT) before TLS; nil to connect directly.
+    var proxy: HTTPProxy? = nil
     var endpoint: String {
         IPAddress.isLiteral(host) && host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
@@ -60,6 +62,8 @@ final class HTTP2Connection: @unchecked Sendable {
         case resolving(connectDeadline: UInt64)
         /// A non-blocking TCP connect to one of the resolved addresses is under way.
         case connecting(ConnectAttempt)
+        /// Connected to the proxy; asking it with CONNECT for a tunnel to the server.
+        case tunneling(ProxyTunnel)
         case handshaking(connectDeadline: UInt64)
         /// TLS is up and our SETTINGS are queued; the server's first SETTINGS make the connection ready.
         case awaitingSettings(connectDeadline: UInt64)
@@ -75,6 +79,7 @@ final class HTTP2Connection: @unchecked Sendable {
             case .idle: "idle"
             case .resolving: "resolving"
             case .connecting: "connecting"
+            case .tunneling: "tunneling"
             case .handshaking: "handshaking"
             case .awaitingSettings: "awaitingSettings"
             case .ready: "ready"

@@ -26,6 +26,8 @@ public final class APNsClient: Sendable {
         public var endpointOverride: String?
         /// Apple's port: 443 (default) or 2197.
         public var port: Int = APNsEnvironment.port
+        /// Reach APNs through this HTTP proxy (a CONNECT tunnel). Default: nil (direct).
+        public var proxy: HTTPProxy?
         /// Default: the system trust store; a CA file only for test servers.
         public var trustRoots: TLSConfiguration.TrustRoots = .systemDefault
         /// Connections per environment. Default: 2.
@@ -72,6 +74,7 @@ public final class APNsClient: Sendable {
             } else {
                 pool = ConnectionPool.Configuration(host: environment.host, port: port, tls: tls)
             }
+            pool.proxy = proxy
             pool.connectionCount = connectionsPerEnvironment
             pool.maximumConcurrentStreamsPerConnection = maximumConcurrentStreamsPerConnection
             pool.maximumQueuedRequests = maximumQueuedRequests

@@ -139,7 +139,8 @@ public struct RetryPolicy: Sendable, Hashable {
                 }
                 return .resend
             case .connectFailed, .connectTimeout, .tlsHandshakeFailed, .protocolError,
-                .certificateVerificationFailed, .http2NotNegotiated:
+                .certificateVerificationFailed, .http2NotNegotiated, .proxyUnreachable, .proxyAuthenticationRequired,
+                .proxyCredentialsRefused, .proxyForbidden, .proxyRefused:
                 kind = .backoff(minimum: error.retryAfter)
             case .connectionClosed, .requestTimeout, .streamReset:
                 guard retriesPossiblyProcessedRequests else {

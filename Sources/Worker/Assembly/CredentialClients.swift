@@ -5,6 +5,7 @@
 public import APNs
 import Foundation
 import HTTP2
+import JSON
 
 /// What the worker authenticates with, loaded.
 public struct LoadedCredential: Sendable {
@@ -78,6 +79,8 @@ public enum CredentialClients {
                 clientConfiguration.endpointOverride = url
             }
             if let caFile = configuration.apns.caFile { clientConfiguration.trustRoots = .caFile(caFile) }
+            clientConfiguration.proxy = try configuration.apns.proxy(
+                forEndpoint: url, environment: ProcessInfo.processInfo.environment)
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
             // Every queued request belongs to a record in flight, so the cap on records already bounds the
@@ -109,6 +112,25 @@ public enum CredentialClients {
             }
         }
         return byApp
+    }
+
+    /// Says once, at start, which proxy the APNs connections go through (none: nothing is logged), with
+    /// the user and file of its credentials, never their password.
+    static func logProxies(_ clients: [String: [APNsEnvironment: APNsClient]], logger: Logger) {
+        var proxies: [String: HTTPProxy] = [:]
+        for byEnvironment in clients.values {
+            for client in byEnvironment.values {
+                if let proxy = client.configuration.proxy { proxies[proxy.endpoint] = proxy }
+            }
+        }
+        for (endpoint, proxy) in proxies.sorted(by: { $0.key < $1.key }) {
+            var fields: JSONObject = ["proxy": .string(endpoint)]
+            if let credentials = proxy.credentials {
+                fields["proxy_user"] = .string(credentials.username)
+                fields["proxy_credentials_file"] = .string(credentials.source)
+            }
+            logger.info("APNs connections go through the proxy \(endpoint) (HTTP CONNECT)", fields)
+        }
     }
 
     /// The retry policy of the configuration.

@@ -48,6 +48,7 @@ public final class WorkerRuntime: Sendable {
             for: configuration, credentials: credentials, group: group,
             attemptObserver: { request, attempt in metricsObserver.attemptEnded(request, attempt) },
             poolHealth: poolHealth, credentialHealth: credentialHealth)
+        CredentialClients.logProxies(clients, logger: logger)
         transport = APNsPushTransport(
             clients: clients, policy: CredentialClients.retryPolicy(configuration.retry),
             observe: { push, result in metricsObserver.delivered(push, result) })

@@ -324,7 +324,11 @@ extension WorkerConfiguration {
         var apns = APNs()
         if let object = decoder.object(root["apns"], "apns") {
             decoder.checkKeys(
-                object, at: "apns", known: ["endpoints", "ca_file", "connections", "max_streams", "request_timeout"])
+                object, at: "apns",
+                known: [
+                    "endpoints", "ca_file", "connections", "max_streams", "request_timeout", "proxy",
+                    "proxy_credentials_file",
+                ])
             if let endpoints = decoder.object(object["endpoints"], "apns.endpoints") {
                 decoder.checkKeys(endpoints, at: "apns.endpoints", known: ["production", "sandbox"])
                 for (key, keyPath) in [("production", \APNs.productionURL), ("sandbox", \APNs.sandboxURL)] {
@@ -342,6 +346,7 @@ extension WorkerConfiguration {
             apns.maxStreams = decoder.integer(object, "max_streams", "apns", range: 1...10_000) ?? apns.maxStreams
             apns.requestTimeout =
                 decoder.duration(object, "request_timeout", "apns", range: 0.1...300) ?? apns.requestTimeout
+            decoder.decodeProxy(object, into: &apns)
         }
 
         // pipeline

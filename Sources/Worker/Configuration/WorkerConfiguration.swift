@@ -79,6 +79,11 @@ public struct WorkerConfiguration: Sendable {
         public var maxStreams = 1000
         /// Seconds. Default: `10`.
         public var requestTimeout = 10.0
+        /// `apns.proxy`: an HTTP proxy (CONNECT tunnel) to reach APNs through. Default: the environment's
+        /// `HTTPS_PROXY` / `NO_PROXY`.
+        public var proxySetting = ProxySetting.fromEnvironment
+        /// `apns.proxy_credentials_file`: a file holding `user:password` for the proxy's Basic auth.
+        public var proxyCredentialsFile: String?
 
         public func url(for environment: APNsEnvironment) -> String {
             environment == .sandbox ? sandboxURL : productionURL

@@ -222,6 +222,7 @@ extension WorkerMetrics {
         "invalidConfiguration", "connectFailed", "connectTimeout", "tlsHandshakeFailed",
         "certificateVerificationFailed", "http2NotNegotiated", "connectionClosed", "unprocessed", "streamReset",
         "requestTimeout", "poolSaturated", "poolShutDown", "protocolError", "responseTooLarge",
+        "proxyUnreachable", "proxyAuthenticationRequired", "proxyCredentialsRefused", "proxyForbidden", "proxyRefused",
         "invalidRequest", "credential", "cancelled", "error",
     ]
 

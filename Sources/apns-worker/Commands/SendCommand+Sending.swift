@@ -9,7 +9,7 @@ import JSON
 extension SendCommand {
     /// Connection and credential options for sending.
     static let sendingOptions: [OptionSpec] =
-        ClientOptions.connectionOptions + ClientOptions.credentialOptions + [
+        ClientOptions.connectionOptions + ClientOptions.proxyOptions + ClientOptions.credentialOptions + [
             .value("--attempts", "N", "Attempts at most, retries included (1-10). Default: 3."),
             .value("--timeout", "SECONDS", "Give up on one attempt after this long (1-300). Default: 30."),
         ]
@@ -65,6 +65,15 @@ enum ClientOptions {
         .value("--ca-file", "FILE", "Trust only the CA certificates in this PEM file (for test servers)."),
     ]
 
+    /// Applied by `applyConnectionOptions`, so every command that lists them gets them.
+    static let proxyOptions: [OptionSpec] = [
+        .value(
+            "--proxy", "URL",
+            "Tunnel through this HTTP proxy (http://host:port, CONNECT), or none. Default: HTTPS_PROXY "
+                + "unless NO_PROXY exempts the host."),
+        .value("--proxy-credentials-file", "FILE", "File holding user:password for the proxy's Basic auth."),
+    ]
+
     static let credentialOptions: [OptionSpec] = [
         .value(
             "--key-file", "FILE",
@@ -118,6 +127,40 @@ enum ClientOptions {
         if let caFile = arguments.value("--ca-file") {
             configuration.trustRoots = .caFile(caFile)
         }
+        configuration.proxy = try proxy(arguments, endpoint: configuration.endpointOverride)
+    }
+
+    /// The proxy `--proxy` names, or the environment's (HTTPS_PROXY unless NO_PROXY exempts the host:
+    /// --endpoint's, else Apple's), with `--proxy-credentials-file`'s credentials; nil for direct.
+    static func proxy(_ arguments: ParsedArguments, endpoint: String?) throws -> HTTPProxy? {
+        let credentialsFile = arguments.value("--proxy-credentials-file")
+        var proxy: HTTPProxy?
+        do {
+            if let url = arguments.value("--proxy") {
+                if url.lowercased() == "none" {
+                    if credentialsFile != nil {
+                        throw UsageError(message: "--proxy-credentials-file needs a proxy, but --proxy is none")
+                    }
+                    return nil
+                }
+                proxy = try HTTPProxy(url: url, source: "--proxy")
+            } else {
+                let (host, port) =
+                    try endpoint.map { try ConnectionPool.Configuration.parse(url: $0) }
+                    ?? (APNsEnvironment.production.host, APNsEnvironment.port)
+                proxy = try HTTPProxy.fromEnvironment(ProcessInfo.processInfo.environment, host: host, port: port)
+            }
+            if let credentialsFile {
+                guard proxy != nil else {
+                    throw UsageError(
+                        message: "--proxy-credentials-file needs a proxy: give --proxy URL (or set HTTPS_PROXY)")
+                }
+                proxy?.credentials = try HTTPProxy.Credentials(contentsOfFile: credentialsFile)
+            }
+        } catch let error as HTTP2ClientError {
+            throw UsageError(message: error.message)
+        }
+        return proxy
     }
 
     /// A client, or exit 1 with the configuration problem (unreadable CA file, unusable identity).
