@@ -191,7 +191,7 @@ def test_a_wrong_key_password_names_the_key_file_its_config_position_and_the_var
     assert_plain_problems(result, [
         f"{deployment.path}:{position(text, 'sim-key:', 'key_file:')}: credentials.sim-key.key_file: "
         f"'{encrypted}' does not open with the password from the environment variable APNS_KEY_PASSWORD: the "
-        f"password is wrong; put the password '{encrypted}' was encrypted with there"])
+        "password is wrong; set APNS_KEY_PASSWORD to the password the file was encrypted with"])
     assert "not-the-secret-77" not in result.stderr
 
 

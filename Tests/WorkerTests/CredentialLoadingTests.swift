@@ -111,8 +111,8 @@ final class CredentialFiles: Sendable {
         #expect(
             found == [
                 "\(position): credentials.push.key_file: '\(files.file("encrypted.p8"))' does not open with the "
-                    + "password from the environment variable APNS_KEY_PASSWORD: the password is wrong; put the "
-                    + "password '\(files.file("encrypted.p8"))' was encrypted with there"
+                    + "password from the environment variable APNS_KEY_PASSWORD: the password is wrong; set "
+                    + "APNS_KEY_PASSWORD to the password the file was encrypted with"
             ])
         #expect(!found.joined().contains("not-the-secret-77"))
     }
@@ -125,8 +125,9 @@ final class CredentialFiles: Sendable {
         #expect(
             found.first?.hasPrefix(
                 "\(position): credentials.push.key_password_file: '\(files.file("encrypted.p8"))' does not open "
-                    + "with the password from the password file '\(files.file("wrong.pass"))' (key_password_file)")
-                == true)
+                    + "with the password from the password file '\(files.file("wrong.pass"))' (key_password_file): "
+                    + "the password is wrong; write the password the file was encrypted with on the first line of "
+                    + "'\(files.file("wrong.pass"))'") == true)
     }
 
     @Test func anEncryptedKeyWithoutAPasswordSaysWhereToGiveIt() throws {

@@ -109,6 +109,14 @@ public enum CredentialClients {
             case .variable(let name, _): "the environment variable \(name)"
             }
         }
+
+        /// What would be right, for a password that is wrong.
+        var fix: String {
+            switch self {
+            case .file(let path, _): "write the password the file was encrypted with on the first line of '\(path)'"
+            case .variable(let name, _): "set \(name) to the password the file was encrypted with"
+            }
+        }
     }
 
     /// A credential that did not load as a configuration problem: at the key naming the file it is about,
@@ -146,10 +154,11 @@ public enum CredentialClients {
                     ? ", or decrypt the key once with 'openssl pkey -in KEY -out KEY.decrypted'" : "")
         case .wrongPassword:
             if case .file = password { key = passwordKey }
-            let source = password?.described ?? "nowhere"
-            message =
-                "\(subject) does not open with the password from \(source): the password is wrong; put the "
-                + "password \(subject) was encrypted with there"
+            if let password {
+                message =
+                    "\(subject) does not open with the password from \(password.described): the password is "
+                    + "wrong; \(password.fix)"
+            }
         default:
             break
         }
