@@ -236,4 +236,41 @@ final class CapturedLog: Sendable {
         #expect(LogRedaction.scrub("eyJabc.short") == "eyJabc.short")
         #expect(LogRedaction.scrub("plain text") == "plain text")
     }
+
+    @Test func leavesWordsAboutKeysInErrorMessagesWhole() {
+        for message in [
+            "'/k/AuthKey.p8' is not PEM: no '-----BEGIN PRIVATE KEY-----' line found; check that this is the right file",
+            "'/k/cert.der' is binary DER, not PEM text; expected a '-----BEGIN CERTIFICATE-----' block. Convert it",
+            "expected -----BEGIN PRIVATE KEY----- then the key",
+            "a PEM public key ('-----BEGIN PUBLIC KEY-----'): no PEM block found",
+        ] {
+            #expect(LogRedaction.scrub(message) == message)
+        }
+    }
+
+    @Test func stillCutsOutRealPEMBlocksWhereverTheyAre() {
+        let body = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg"
+        let cases = [
+            (
+                "got -----BEGIN PRIVATE KEY-----\n\(body)\n-----END PRIVATE KEY----- instead",
+                "got [redacted pem] instead"
+            ),
+            ("crlf -----BEGIN PRIVATE KEY-----\r\n\(body)", "crlf [redacted pem]"),
+            // Pasted on one line (an environment variable), or quoted with escaped line breaks (JSON).
+            ("one -----BEGIN PRIVATE KEY----- \(body) -----END PRIVATE KEY----- two", "one [redacted pem] two"),
+            (
+                #"json "-----BEGIN EC PRIVATE KEY-----\n"# + body + #"\n-----END EC PRIVATE KEY-----" end"#,
+                #"json "[redacted pem]" end"#
+            ),
+            (
+                "legacy -----BEGIN EC PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\n\(body)",
+                "legacy [redacted pem]"
+            ),
+        ]
+        for (text, expected) in cases {
+            let scrubbed = LogRedaction.scrub(text)
+            #expect(scrubbed == expected)
+            #expect(!scrubbed.contains(body.prefix(12)))
+        }
+    }
 }

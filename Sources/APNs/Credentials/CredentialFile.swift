@@ -6,6 +6,11 @@ import Glibc
 public enum CredentialFile {
     /// Credential files are a few kilobytes; anything larger is the wrong file.
     public static let maximumSize = 1 << 20
+    /// The password of an encrypted `.p8` key when no password file is named.
+    public static let keyPasswordVariable = "APNS_KEY_PASSWORD"
+    /// The password of a `.p12` archive (or of an encrypted PEM key beside a certificate) when no
+    /// password file is named.
+    public static let certificatePasswordVariable = "APNS_CERT_PASSWORD"
 
     /// Reads a whole credential file.
     /// - Parameter what: what the file should be, for the error message ("APNs signing key (.p8)").

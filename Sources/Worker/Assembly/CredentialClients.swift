@@ -21,34 +21,149 @@ public struct LoadedCredential: Sendable {
 }
 
 public enum CredentialClients {
-    /// Loads every credential; throws one error listing every credential that failed.
-    public static func load(_ configuration: WorkerConfiguration) throws(ConfigurationError) -> [String:
-        LoadedCredential]
+    /// Loads every credential; throws one error listing every credential that failed, each problem at
+    /// the key of its credential that names the file (locate them with the configuration's source).
+    ///
+    /// - Parameter environment: where `APNS_KEY_PASSWORD` and `APNS_CERT_PASSWORD` are read, for the
+    ///   credentials that name no password file. Default: the process's environment.
+    public static func load(_ configuration: WorkerConfiguration, environment: [String: String]? = nil)
+        throws(ConfigurationError) -> [String: LoadedCredential]
     {
+        let environment = environment ?? ProcessInfo.processInfo.environment
         var loaded: [String: LoadedCredential] = [:]
         var problems: [ConfigurationProblem] = []
         for (name, credential) in configuration.credentials.sorted(by: { $0.key < $1.key }) {
-            do {
-                switch credential {
-                case .token(let keyFile, let keyID, let teamID):
-                    let key = try ProviderTokenKey(contentsOfFile: keyFile, keyID: keyID, teamID: teamID)
-                    let signer = try ProviderTokenSigner(key: key)
-                    _ = try signer.token()  // proves the key signs before the first push needs it
-                    loaded[name] = LoadedCredential(name: name, signer: signer, identity: nil)
-                case .certificate(let certFile, let passwordFile, let keyFile):
-                    let password = try passwordFile.map { file throws(CredentialError) in
-                        try CredentialFile.readPassword(file)
-                    }
-                    let identity = try CertificateIdentity(
-                        certificateFile: certFile, keyFile: keyFile, password: password)
-                    loaded[name] = LoadedCredential(name: name, signer: nil, identity: identity)
-                }
+            let password = PasswordSource(for: credential, environment: environment)
+            do throws(CredentialError) {
+                loaded[name] = try load(name, credential, password: password)
             } catch {
-                problems.append(ConfigurationProblem(path: "credentials." + name, message: "\(error)"))
+                problems.append(problem(error, credential: name, credential, password: password))
             }
         }
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return loaded
+    }
+
+    private static func load(_ name: String, _ credential: WorkerConfiguration.Credential, password: PasswordSource?)
+        throws(CredentialError) -> LoadedCredential
+    {
+        switch credential {
+        case .token(let keyFile, let keyID, let teamID, _):
+            let key = try ProviderTokenKey(
+                contentsOfFile: keyFile, keyID: keyID, teamID: teamID, password: try password?.read())
+            let signer = try ProviderTokenSigner(key: key)
+            _ = try signer.token()  // proves the key signs before the first push needs it
+            return LoadedCredential(name: name, signer: signer, identity: nil)
+        case .certificate(let certFile, _, let keyFile):
+            do throws(CredentialError) {
+                let identity = try CertificateIdentity(
+                    certificateFile: certFile, keyFile: keyFile, password: try password?.read())
+                return LoadedCredential(name: name, signer: nil, identity: identity)
+            } catch  where error.code == .wrongPassword && password?.isVariable == true {
+                // APNS_CERT_PASSWORD is for the certificates that need one; one exported without a
+                // password still opens.
+                guard
+                    let identity = try? CertificateIdentity(certificateFile: certFile, keyFile: keyFile, password: nil)
+                else { throw error }
+                return LoadedCredential(name: name, signer: nil, identity: identity)
+            }
+        }
+    }
+
+    /// Where a credential's password comes from: its password file, or else the environment variable of
+    /// its kind when set.
+    enum PasswordSource: Sendable {
+        /// The file and the key of the credential that names it.
+        case file(String, key: String)
+        case variable(String, value: String)
+
+        init?(for credential: WorkerConfiguration.Credential, environment: [String: String]) {
+            let (file, key, variable): (String?, String, String) =
+                switch credential {
+                case .token(_, _, _, let file): (file, "key_password_file", CredentialFile.keyPasswordVariable)
+                case .certificate(_, let file, _): (file, "password_file", CredentialFile.certificatePasswordVariable)
+                }
+            if let file {
+                self = .file(file, key: key)
+            } else if let value = environment[variable] {
+                self = .variable(variable, value: value)
+            } else {
+                return nil
+            }
+        }
+
+        func read() throws(CredentialError) -> String {
+            switch self {
+            case .file(let path, _): try CredentialFile.readPassword(path)
+            case .variable(_, let value): value
+            }
+        }
+
+        var isVariable: Bool {
+            if case .variable = self { true } else { false }
+        }
+
+        /// How a message names it: `the password file '/run/key.pass' (key_password_file)`.
+        var described: String {
+            switch self {
+            case .file(let path, let key): "the password file '\(path)' (\(key))"
+            case .variable(let name, _): "the environment variable \(name)"
+            }
+        }
+
+        /// What would be right, for a password that is wrong.
+        var fix: String {
+            switch self {
+            case .file(let path, _): "write the password the file was encrypted with on the first line of '\(path)'"
+            case .variable(let name, _): "set \(name) to the password the file was encrypted with"
+            }
+        }
+    }
+
+    /// A credential that did not load as a configuration problem: at the key naming the file it is about,
+    /// saying which file, what is wrong, and what would be right in the configuration's words.
+    static func problem(
+        _ error: CredentialError, credential name: String, _ credential: WorkerConfiguration.Credential,
+        password: PasswordSource?
+    ) -> ConfigurationProblem {
+        let path = "credentials." + name
+        let (fileKey, passwordKey, variable): (String, String, String)
+        var keysByFile: [(file: String?, key: String)]
+        switch credential {
+        case .token(let keyFile, _, _, let passwordFile):
+            (fileKey, passwordKey, variable) = ("key_file", "key_password_file", CredentialFile.keyPasswordVariable)
+            keysByFile = [(passwordFile, passwordKey), (keyFile, fileKey)]
+        case .certificate(let certFile, let passwordFile, let keyFile):
+            (fileKey, passwordKey, variable) = (
+                "cert_file", "password_file", CredentialFile.certificatePasswordVariable
+            )
+            keysByFile = [(passwordFile, passwordKey), (keyFile, "key_file"), (certFile, fileKey)]
+        }
+        if error.code == .invalidKeyID { return ConfigurationProblem(path: path + ".key_id", message: error.message) }
+        if error.code == .invalidTeamID {
+            return ConfigurationProblem(path: path + ".team_id", message: error.message)
+        }
+        var key = keysByFile.first { $0.file != nil && $0.file == error.path }?.key ?? fileKey
+        let subject = error.path.map { "'\($0)'" } ?? "the \(fileKey)"
+        var message = error.message
+        switch error.code {
+        case .passwordRequired:
+            message =
+                "\(subject) is encrypted and no password was given; name a file holding its password with "
+                + "\(passwordKey) (or set \(variable))"
+                + (fileKey == "key_file"
+                    ? ", or decrypt the key once with 'openssl pkey -in KEY -out KEY.decrypted'" : "")
+        case .wrongPassword:
+            if case .file = password { key = passwordKey }
+            if let password {
+                message =
+                    "\(subject) does not open with the password from \(password.described): the password is "
+                    + "wrong; \(password.fix)"
+            }
+        default:
+            break
+        }
+        return ConfigurationProblem(path: path + "." + key, message: message)
     }
 
     /// One client per (credential, environment); apps map onto their credential's clients.

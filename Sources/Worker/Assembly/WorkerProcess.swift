@@ -20,12 +20,15 @@ public enum WorkerProcess {
     ///   - rulesText: rules to use instead of `configuration.rulesFile` (the `dev` command's embedded ones).
     ///   - shutdown: an outside trigger besides signals (the `dev` command stops after N events).
     ///   - started: called once the worker runs, with it and the base URL of its metrics and health port.
+    ///   - configurationProblems: given the problems when the rules, a credential or a Kafka property stop
+    ///     the start (then nothing is logged about them); without it they are logged.
     public static func run(
         configuration: WorkerConfiguration, logger: Logger, checkOnly: Bool = false,
         observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil,
         shutdown: ShutdownSignal = ShutdownSignal(),
         preloadedCredentials: [String: LoadedCredential]? = nil,
-        started: (@Sendable (WorkerRuntime, _ metricsURL: String) -> Void)? = nil
+        started: (@Sendable (WorkerRuntime, _ metricsURL: String) -> Void)? = nil,
+        configurationProblems: (@Sendable (ConfigurationError) -> Void)? = nil
     ) async -> Int32 {
         // First of all, so that a signal during start-up starts the bounded shutdown instead of ending
         // the process by its default action.
@@ -48,6 +51,10 @@ public enum WorkerProcess {
         do throws(RulesLoadError) {
             if let rulesStore { rules = rulesStore } else { rules = try RulesStore(path: configuration.rulesFile) }
         } catch {
+            if let configurationProblems {
+                configurationProblems(ConfigurationError(rules: error))
+                return 1
+            }
             logger.critical(
                 "the rules file has problems; the worker does not start",
                 [
@@ -63,6 +70,12 @@ public enum WorkerProcess {
                 configuration: configuration, rules: rules, metrics: metrics, readiness: readiness, logger: logger,
                 observer: observer, preloadedCredentials: preloadedCredentials)
         } catch {
+            if let configurationProblems,
+                let problems = ConfigurationError(startupFailure: error, kafka: configuration.kafka)
+            {
+                configurationProblems(problems)
+                return 1
+            }
             logger.critical("the worker cannot start: \(error)")
             return 1
         }

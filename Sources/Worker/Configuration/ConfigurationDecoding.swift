@@ -13,6 +13,13 @@ public struct ConfigurationProblem: Sendable, Hashable, CustomStringConvertible 
     /// `file:line:column`, filled in by the loader when the YAML position is known.
     public var location: String?
 
+    public init(path: String, message: String, location: String? = nil) {
+        self.path = path
+        self.message = message
+        self.location = location
+    }
+
+    /// `worker.yaml:12:5: credentials.team-key.key_file: what is wrong; what would be right`.
     public var description: String {
         (location.map { $0 + ": " } ?? "") + (path.isEmpty ? "" : path + ": ") + message
     }
@@ -21,6 +28,8 @@ public struct ConfigurationProblem: Sendable, Hashable, CustomStringConvertible 
 /// A configuration that cannot be used; lists every problem.
 public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public var problems: [ConfigurationProblem]
+
+    public init(problems: [ConfigurationProblem]) { self.problems = problems }
     public var description: String {
         "the configuration has \(problems.count) problem\(problems.count == 1 ? "" : "s"):\n"
             + problems.map { "  " + $0.description }.joined(separator: "\n")
@@ -42,9 +51,11 @@ struct ConfigurationDecoder {
         problems.append(ConfigurationProblem(path: path, message: message))
     }
 
-    /// Reports keys of `object` not in `known`, suggesting the closest known one.
-    mutating func checkKeys(_ object: JSONObject, at path: String, known: [String]) {
-        for key in object.keys where !known.contains(key) {
+    /// Reports keys of `object` not in `known`, suggesting the closest known one. Keys in
+    /// `reportedElsewhere` (the inline secrets, refused with their own message) are neither reported here
+    /// nor offered as what would be right.
+    mutating func checkKeys(_ object: JSONObject, at path: String, known: [String], reportedElsewhere: [String] = []) {
+        for key in object.keys where !known.contains(key) && !reportedElsewhere.contains(key) {
             let hint =
                 Spelling.closest(to: key, among: known).map { "; did you mean '\($0)'?" } ?? "; known keys: "
                 + known.joined(separator: ", ")
@@ -237,62 +248,7 @@ extension WorkerConfiguration {
             decoder.problem("kafka", "is required: at least kafka.brokers")
         }
 
-        // credentials
-        var credentials: [String: Credential] = [:]
-        if let object = decoder.object(root["credentials"], "credentials"), !object.isEmpty {
-            for member in object {
-                let path = "credentials." + member.key
-                guard let credential = decoder.object(member.value, path) else { continue }
-                switch credential["type"]?.stringValue {
-                case "token":
-                    decoder.checkKeys(
-                        credential, at: path, known: ["type", "key_file", "key_id", "team_id"] + Self.inlineSecretKeys)
-                    let keyFile = decoder.string(credential, "key_file", path, required: true)
-                    let keyID = decoder.string(credential, "key_id", path, required: true)
-                    let teamID = decoder.string(credential, "team_id", path, required: true)
-                    for (value, key) in [(keyID, "key_id"), (teamID, "team_id")] {
-                        if let value, !Self.isAppleIdentifier(value) {
-                            decoder.problem(
-                                path + "." + key,
-                                "must be the 10-character \(key == "key_id" ? "Key" : "Team") ID (A-Z, 0-9) from Apple's developer account, found '\(value.prefix(20))'"
-                            )
-                        }
-                    }
-                    decoder.checkFile(keyFile, at: path + ".key_file")
-                    if let keyFile, let keyID, let teamID {
-                        credentials[member.key] = .token(keyFile: keyFile, keyID: keyID, teamID: teamID)
-                    }
-                case "certificate":
-                    decoder.checkKeys(
-                        credential, at: path,
-                        known: ["type", "cert_file", "password_file", "key_file"] + Self.inlineSecretKeys)
-                    let certFile = decoder.string(credential, "cert_file", path, required: true)
-                    let passwordFile = decoder.string(credential, "password_file", path)
-                    let keyFile = decoder.string(credential, "key_file", path)
-                    decoder.checkFile(certFile, at: path + ".cert_file")
-                    decoder.checkFile(passwordFile, at: path + ".password_file")
-                    decoder.checkFile(keyFile, at: path + ".key_file")
-                    if let certFile {
-                        credentials[member.key] = .certificate(
-                            certFile: certFile, passwordFile: passwordFile, keyFile: keyFile)
-                    }
-                case let other:
-                    decoder.problem(
-                        path + ".type",
-                        other == nil
-                            ? "is required: token or certificate"
-                            : "must be token or certificate, found '\(other!.prefix(30))'")
-                }
-                for secretKey in Self.inlineSecretKeys where credential[secretKey] != nil {
-                    decoder.problem(
-                        path + "." + secretKey,
-                        "secrets are never written inline; put the secret in a file and name it with key_file or password_file"
-                    )
-                }
-            }
-        } else {
-            decoder.problem("credentials", "is required: at least one credential (a .p8 key or a certificate) by name")
-        }
+        let credentials = decoder.credentials(root["credentials"])
 
         // apps
         var apps: [String: App] = [:]
@@ -429,9 +385,6 @@ extension WorkerConfiguration {
         guard decoder.problems.isEmpty else { throw ConfigurationError(problems: decoder.problems) }
         self = configuration
     }
-
-    /// Keys people try for inline secrets; each gets the message that secrets live in files.
-    static let inlineSecretKeys = ["key", "password", "private_key", "p8", "secret"]
 
     /// Properties the worker sets itself for its delivery guarantees.
     static let ownedProperties: Set<String> = [

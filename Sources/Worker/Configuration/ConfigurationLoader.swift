@@ -5,11 +5,19 @@ import APNs
 import Foundation
 import PushRules
 
+/// A loaded configuration, the variables that overrode its keys, and where each key came from.
+public struct LoadedConfiguration: Sendable {
+    public var configuration: WorkerConfiguration
+    /// The names of the variables that overrode a key (never their values).
+    public var overrides: [String]
+    /// Places later problems (credentials, Kafka properties) at their key's file:line:column.
+    public var source: ConfigurationSource
+}
+
 public enum ConfigurationLoader {
     /// Loads `path`, applying `APNS_WORKER_...` variables from `environment`.
-    /// - Returns: the configuration and the names of the variables that overrode a key.
     public static func load(path: String, environment: [String: String])
-        throws(ConfigurationError) -> (WorkerConfiguration, overrides: [String])
+        throws(ConfigurationError) -> LoadedConfiguration
     {
         guard let data = FileManager.default.contents(atPath: path) else {
             let reason =
@@ -23,7 +31,7 @@ public enum ConfigurationLoader {
     }
 
     public static func load(bytes: [UInt8], file: String, environment: [String: String])
-        throws(ConfigurationError) -> (WorkerConfiguration, overrides: [String])
+        throws(ConfigurationError) -> LoadedConfiguration
     {
         let document: YAMLDocument
         do {
@@ -36,33 +44,18 @@ public enum ConfigurationLoader {
         }
         var value = document.value
         let overrides = EnvironmentOverrides.apply(environment, to: &value)
+        let source = ConfigurationSource(file: file, document: document, overrides: overrides)
         // An override that matches nothing would otherwise leave its key at the file's value, silently.
         let unmatched = EnvironmentOverrides.unmatched(environment)
         let configuration: WorkerConfiguration
         do throws(ConfigurationError) {
             configuration = try WorkerConfiguration(decoding: value, checkingFiles: true)
         } catch {
-            var located = error
-            for index in located.problems.indices {
-                let path = located.problems[index].path
-                if let variable = overrides.first(where: { Self.variable($0, covers: path) }) {
-                    located.problems[index].location = "environment variable \(variable)"
-                } else if let position = document.position(of: path) {
-                    located.problems[index].location = "\(file):\(position)"
-                } else {
-                    located.problems[index].location = file
-                }
-            }
+            var located = source.locate(error)
             located.problems += unmatched
             throw located
         }
         guard unmatched.isEmpty else { throw ConfigurationError(problems: unmatched) }
-        return (configuration, overrides)
-    }
-
-    /// Whether `APNS_WORKER_A__B` set the key at `a.b` (or a key inside it).
-    static func variable(_ name: String, covers path: String) -> Bool {
-        let variablePath = (EnvironmentOverrides.keys(of: name) ?? []).joined(separator: ".")
-        return path == variablePath || path.hasPrefix(variablePath + ".") || path.hasPrefix(variablePath + "[")
+        return LoadedConfiguration(configuration: configuration, overrides: overrides, source: source)
     }
 }

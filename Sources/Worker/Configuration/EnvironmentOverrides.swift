@@ -23,20 +23,28 @@ public enum EnvironmentOverrides {
             .map { $0.lowercased() }
     }
 
+    /// The key path an override sets (`["kafka", "properties", "sasl.password"]` for
+    /// APNS_WORKER_KAFKA__PROPERTIES__SASL_PASSWORD), or nil when the variable is no override: applying a
+    /// variable and blaming a problem on it use this one answer.
+    static func configurationPath(of name: String) -> [String]? {
+        guard var path = keys(of: name) else { return nil }
+        // Only variables naming a configuration section count: Kubernetes also injects
+        // APNS_WORKER_METRICS_PORT and friends for a Service named apns-worker-metrics.
+        guard !path.isEmpty, !path.contains(where: \.isEmpty), sections.contains(path[0]) else { return nil }
+        if path.count >= 3, path[0] == "kafka", propertyMaps.contains(path[1]) {
+            path[2] = path[2...].joined(separator: "_").replacingUnderscores(with: ".")
+            path = Array(path[0...2])
+        }
+        return path
+    }
+
     /// Applies every `APNS_WORKER_...` variable of `environment` to `document`. A value that parses
     /// as JSON (a number, a boolean, a list) takes that type; anything else is a string.
     /// Returns the names of the variables applied, for the start-up log (never their values).
     public static func apply(_ environment: [String: String], to document: inout JSONValue) -> [String] {
         var applied: [String] = []
         for (name, rawValue) in environment.sorted(by: { $0.key < $1.key }) {
-            guard var path = keys(of: name) else { continue }
-            // Only variables naming a configuration section count: Kubernetes also injects
-            // APNS_WORKER_METRICS_PORT and friends for a Service named apns-worker-metrics.
-            guard !path.isEmpty, !path.contains(where: \.isEmpty), sections.contains(path[0]) else { continue }
-            if path.count >= 3, path[0] == "kafka", propertyMaps.contains(path[1]) {
-                path[2] = path[2...].joined(separator: "_").replacingUnderscores(with: ".")
-                path = Array(path[0...2])
-            }
+            guard let path = configurationPath(of: name) else { continue }
             let value =
                 (try? JSONValue(parsing: rawValue)).flatMap { parsed -> JSONValue? in
                     if case .object = parsed { return nil }

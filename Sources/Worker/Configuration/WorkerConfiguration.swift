@@ -31,9 +31,10 @@ public struct WorkerConfiguration: Sendable {
         public var propertyFiles: [String: String] = [:]
     }
 
-    /// How to authenticate to APNs; apps name one.
+    /// How to authenticate to APNs; apps name one. A password (of an encrypted `.p8`, of a `.p12` or of an
+    /// encrypted PEM key) is read from its file, or else from `APNS_KEY_PASSWORD` / `APNS_CERT_PASSWORD`.
     public enum Credential: Sendable, Equatable {
-        case token(keyFile: String, keyID: String, teamID: String)
+        case token(keyFile: String, keyID: String, teamID: String, keyPasswordFile: String? = nil)
         case certificate(certFile: String, passwordFile: String?, keyFile: String?)
     }
 

@@ -1,5 +1,6 @@
 // Keeps secrets out of logs (and out of readiness reasons): fields named like secrets are replaced whole,
-// and anything in free text that looks like a JWT or a PEM block is cut out.
+// and anything in free text that looks like a JWT or a PEM block is cut out; words about keys ("PEM",
+// a quoted BEGIN line in an error message) are not key material and stay.
 
 import APNs
 public import JSON
@@ -114,9 +115,17 @@ public enum LogRedaction {
 
     /// The end of a PEM block starting at `index`: after its `-----END ...-----` line, or the end of the
     /// text when it was cut off (a truncated key is still a key).
+    ///
+    /// A block is a `-----BEGIN LABEL-----` line with something after it: a line break (also an escaped
+    /// `\n`) or base64 text. A BEGIN line quoted in prose (`expected a '-----BEGIN PRIVATE KEY-----' line`)
+    /// carries no key material and is left alone, so that error messages stay whole.
     private static func pemBlockEnd(_ bytes: [UInt8], from index: Int) -> Int? {
         guard hasPrefix(bytes, pemBegin, at: index) else { return nil }
         var cursor = index + pemBegin.count
+        while cursor < bytes.count && isPEMLabelByte(bytes[cursor]) { cursor += 1 }
+        guard hasPrefix(bytes, dashes, at: cursor) else { return nil }
+        cursor += dashes.count
+        guard startsPEMBody(bytes, at: cursor) else { return nil }
         while cursor < bytes.count {
             if hasPrefix(bytes, pemEnd, at: cursor) {
                 cursor += pemEnd.count
@@ -130,6 +139,39 @@ public enum LogRedaction {
             cursor += 1
         }
         return bytes.count
+    }
+
+    /// Whether what follows a BEGIN line is a PEM body: after spaces, a line break (or an escaped one), or
+    /// a run of base64 longer than any word of prose.
+    private static func startsPEMBody(_ bytes: [UInt8], at start: Int) -> Bool {
+        var cursor = start
+        while cursor < bytes.count && (bytes[cursor] == UInt8(ascii: " ") || bytes[cursor] == UInt8(ascii: "\t")) {
+            cursor += 1
+        }
+        guard cursor < bytes.count else { return false }
+        let byte = bytes[cursor]
+        if byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") { return true }
+        if byte == UInt8(ascii: "\\") && cursor + 1 < bytes.count
+            && (bytes[cursor + 1] == UInt8(ascii: "n") || bytes[cursor + 1] == UInt8(ascii: "r"))
+        {
+            return true
+        }
+        var run = 0
+        while cursor + run < bytes.count && isBase64(bytes[cursor + run]) { run += 1 }
+        return run >= 16
+    }
+
+    private static func isPEMLabelByte(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || byte == UInt8(ascii: " ")
+    }
+
+    private static func isBase64(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "+")
+            || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "=")
     }
 
     /// The end of a JWT (three base64url segments, the first starting `eyJ`) at `index`, if there is one.

@@ -31,28 +31,67 @@ struct RunCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         signal(SIGPIPE, SIG_IGN)
         let path = try arguments.required("--config")
-        let (configuration, overrides) = try loadOrExplain(path)
+        let environment = ProcessInfo.processInfo.environment
+        let loaded = try loadOrExplain(path, environment: environment)
+        let configuration = loaded.configuration
+        let credentials = try checkRulesAndCredentials(loaded, environment: environment)
         let writer = LogWriter(configuration: .init(level: LogLevel(name: configuration.logLevel) ?? .info))
         defer { writer.close() }
         let logger = Logger(writer: writer, context: ["service": "apns-worker"])
-        if !overrides.isEmpty {
+        if !loaded.overrides.isEmpty {
             logger.info(
                 "configuration keys overridden by the environment",
                 [
-                    "variables": .array(overrides.map(JSONValue.string))
+                    "variables": .array(loaded.overrides.map(JSONValue.string))
                 ])
         }
+        let source = loaded.source
         let outcome = await WorkerProcess.run(
-            configuration: configuration, logger: logger, checkOnly: arguments.has("--check"))
+            configuration: configuration, logger: logger, checkOnly: arguments.has("--check"),
+            preloadedCredentials: credentials,
+            configurationProblems: { error in
+                writer.flush()
+                explain(source.locate(error))
+            })
         return outcome
     }
 
-    static func loadOrExplain(_ path: String) throws -> (WorkerConfiguration, [String]) {
+    static func loadOrExplain(_ path: String, environment: [String: String]) throws -> LoadedConfiguration {
         do {
-            return try ConfigurationLoader.load(path: path, environment: ProcessInfo.processInfo.environment)
+            return try ConfigurationLoader.load(path: path, environment: environment)
         } catch {
-            standardError("apns-worker run: \(path): \(error)")
+            explain(error)
             throw ExitCode(1)
         }
+    }
+
+    /// Loads the rules and every credential before anything starts, so that all their problems are
+    /// reported together, each where it is; returns the loaded credentials.
+    static func checkRulesAndCredentials(_ loaded: LoadedConfiguration, environment: [String: String]) throws
+        -> [String: LoadedCredential]
+    {
+        var problems: [ConfigurationProblem] = []
+        do throws(RulesLoadError) {
+            _ = try RuleSet.load(contentsOf: loaded.configuration.rulesFile)
+        } catch {
+            problems += ConfigurationError(rules: error).problems
+        }
+        do throws(ConfigurationError) {
+            let credentials = try CredentialClients.load(loaded.configuration, environment: environment)
+            if problems.isEmpty { return credentials }
+        } catch {
+            problems += loaded.source.locate(error).problems
+        }
+        explain(ConfigurationError(problems: problems))
+        throw ExitCode(1)
+    }
+
+    /// Prints each problem on its own line on standard error, `file:line:column: what is wrong; what
+    /// would be right` (or the variable that set the key), then a line saying the worker does not start.
+    static func explain(_ error: ConfigurationError) {
+        var lines = error.problems.map { LogRedaction.scrub($0.description) }
+        let count = error.problems.count == 1 ? "1 problem" : "\(error.problems.count) problems"
+        lines.append("apns-worker run: \(count); the worker does not start")
+        standardError(lines.joined(separator: "\n"))
     }
 }

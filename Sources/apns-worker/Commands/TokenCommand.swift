@@ -32,8 +32,8 @@ struct TokenCommand: Command {
 /// Reading credential options and passwords shared by `token` and `credentials inspect`.
 /// Passwords come from files or the environment, never from the command line.
 enum CredentialOptions {
-    static let certificatePasswordVariable = "APNS_CERT_PASSWORD"
-    static let keyPasswordVariable = "APNS_KEY_PASSWORD"
+    static let certificatePasswordVariable = CredentialFile.certificatePasswordVariable
+    static let keyPasswordVariable = CredentialFile.keyPasswordVariable
 
     static func loadSigningKey(_ arguments: ParsedArguments) throws -> ProviderTokenKey {
         let file = try arguments.required("--key-file")
