@@ -17,12 +17,13 @@ public enum WorkerProcess {
     ///
     /// - Parameters:
     ///   - checkOnly: load and check everything (rules, credentials, Kafka settings), then return.
+    ///   - configurationFile: the file the configuration came from, for positions in `checkOnly` messages.
     ///   - rulesText: rules to use instead of `configuration.rulesFile` (the `dev` command's embedded ones).
     ///   - shutdown: an outside trigger besides signals (the `dev` command stops after N events).
     ///   - started: called once the worker runs, with it and the base URL of its metrics and health port.
     public static func run(
         configuration: WorkerConfiguration, logger: Logger, checkOnly: Bool = false,
-        observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil,
+        configurationFile: String? = nil, observer: (any PipelineObserver)? = nil, rulesStore: RulesStore? = nil,
         shutdown: ShutdownSignal = ShutdownSignal(),
         preloadedCredentials: [String: LoadedCredential]? = nil,
         started: (@Sendable (WorkerRuntime, _ metricsURL: String) -> Void)? = nil
@@ -67,6 +68,16 @@ public enum WorkerProcess {
             return 1
         }
         if checkOnly {
+            let topicProblems = CertificateTopicCheck.locate(
+                CertificateTopicCheck.problems(
+                    configuration: configuration, credentials: runtime.credentials, pushTypes: rules.current.pushTypes),
+                inFile: configurationFile)
+            if !topicProblems.isEmpty {
+                logger.critical(
+                    "an app's certificate does not list the topics its pushes need",
+                    ["problems": .array(topicProblems.map { .string($0.description) })])
+                return 1
+            }
             // Said plainly, so that a passing check is not read as "this will run": nothing here
             // asked a broker or APNs anything.
             logger.info(

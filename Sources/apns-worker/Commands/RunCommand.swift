@@ -43,7 +43,7 @@ struct RunCommand: Command {
                 ])
         }
         let outcome = await WorkerProcess.run(
-            configuration: configuration, logger: logger, checkOnly: arguments.has("--check"))
+            configuration: configuration, logger: logger, checkOnly: arguments.has("--check"), configurationFile: path)
         return outcome
     }
 
