@@ -222,7 +222,8 @@ import Testing
             let complete: JSONValue = ["aps": ["timestamp": 1, "event": event, "content-state": ["eta": 3]]]
             #expect(APNsPayload.validate(complete, pushType: .liveactivity).isEmpty)
             #expect(
-                Sample.summary(APNsPayload.validate(["aps": ["timestamp": 1, "event": event]], pushType: .liveactivity))
+                Sample.summary(
+                    APNsPayload.validate(["aps": ["timestamp": 1, "event": event]], pushType: .liveactivity))
                     == ["payloadMissingKey@payload.aps.content-state"])
         }
     }
