@@ -216,3 +216,12 @@ import Testing
         #expect(Sample.request(topic: "com.example.web", payload: ["aps": ["alert": "hi"]]).validate().isEmpty)
     }
 }
+
+@Suite struct AppleBroadcastRulesTests {
+    @Test func aBroadcastMayUpdateOrEndButNotStart() {
+        let update: JSONValue = ["aps": ["timestamp": 1, "event": "update", "content-state": ["eta": 3]]]
+        #expect(APNsPayload.validateBroadcast(update).isEmpty)
+        let start: JSONValue = ["aps": ["timestamp": 1, "event": "start", "content-state": ["eta": 3]]]
+        #expect(Sample.summary(APNsPayload.validateBroadcast(start)) == ["payloadValueOutOfRange@payload.aps.event"])
+    }
+}

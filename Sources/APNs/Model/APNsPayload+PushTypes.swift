@@ -158,3 +158,18 @@ extension APNsPayload {
         return problems
     }
 }
+
+extension APNsPayload {
+    /// What a broadcast (channel) push may not carry besides the Live Activity rules: "You can't use
+    /// broadcast push notifications to start a Live Activity" (Starting and updating Live Activities
+    /// with ActivityKit push notifications). For the sender of `POST /4/broadcasts/apps/<bundle id>`.
+    public static func validateBroadcast(_ payload: JSONValue) -> [APNsRequestProblem] {
+        guard payload.objectValue?["aps"]?.objectValue?["event"]?.stringValue == "start" else { return [] }
+        return [
+            APNsRequestProblem(
+                .payloadValueOutOfRange, field: "payload.aps.event",
+                "a broadcast push cannot start a Live Activity; send event update or end on the channel, and start "
+                    + "the activity on each device (a push with input-push-channel, or from the app)")
+        ]
+    }
+}
