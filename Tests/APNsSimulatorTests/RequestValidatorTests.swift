@@ -113,7 +113,9 @@ func reason(_ request: IncomingRequest, _ validator: RequestValidator = makeVali
         #expect(withPriority("alert", "com.example.app", "high") == "BadPriority")
         #expect(withPriority("background", "com.example.app", "10") == "BadPriority")
         #expect(withPriority("background", "com.example.app", "5") == nil)
-        #expect(withPriority("voip", "com.example.app.voip", "5") == "BadPriority")
+        // Apple states no priority rule for voip; liveactivity takes 5 or 10 and pushtotalk only 10.
+        #expect(withPriority("voip", "com.example.app.voip", "5") == nil)
+        #expect(withPriority("pushtotalk", "com.example.app.voip-ptt", "5") == "BadPriority")
     }
 
     @Test func expirationMustBeWholeSeconds() {

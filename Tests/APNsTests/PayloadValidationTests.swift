@@ -208,18 +208,23 @@ import Testing
         #expect(APNsPayload.validate(Self.start, pushType: .liveactivity).isEmpty)
     }
 
-    @Test func startNeedsAttributesTypeAttributesAndContentState() {
+    @Test func startNeedsContentStateAlertAttributesTypeAndAttributes() {
         let payload: JSONValue = ["aps": ["timestamp": 1_764_417_600, "event": "start"]]
         #expect(
             Sample.summary(APNsPayload.validate(payload, pushType: .liveactivity)) == [
+                "payloadMissingKey@payload.aps.content-state", "payloadMissingKey@payload.aps.alert",
                 "payloadMissingKey@payload.aps.attributes-type", "payloadMissingKey@payload.aps.attributes",
-                "payloadMissingKey@payload.aps.content-state",
             ])
     }
 
-    @Test func updateAndEndNeedOnlyTimestampAndEvent() {
+    @Test func updateAndEndNeedTimestampEventAndContentState() {
         for event: JSONValue in ["update", "end"] {
-            #expect(APNsPayload.validate(["aps": ["timestamp": 1, "event": event]], pushType: .liveactivity).isEmpty)
+            let complete: JSONValue = ["aps": ["timestamp": 1, "event": event, "content-state": ["eta": 3]]]
+            #expect(APNsPayload.validate(complete, pushType: .liveactivity).isEmpty)
+            #expect(
+                Sample.summary(
+                    APNsPayload.validate(["aps": ["timestamp": 1, "event": event]], pushType: .liveactivity))
+                    == ["payloadMissingKey@payload.aps.content-state"])
         }
     }
 

@@ -6,17 +6,17 @@ import Testing
 
 @Suite struct PushTypeTests {
     static let table: [(PushType, suffix: String, priorities: [Int], defaultPriority: Int, limit: Int)] = [
-        (.alert, "", [10, 5], 10, 4096),
+        (.alert, "", [10, 5, 1], 10, 4096),
         (.background, "", [5], 5, 4096),
-        (.voip, ".voip", [10], 10, 5120),
-        (.complication, ".complication", [10, 5], 10, 4096),
-        (.fileprovider, ".pushkit.fileprovider", [5], 5, 4096),
-        (.mdm, "", [10, 5], 10, 4096),
-        (.location, ".location-query", [10, 5], 10, 4096),
+        (.voip, ".voip", [10, 5, 1], 10, 5120),
+        (.complication, ".complication", [10, 5, 1], 10, 4096),
+        (.fileprovider, ".pushkit.fileprovider", [10, 5, 1], 10, 4096),
+        (.mdm, "", [10, 5, 1], 10, 4096),
+        (.location, ".location-query", [10, 5, 1], 10, 4096),
         (.liveactivity, ".push-type.liveactivity", [10, 5], 10, 4096),
         (.pushtotalk, ".voip-ptt", [10], 10, 4096),
-        (.widgets, ".push-type.widgets", [10, 5], 10, 4096),
-        (.controls, ".push-type.controls", [10, 5], 10, 4096),
+        (.widgets, ".push-type.widgets", [10, 5, 1], 10, 4096),
+        (.controls, ".push-type.controls", [10, 5, 1], 10, 4096),
     ]
 
     @Test func everyPushTypeFollowsApplesTable() {

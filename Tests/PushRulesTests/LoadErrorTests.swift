@@ -161,12 +161,12 @@ import Testing
                     badge: 1
                   - id: call
                     match: {type: b}
-                    push_type: voip
+                    push_type: pushtotalk
                     priority: 5
                   - id: files
                     match: {type: c}
                     push_type: fileprovider
-                    priority: 10
+                    priority: 1
                   - id: mdm
                     match: {type: d}
                     push_type: mdm
@@ -192,10 +192,8 @@ import Testing
                         + "alert, badge and sound there); remove 'alert', use push_type: alert, or put app data under custom",
                     "rules.yaml:8:5: rule 'silent': background pushes carry only content-available in aps (APNs rejects "
                         + "alert, badge and sound there); remove 'badge', use push_type: alert, or put app data under custom",
-                    "rules.yaml:12:15: rule 'call': priority 5 is not allowed for voip pushes (APNs rejects it with "
-                        + "BadPriority); use 10",
-                    "rules.yaml:16:15: rule 'files': priority 10 is not allowed for fileprovider pushes (APNs rejects it "
-                        + "with BadPriority); use 5",
+                    "rules.yaml:12:15: rule 'call': priority 5 is not allowed for pushtotalk pushes (APNs rejects it "
+                        + "with BadPriority); use 10",
                     "rules.yaml:17:5: rule 'mdm': mdm pushes need 'topic': the push magic topic from the MDM certificate "
                         + "(com.apple.mgmt.External.<uuid>)",
                     "rules.yaml:23:12: rule 'topic': topic: voip pushes go to the topic <bundle id>.voip; 'com.example.app' "

@@ -77,7 +77,8 @@ def test_pasted_token_is_normalised():
     ("fileprovider", "com.example.app.pushkit.fileprovider", "com.example.app.pushkit.fileprovider"),
 ])
 def test_topic_gets_the_push_types_suffix_once(push_type, topic, expected):
-    payload = '{"aps":{"timestamp":1764417600,"event":"end"}}' if push_type == "liveactivity" else '{"x":1}'
+    payload = ('{"aps":{"timestamp":1764417600,"event":"end","content-state":{}}}' if push_type == "liveactivity"
+               else '{"x":1}')
     printed = dry_run("--device-token", TOKEN, "--topic", topic, "--push-type", push_type, "--payload", payload)
     assert printed["headers"]["apns-topic"] == expected
     assert printed["headers"]["apns-push-type"] == push_type

@@ -1,6 +1,7 @@
 // Payload rules APNs enforces or that decide whether a notification does anything: the size limit
-// on the bytes actually sent, the `aps` dictionary's keys and their types, and the per-push-type
-// rules for background pushes and Live Activities. Works on JSONValue, no Foundation.
+// on the bytes actually sent, the `aps` dictionary's keys and their types (Apple's "Generating a
+// remote notification", Tables 1 to 3). The per-push-type rules are in APNsPayload+PushTypes.swift.
+// Works on JSONValue, no Foundation.
 
 public import JSON
 
@@ -8,14 +9,16 @@ public import JSON
 public enum APNsPayload {
     /// The keys APNs defines inside `aps`. Anything else there is custom data in the wrong place.
     ///
-    /// Besides Apple's list in the reference, `content-changed` (WidgetKit and control pushes) and
-    /// `input-push-token` / `input-push-channel` (Live Activity starts that ask for a token or join a
-    /// broadcast channel, iOS 18) are Apple-defined keys, so they are not flagged.
+    /// Table 1 of "Generating a remote notification", plus the keys other Apple pages define:
+    /// `content-changed` (Updating widgets with WidgetKit push notifications; Updating controls locally
+    /// and remotely), `input-push-token` / `input-push-channel` (Starting and updating Live Activities
+    /// with ActivityKit push notifications, iOS 18 starts) and `url-args` (Safari Push Notifications,
+    /// Notification Programming Guide for Websites).
     public static let apsKeys: Set<String> = [
         "alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content",
         "target-content-id", "interruption-level", "relevance-score", "filter-criteria",
         "timestamp", "event", "content-state", "stale-date", "dismissal-date", "attributes-type", "attributes",
-        "content-changed", "input-push-token", "input-push-channel",
+        "content-changed", "input-push-token", "input-push-channel", "url-args",
     ]
 
     /// The keys of an `alert` dictionary whose values are strings.
@@ -83,23 +86,24 @@ public enum APNsPayload {
                     "\"aps\" is \(aps.typeName); it must be a dictionary of APNs keys (custom data goes beside it)"))
             return problems
         }
-        checkAPSKeys(apsObject, problems: &problems)
+        checkAPSKeys(apsObject, pushType: pushType, problems: &problems)
         switch pushType {
         case .background: checkBackground(apsObject, problems: &problems)
         case .liveactivity: checkLiveActivity(apsObject, problems: &problems)
+        case .widgets, .controls: checkContentChanged(apsObject, pushType: pushType, problems: &problems)
         default: break
         }
         return problems
     }
 
-    static func checkAPSKeys(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
+    static func checkAPSKeys(_ aps: JSONObject, pushType: PushType, problems: inout [APNsRequestProblem]) {
         for member in aps {
             // Field names are built only for problems: this loop runs for every request.
             var field: String { "payload.aps." + member.key }
             let value = member.value
             switch member.key {
             case "alert":
-                checkAlert(value, problems: &problems)
+                checkAlert(value, liveActivity: pushType == .liveactivity, problems: &problems)
             case "badge":
                 if value.intValue == nil {
                     problems.append(wrongType(field, value, "a whole number (0 clears the badge)"))
@@ -133,7 +137,21 @@ public enum APNsPayload {
                     problems.append(wrongType(field, value, "a string: " + interruptionLevels.joined(separator: ", ")))
                 }
             case "relevance-score":
-                checkUnitInterval(value, field: field, name: "relevance-score", problems: &problems)
+                // "a number between 0 and 1 ... If your remote notification updates a Live Activity, you
+                // can set any Double value" (Generating a remote notification, Table 1).
+                if pushType == .liveactivity {
+                    if value.doubleValue == nil {
+                        problems.append(wrongType(field, value, "a number (Live Activities compare them: 25, 50, 100)"))
+                    }
+                } else {
+                    checkUnitInterval(value, field: field, name: "relevance-score", problems: &problems)
+                }
+            case "url-args":
+                // Safari: the strings that fill the placeholders of the website's urlFormatString.
+                let isStrings = value.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false
+                if !isStrings {
+                    problems.append(wrongType(field, value, #"an array of strings, such as ["boarding"]"#))
+                }
             case "timestamp", "stale-date", "dismissal-date":
                 checkSeconds(value, field: field, name: member.key, problems: &problems)
             case "event":
@@ -164,7 +182,11 @@ public enum APNsPayload {
         }
     }
 
-    static func checkAlert(_ value: JSONValue, problems: inout [APNsRequestProblem]) {
+    /// Table 2 of "Generating a remote notification": string and array-of-strings keys. A Live Activity's
+    /// alert may also give `title` and `body` as `{"loc-key": ..., "loc-args": [...]}` and carry a
+    /// `sound`, as Apple's own example does (Starting and updating Live Activities with ActivityKit push
+    /// notifications). Other keys are left alone: Apple does not forbid them.
+    static func checkAlert(_ value: JSONValue, liveActivity: Bool, problems: inout [APNsRequestProblem]) {
         switch value {
         case .string:
             return
@@ -172,10 +194,21 @@ public enum APNsPayload {
             for member in alert {
                 var field: String { "payload.aps.alert." + member.key }
                 if alertStringKeys.contains(member.key), member.value.stringValue == nil {
-                    problems.append(wrongType(field, member.value, "a string"))
+                    if liveActivity, member.key == "title" || member.key == "body" || member.key == "subtitle",
+                        case .object(let localized) = member.value
+                    {
+                        checkLocalizedText(localized, field: field, problems: &problems)
+                    } else {
+                        problems.append(
+                            wrongType(
+                                field, member.value,
+                                liveActivity ? #"a string, or {"loc-key": "...", "loc-args": [...]}"# : "a string"))
+                    }
                 } else if alertArrayKeys.contains(member.key) {
                     let isStrings = member.value.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false
                     if !isStrings { problems.append(wrongType(field, member.value, "an array of strings")) }
+                } else if liveActivity, member.key == "sound" {
+                    checkSound(member.value, field: field, problems: &problems)
                 }
             }
         default:
@@ -183,13 +216,30 @@ public enum APNsPayload {
         }
     }
 
-    static func checkSound(_ value: JSONValue, problems: inout [APNsRequestProblem]) {
+    /// A Live Activity alert text given as a localization key and its arguments.
+    static func checkLocalizedText(_ text: JSONObject, field: String, problems: inout [APNsRequestProblem]) {
+        guard let key = text["loc-key"] else {
+            problems.append(
+                APNsRequestProblem(
+                    .payloadMissingKey, field: field + ".loc-key",
+                    "a localized alert text needs \"loc-key\", the key in the app's Localizable.strings"))
+            return
+        }
+        if key.stringValue == nil { problems.append(wrongType(field + ".loc-key", key, "a string")) }
+        if let arguments = text["loc-args"], !(arguments.arrayValue?.allSatisfy({ $0.stringValue != nil }) ?? false) {
+            problems.append(wrongType(field + ".loc-args", arguments, "an array of strings"))
+        }
+    }
+
+    static func checkSound(
+        _ value: JSONValue, field soundField: String = "payload.aps.sound", problems: inout [APNsRequestProblem]
+    ) {
         switch value {
         case .string:
             return
         case .object(let sound):
             for member in sound {
-                var field: String { "payload.aps.sound." + member.key }
+                var field: String { soundField + "." + member.key }
                 switch member.key {
                 case "critical":
                     if let flag = member.value.intValue {
@@ -213,13 +263,13 @@ public enum APNsPayload {
             if sound["name"] == nil {
                 problems.append(
                     APNsRequestProblem(
-                        .payloadMissingKey, field: "payload.aps.sound.name",
+                        .payloadMissingKey, field: soundField + ".name",
                         "a sound dictionary needs \"name\", the sound file or \"default\""))
             }
         default:
             problems.append(
                 wrongType(
-                    "payload.aps.sound", value, #"a sound name string, or {"critical":1,"name":"default","volume":1}"#))
+                    soundField, value, #"a sound name string, or {"critical":1,"name":"default","volume":1}"#))
         }
     }
 
@@ -235,53 +285,26 @@ public enum APNsPayload {
         }
     }
 
+    /// Apple types `timestamp`, `stale-date` and `dismissal-date` as a Number holding a UNIX timestamp
+    /// (Generating a remote notification, Table 1): seconds since 1970, fractions allowed. A past date is
+    /// fine (a past `dismissal-date` removes an ended activity at once); a value from 10^11 on is
+    /// milliseconds by mistake.
     static func checkSeconds(
         _ value: JSONValue, field: @autoclosure () -> String, name: String, problems: inout [APNsRequestProblem]
     ) {
-        guard let seconds = value.intValue else {
-            problems.append(wrongType(field(), value, "a whole number of UNIX seconds"))
+        guard let seconds = value.doubleValue else {
+            problems.append(wrongType(field(), value, "a number of UNIX seconds"))
             return
         }
         if seconds < 0 {
-            problems.append(outOfRange(field(), "\(name) is \(seconds); use a time in UNIX seconds"))
-        } else if seconds >= APNsExpiration.millisecondsThreshold {
+            problems.append(outOfRange(field(), "\(name) is \(value.compactString); use a time in UNIX seconds"))
+        } else if seconds >= Double(APNsExpiration.millisecondsThreshold) {
+            let whole = value.intValue ?? Int64(seconds)
             problems.append(
                 outOfRange(
-                    field(), "\(name) \(seconds) looks like milliseconds; APNs wants UNIX seconds (\(seconds / 1000))"))
-        }
-    }
-
-    static func checkBackground(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
-        for member in aps where member.key != "content-available" && apsKeys.contains(member.key) {
-            problems.append(
-                APNsRequestProblem(
-                    .payloadKeyNotAllowed, field: "payload.aps." + member.key,
-                    "background pushes carry only \"content-available\": 1 in \"aps\"; remove \"\(member.key)\" "
-                        + "(use push type alert to show an alert, badge or sound)"))
-        }
-        if aps["content-available"] == nil {
-            problems.append(
-                APNsRequestProblem(
-                    .payloadMissingKey, field: "payload.aps.content-available",
-                    #"background pushes need "content-available": 1 in "aps", as in {"aps":{"content-available":1}}"#))
-        }
-    }
-
-    static func checkLiveActivity(_ aps: JSONObject, problems: inout [APNsRequestProblem]) {
-        func require(_ key: String, _ why: String) {
-            if aps[key] == nil {
-                problems.append(APNsRequestProblem(.payloadMissingKey, field: "payload.aps." + key, why))
-            }
-        }
-        require("timestamp", "Live Activity pushes need \"timestamp\", the UNIX seconds the update was made")
-        require("event", "Live Activity pushes need \"event\": start, update or end")
-        if aps["event"]?.stringValue == "start" {
-            require(
-                "attributes-type",
-                "a Live Activity start needs \"attributes-type\", the name of its ActivityAttributes type")
-            require("attributes", "a Live Activity start needs \"attributes\", the static ActivityAttributes values")
-            require(
-                "content-state", "a Live Activity start needs \"content-state\", the activity's first ContentState")
+                    field(),
+                    "\(name) \(value.compactString) looks like milliseconds; APNs wants UNIX seconds (\(whole / 1000))")
+            )
         }
     }
 

@@ -105,6 +105,8 @@ public struct APNsRequest: Sendable, Hashable {
         if !headersKnownValid { checkHeaders(&problems) }
         let payloadProblems = encodedPayload.problems(for: pushType)
         if !payloadProblems.isEmpty { problems += payloadProblems }
+        // Safari website pushes (`web.` topics) have payload rules of their own.
+        if APNsPayload.isWebTopic(topic) { problems += APNsPayload.validateWebPush(payload) }
         return problems
     }
 
@@ -119,6 +121,7 @@ public struct APNsRequest: Sendable, Hashable {
         }
         let payloadProblems = encodedPayload.problems(for: pushType)
         if !payloadProblems.isEmpty { problems += payloadProblems }
+        if APNsPayload.isWebTopic(topic) { problems += APNsPayload.validateWebPush(payload) }
         return problems
     }
 

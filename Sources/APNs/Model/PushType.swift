@@ -1,5 +1,5 @@
 // The apns-push-type header and the rules that hang off it: topic suffix, allowed priorities and
-// payload limit, as in Apple's table (see /work/shared/reference/apns.md, "Push types").
+// payload limit, each as an Apple page states it (the page is named where the rule is).
 
 /// What kind of notification a request carries; decides the topic suffix, the priorities APNs
 /// accepts and the payload limit.
@@ -46,20 +46,40 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, CustomStringConv
     }
 
     /// The priorities APNs accepts for this push type, most urgent first.
+    ///
+    /// "Sending notification requests to APNs" defines 10, 5 and 1 for every request; only these
+    /// push types narrow that down, each on the page named:
+    /// - background: "Always use priority 5. Using priority 10 is an error." (Sending notification
+    ///   requests to APNs, "Know when to use push types").
+    /// - liveactivity: "Set the value for the apns-priority header field to 5 or 10" (Starting and
+    ///   updating Live Activities with ActivityKit push notifications), for device and channel pushes.
+    /// - pushtotalk: priority 10 with expiration 0, for immediate delivery (Creating a Push to Talk app,
+    ///   "Receive audio").
+    /// Apple states no narrower rule for the others (alert and location only advise 10 or 5; voip,
+    /// complication, fileprovider, mdm, widgets and controls say nothing), so they take all three.
     public var allowedPriorities: [APNsPriority] {
         switch self {
-        case .background, .fileprovider: return PushType.onlyConsiderPower
-        case .voip, .pushtotalk: return PushType.onlyImmediately
-        case .alert, .complication, .mdm, .location, .liveactivity, .widgets, .controls:
-            return PushType.immediatelyOrConsiderPower
+        case .background: return PushType.onlyConsiderPower
+        case .pushtotalk: return PushType.onlyImmediately
+        case .liveactivity: return PushType.immediatelyOrConsiderPower
+        case .alert, .voip, .complication, .fileprovider, .mdm, .location, .widgets, .controls:
+            return PushType.anyPriority
         }
     }
 
     private static let onlyConsiderPower: [APNsPriority] = [.considerPower]
     private static let onlyImmediately: [APNsPriority] = [.immediately]
     private static let immediatelyOrConsiderPower: [APNsPriority] = [.immediately, .considerPower]
+    private static let anyPriority: [APNsPriority] = [.immediately, .considerPower, .lowest]
 
-    /// The priority used when a request names none: 10, except 5 where 10 is not allowed.
+    /// Whether APNs takes this push type only with token authentication: "The location push type
+    /// supports only token-based authentication" (Sending notification requests to APNs), and File
+    /// Provider pushes "use provider authentication tokens (not provider certificates)" (Using push
+    /// notifications to signal changes).
+    public var requiresTokenAuthentication: Bool { self == .location || self == .fileprovider }
+
+    /// The priority used when a request names none: 10, Apple's default when the header is left out,
+    /// except 5 where 10 is not allowed (background).
     public var defaultPriority: APNsPriority { allowedPriorities[0] }
 
     /// The largest payload APNs accepts, in bytes of compact UTF-8 JSON: 5120 for voip, 4096 otherwise.

@@ -1,5 +1,6 @@
 // Apple's checks on one request, in order: method, path, duplicate headers, authentication, apns-id,
-// push type, topic, priority, expiration, collapse id, payload, device token and its state. The first
+// push type, topic, priority (the push type's allowed ones: BadPriority), expiration, collapse id,
+// payload (with the push type's own rules), device token and its state. The first
 // failing check decides the answer, with Apple's status and reason (APNsErrorReason from the model).
 
 import APNs
@@ -168,7 +169,14 @@ struct RequestValidator: Sendable {
         case .object(aps: .absent):
             if APNsPayload.requiresAPS(pushType) { return reject(badPayloadReason) }
         case .object(aps: .dictionary):
-            break
+            // Live Activity events, WidgetKit and control pushes and Safari website pushes have rules of
+            // their own (APNsPayload+PushTypes.swift cites Apple's pages); Apple's table names no reason
+            // for breaking them, so the simulator answers BadPayload. Parsed only for those pushes.
+            if APNsPayload.hasPushTypeRules(pushType, topic: topic) {
+                guard let payload = try? JSONValue(parsing: request.body),
+                    APNsPayload.pushTypeProblems(payload, pushType: pushType, topic: topic).isEmpty
+                else { return reject(badPayloadReason) }
+            }
         }
 
         // The path carries lowercase or uppercase hex; anything else (or a length no token has) is bad.

@@ -75,10 +75,14 @@ struct EventOverrides {
                     invalid[field] = "apns.badge is \(ConditionExplanation.describe(value)); use a whole number from 0"
                 }
             case .relevance_score:
-                if let number = value.doubleValue, number >= 0, number <= 1 {
+                // Any number here: 0 to 1 for notifications, any number for Live Activities ("Generating a
+                // remote notification"); the request's own validation applies the push type's range.
+                if let number = value.doubleValue, number.isFinite {
                     values[field] = value
                 } else {
-                    invalid[field] = "apns.relevance_score is \(ConditionExplanation.describe(value)); use 0 to 1"
+                    invalid[field] =
+                        "apns.relevance_score is \(ConditionExplanation.describe(value)); use a number "
+                        + "(0 to 1, any number for Live Activities)"
                 }
             case .interruption_level:
                 if let text = value.stringValue, APNsPayload.interruptionLevels.contains(text) {

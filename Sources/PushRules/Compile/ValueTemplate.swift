@@ -88,6 +88,8 @@ enum FieldType: Sendable {
     case integer(minimum: Int64)
     /// A number from 0 to 1; text holding one is converted.
     case unitInterval
+    /// Any finite number (a Live Activity's relevance score); text holding one is converted.
+    case number
     /// One of a few words, such as an interruption level.
     case choice([String])
     /// UNIX seconds: a whole number, or an RFC 3339 text converted to seconds.
@@ -132,6 +134,17 @@ enum FieldType: Sendable {
             guard let number, number >= 0, number <= 1 else {
                 throw TemplateRenderError(
                     "\(field) must be a number from 0 to 1, but the template gave \(describe(value))")
+            }
+            return value.doubleValue != nil ? value : .double(number)
+        case .number:
+            let number: Double?
+            if case .string(let text) = value {
+                number = Double(text.trimmingSpaces())
+            } else {
+                number = value.doubleValue
+            }
+            guard let number, number.isFinite else {
+                throw TemplateRenderError("\(field) must be a number, but the template gave \(describe(value))")
             }
             return value.doubleValue != nil ? value : .double(number)
         case .choice(let choices):

@@ -26,8 +26,18 @@ extension RulesFileDecoder {
                     "interruption-level",
                     typedField(
                         node, field: name, type: .choice(APNsPayload.interruptionLevels)))
-            case "relevance_score": append("relevance-score", typedField(node, field: name, type: .unitInterval))
-            case "live_activity": aps += decodeLiveActivity(node)
+            case "relevance_score":
+                // 0 to 1, but "any Double value" for a Live Activity (Generating a remote notification).
+                let liveActivity = fields["push_type"]?.node.scalarValue?.stringValue == PushType.liveactivity.rawValue
+                append(
+                    "relevance-score", typedField(node, field: name, type: liveActivity ? .number : .unitInterval))
+            case "live_activity":
+                aps += decodeLiveActivity(node)
+                // "Include an alert in the JSON payload" of a start (Starting and updating Live Activities
+                // with ActivityKit push notifications).
+                if node.entry("event")?.value.scalarValue?.stringValue == "start", fields["alert"] == nil {
+                    report(node.position, "a Live Activity start needs an alert, so the person sees what started")
+                }
             default: break
             }
         }
@@ -100,7 +110,7 @@ extension RulesFileDecoder {
             case "timestamp", "stale_date", "dismissal_date":
                 value = typedField(entry.value, field: field, type: .unixTime)
             case "content_state", "attributes": value = typedField(entry.value, field: field, type: .object)
-            case "attributes_type": value = typedField(entry.value, field: field, type: .text)
+            case "attributes_type", "input_push_channel": value = typedField(entry.value, field: field, type: .text)
             default: value = flag(entry.value, field: field) == true ? .constant(.int(1)) : nil
             }
             if key == "timestamp" { hasTimestamp = true }
@@ -114,11 +124,24 @@ extension RulesFileDecoder {
             report(node.position, "live_activity needs event: start, update or end")
             return members
         }
+        // Starting and updating Live Activities with ActivityKit push notifications: every event carries
+        // content-state (an end its final one), a start attributes-type and attributes; input_push_token
+        // and input_push_channel are described only for a start.
+        let eventName = event.value.scalarValue?.stringValue
         let required: [String]
-        switch event.value.scalarValue?.stringValue {
+        switch eventName {
         case "start": required = ["attributes_type", "attributes", "content_state"]
-        case "update": required = ["content_state"]
+        case "update", "end": required = ["content_state"]
         default: required = []
+        }
+        if eventName == "update" || eventName == "end" {
+            for key in ["input_push_token", "input_push_channel"] {
+                if let entry = node.entry(key) {
+                    report(
+                        entry.keyPosition,
+                        "live_activity.\(key) belongs to event: start; remove it from this \(eventName!)")
+                }
+            }
         }
         let missing = required.filter { node.entry($0) == nil }
         if !missing.isEmpty {

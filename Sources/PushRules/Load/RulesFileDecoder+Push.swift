@@ -22,7 +22,7 @@ enum PushField {
     static let alertListKeys = ["title_loc_args", "subtitle_loc_args", "loc_args"]
     static let liveActivityKeys = [
         "timestamp", "event", "content_state", "stale_date", "dismissal_date", "attributes_type", "attributes",
-        "input_push_token",
+        "input_push_token", "input_push_channel",
     ]
 
     /// The `aps` fields a push type carries; the rest of its payload is `custom`.

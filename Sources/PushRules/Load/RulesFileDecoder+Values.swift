@@ -125,6 +125,7 @@ extension RulesFileDecoder {
         case .text: return "text"
         case .integer(let minimum): return "a whole number from \(minimum)"
         case .unitInterval: return "a number from 0 to 1"
+        case .number: return "a number"
         case .choice(let choices): return "one of " + choices.joined(separator: ", ")
         case .unixTime: return "UNIX seconds or an RFC 3339 time"
         case .object: return "a mapping"

@@ -80,6 +80,18 @@ public enum WorkerProcess {
             return 1
         }
         if checkOnly {
+            let topicProblems = CertificateTopicCheck.problems(
+                configuration: configuration, credentials: runtime.credentials, pushTypes: rules.current.pushTypes)
+            if !topicProblems.isEmpty {
+                if let configurationProblems {
+                    configurationProblems(ConfigurationError(problems: topicProblems))
+                    return 1
+                }
+                logger.critical(
+                    "an app's certificate does not list the topics its pushes need",
+                    ["problems": .array(topicProblems.map { .string($0.description) })])
+                return 1
+            }
             // Said plainly, so that a passing check is not read as "this will run": nothing here
             // asked a broker or APNs anything.
             logger.info(
