@@ -79,6 +79,7 @@ public enum CredentialClients {
             }
             if let caFile = configuration.apns.caFile { clientConfiguration.trustRoots = .caFile(caFile) }
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
+            clientConfiguration.maximumConnectionsPerEnvironment = configuration.apns.maxConnections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
             // Every queued request belongs to a record in flight, so the cap on records already bounds the
             // queue; a queue shorter than what the cap lets in only turns the surplus into resends.

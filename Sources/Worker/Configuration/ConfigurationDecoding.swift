@@ -318,7 +318,8 @@ extension WorkerConfiguration {
         var apns = APNs()
         if let object = decoder.object(root["apns"], "apns") {
             decoder.checkKeys(
-                object, at: "apns", known: ["endpoints", "ca_file", "connections", "max_streams", "request_timeout"])
+                object, at: "apns",
+                known: ["endpoints", "ca_file", "connections", "max_connections", "max_streams", "request_timeout"])
             if let endpoints = decoder.object(object["endpoints"], "apns.endpoints") {
                 decoder.checkKeys(endpoints, at: "apns.endpoints", known: ["production", "sandbox"])
                 for (key, keyPath) in [("production", \APNs.productionURL), ("sandbox", \APNs.sandboxURL)] {
@@ -333,6 +334,15 @@ extension WorkerConfiguration {
             apns.caFile = decoder.string(object, "ca_file", "apns")
             decoder.checkFile(apns.caFile, at: "apns.ca_file")
             apns.connections = decoder.integer(object, "connections", "apns", range: 1...64) ?? apns.connections
+            apns.maxConnections =
+                decoder.integer(object, "max_connections", "apns", range: 1...64)
+                ?? max(apns.maxConnections, apns.connections)
+            if apns.maxConnections < apns.connections {
+                decoder.problem(
+                    "apns.max_connections",
+                    "must be at least apns.connections (\(apns.connections)); set it to \(apns.connections) to keep "
+                        + "the pools at a fixed size")
+            }
             apns.maxStreams = decoder.integer(object, "max_streams", "apns", range: 1...10_000) ?? apns.maxStreams
             apns.requestTimeout =
                 decoder.duration(object, "request_timeout", "apns", range: 0.1...300) ?? apns.requestTimeout
