@@ -136,14 +136,19 @@ extension ConnectionPool {
         }
     }
 
-    /// A request is about to wait although every connection is up: open one more connection if the
-    /// ceiling allows, one at a time (a connection still connecting will take waiters when it is ready).
+    /// Requests wait with every stream busy: open one more connection if the ceiling allows and the oldest
+    /// waiter has waited `growthWait`, one at a time (a connection still connecting will take waiters when
+    /// it is ready).
     func growIfSaturated(_ state: inout State, actions: inout Actions) {
         guard state.targetConnections < configuration.connectionCeiling, state.consecutiveFailures == 0,
-            state.entries.count >= state.targetConnections, state.entries.allSatisfy(\.isReady)
+            let oldest = state.waiters.first, state.entries.count >= state.targetConnections,
+            state.entries.allSatisfy(\.isReady)
         else { return }
+        let now = MonotonicClock.now()
+        let enqueuedAt = oldest.deadline &- oldest.timeoutNanoseconds
+        guard now &- enqueuedAt >= growthWaitNanoseconds else { return }
         state.targetConnections += 1
-        openConnectionsIfNeeded(&state, now: MonotonicClock.now(), actions: &actions)
+        openConnectionsIfNeeded(&state, now: now, actions: &actions)
     }
 
     /// Hands queued requests to ready connections with free streams, oldest first.

@@ -87,6 +87,8 @@ public final class ConnectionPool: Sendable {
     public let authority: String
     /// `configuration.requestTimeout`, converted once (Duration arithmetic is 128-bit).
     let requestTimeoutNanoseconds: UInt64
+    /// `configuration.growthWait`, converted once.
+    let growthWaitNanoseconds: UInt64
     let group: EventLoopGroup
     let tls: TLSContext
     let connectionSettings: HTTP2ConnectionSettings
@@ -132,6 +134,7 @@ public final class ConnectionPool: Sendable {
         let bracketed = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         self.authority = configuration.port == 443 ? bracketed : "\(bracketed):\(configuration.port)"
         requestTimeoutNanoseconds = configuration.requestTimeout.nanosecondsClamped
+        growthWaitNanoseconds = configuration.growthWait.nanosecondsClamped
         self.state = Mutex(
             State(
                 waiters: BoundedQueue(capacity: configuration.maximumQueuedRequests),

@@ -22,6 +22,8 @@ public enum PipelineBenchmark {
         public var latencySeconds = 5.0
         /// `pipeline.max_in_flight_records`; nil keeps the worker's default.
         public var maxInFlight: Int?
+        /// How long the benchmark idles after the live phase before it reads the RSS again. Default: 12 s.
+        public var idleSeconds = 12.0
         /// How long the simulator waits before answering each request. Default: none.
         public var apnsLatency = LatencyDistribution.none
         public init() {}
@@ -171,6 +173,13 @@ public enum PipelineBenchmark {
                 String(
                     format: "peak RSS %.0f MB (max_in_flight_records %d)", peakRSSMegabytes(),
                     stack.configuration.pipeline.maxInFlightRecords))
+            // Memory a worker gives back once the backlog is gone: jemalloc purges freed pages within
+            // its decay time (10 s), from its background thread (MemoryAllocator).
+            try await Task.sleep(for: .seconds(options.idleSeconds))
+            print(
+                String(
+                    format: "RSS after %.0f s idle: %.0f MB", options.idleSeconds,
+                    Double(ProcessMemory.residentKiB()) / 1024))
             await runtime.shutdown(timeout: 5)
             try? await producer.close(timeout: .seconds(2))
             writer.close()

@@ -40,6 +40,25 @@ struct HTTP2PoolGrowthTests {
         await server.stop()
     }
 
+    @Test func aBurstTheNextFreedStreamsAbsorbBeforeTheGrowthWaitDoesNotGrowThePool() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 2
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(5)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makeTestPool(server, group: Self.group) {
+            $0.connectionCount = 1
+            $0.maximumConnectionCount = 3
+            $0.growthWait = .seconds(30)
+        }
+        _ = try await pool.send(HTTP2Request(path: "/warm-up"))
+        let statuses = try await sendConcurrently(pool, count: 40)
+        #expect(statuses.allSatisfy { $0 == 200 })
+        #expect(pool.statistics.targetConnections == 1)
+        #expect(server.snapshot.connections == 1)
+        await pool.shutdown()
+        await server.stop()
+    }
+
     @Test func withoutACeilingKeepsItsConnectionCount() async throws {
         var options = HTTP2TestServer.Options()
         options.maximumConcurrentStreams = 2

@@ -18,8 +18,9 @@ struct InFlightSizing: Sendable {
     /// locks); finishes count too, so that a paused pipeline, which takes none, still resizes.
     static let interval = 64
 
-    /// Pushes per finished record, smoothed over roughly the last 64 records.
+    /// Pushes per finished record: the mean of the first 64 records, then smoothed over roughly the last 64.
     private(set) var pushesPerRecord = 1.0
+    private var recordsSeen = 0
     private var events = 0
 
     init(upperBound: Int) {
@@ -28,7 +29,8 @@ struct InFlightSizing: Sendable {
     }
 
     mutating func recordFinished(pushes: Int) {
-        pushesPerRecord += (Double(max(1, pushes)) - pushesPerRecord) / 64
+        recordsSeen = min(recordsSeen + 1, 64)
+        pushesPerRecord += (Double(max(1, pushes)) - pushesPerRecord) / Double(recordsSeen)
     }
 
     /// Counts a record taken or finished; true every `interval` of them: time to ask the transport for its

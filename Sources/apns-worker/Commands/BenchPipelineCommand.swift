@@ -24,6 +24,9 @@ struct BenchPipelineCommand: Command {
         .value("-n", "N", "Same as --count (as in h2load)."),
         .value("--latency-seconds", "S", "Length of the paced latency phase. Default: 5."),
         .value(
+            "--idle-seconds", "S",
+            "Idle time after the live phase before the RSS is read again (memory given back). Default: 12."),
+        .value(
             "--max-in-flight", "N",
             "pipeline.max_in_flight_records, the bound on records in flight (below it the cap follows the "
                 + "APNs pools). Default: the worker's default."),
@@ -43,6 +46,7 @@ struct BenchPipelineCommand: Command {
             try arguments.integer(
                 countOption, default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
         options.latencySeconds = Double(try arguments.integer("--latency-seconds", default: 5, range: 1...600) ?? 5)
+        options.idleSeconds = Double(try arguments.integer("--idle-seconds", default: 12, range: 0...600) ?? 12)
         options.maxInFlight = try arguments.integer("--max-in-flight", range: 1...1_000_000)
         if let spec = arguments.value("--apns-latency-ms") {
             options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
