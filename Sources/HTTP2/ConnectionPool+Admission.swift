@@ -62,7 +62,7 @@ extension ConnectionPool {
     func enqueue(_ ticket: HTTP2StreamTicket) {
         // The common case, without building an action list: a ready connection has a free stream.
         let direct = state.withLock { state -> HTTP2Connection? in
-            let grown = state.entries.count == configuration.connectionCount || state.consecutiveFailures > 0
+            let grown = state.entries.count >= state.targetConnections || state.consecutiveFailures > 0
             guard !state.isShutDown, grown, let index = state.leastLoadedReady()
             else { return nil }
             state.entries[index].inFlight += 1
@@ -92,6 +92,7 @@ extension ConnectionPool {
                 actions.failures.append((ticket, unavailableError(state, now: now)))
                 return
             }
+            growIfSaturated(&state, actions: &actions)
             guard state.waiters.append(ticket) else {
                 actions.failures.append(
                     (
@@ -135,6 +136,21 @@ extension ConnectionPool {
         }
     }
 
+    /// Requests wait with every stream busy: open one more connection if the ceiling allows and the oldest
+    /// waiter has waited `growthWait`, one at a time (a connection still connecting will take waiters when
+    /// it is ready).
+    func growIfSaturated(_ state: inout State, actions: inout Actions) {
+        guard state.targetConnections < configuration.connectionCeiling, state.consecutiveFailures == 0,
+            let oldest = state.waiters.first, state.entries.count >= state.targetConnections,
+            state.entries.allSatisfy(\.isReady)
+        else { return }
+        let now = MonotonicClock.now()
+        let enqueuedAt = oldest.deadline &- oldest.timeoutNanoseconds
+        guard now &- enqueuedAt >= growthWaitNanoseconds else { return }
+        state.targetConnections += 1
+        openConnectionsIfNeeded(&state, now: now, actions: &actions)
+    }
+
     /// Hands queued requests to ready connections with free streams, oldest first.
     func dispatchWaiters(_ state: inout State, actions: inout Actions) {
         while let first = state.waiters.first {
@@ -143,7 +159,12 @@ extension ConnectionPool {
                 first.isWaiting = false
                 continue
             }
-            guard let index = state.leastLoadedReady() else { return }
+            guard let index = state.leastLoadedReady() else {
+                // Requests still wait with every stream busy: the moment to grow (a connection that became
+                // ready or finished streams, not only a new request, may find the pool saturated).
+                growIfSaturated(&state, actions: &actions)
+                return
+            }
             _ = state.waiters.popFirst()
             first.isWaiting = false
             state.entries[index].inFlight += 1

@@ -15,6 +15,16 @@ extension ConnectionPool {
         public var proxy: HTTPProxy?
         /// Connections to keep open (opened on first use). Default: 1.
         public var connectionCount: Int = 1
+        /// The pool opens more connections, one at a time and up to this many, while requests wait for a
+        /// stream because every ready connection is at its stream limit; a grown connection that closes is
+        /// not replaced unless requests wait again. Default: nil (exactly `connectionCount`).
+        public var maximumConnectionCount: Int?
+        /// The pool grows only once the oldest waiting request has waited this long: a burst that the next
+        /// freed streams absorb within a round trip of a nearby server is no reason for another connection;
+        /// requests that wait a far server's round trip are. Default: 20 ms.
+        public var growthWait: Duration = .milliseconds(20)
+        /// `maximumConnectionCount`, or `connectionCount` when it is not set.
+        public var connectionCeiling: Int { max(connectionCount, maximumConnectionCount ?? connectionCount) }
         /// Our cap on concurrent streams per connection, on top of the server's limit. Default: 1000.
         public var maximumConcurrentStreamsPerConnection: Int = 1000
         /// Requests that may wait for a stream before `send` fails with `.poolSaturated`. Default: 10,000.

@@ -54,11 +54,11 @@ extension ConnectionPool {
         }
     }
 
-    /// Opens connections up to `connectionCount`; after a failure only one attempt at a time, and not
-    /// before the back-off has passed.
+    /// Opens connections up to the target (`connectionCount`, or more while the pool is grown); after a
+    /// failure only one attempt at a time, and not before the back-off has passed.
     func openConnectionsIfNeeded(_ state: inout State, now: UInt64, actions: inout Actions) {
         guard !state.isShutDown else { return }
-        while state.entries.count < configuration.connectionCount, now >= state.backoffUntil {
+        while state.entries.count < state.targetConnections, now >= state.backoffUntil {
             if state.consecutiveFailures > 0, state.entries.contains(where: { !$0.isReady }) { return }
             let connection = HTTP2Connection(
                 loop: group.next(), settings: connectionSettings, tls: tls,
@@ -134,6 +134,11 @@ extension ConnectionPool: HTTP2ConnectionDelegate {
                 state.entries.remove(at: index)
             } else if let index = state.draining.firstIndex(where: { $0.connection === connection }) {
                 state.draining.remove(at: index)
+            }
+            // A grown pool shrinks as its connections close (the server closes idle ones); it grows again
+            // when requests wait.
+            if wasReady, state.targetConnections > configuration.connectionCount, state.waiters.isEmpty {
+                state.targetConnections -= 1
             }
             if state.isShutDown {
                 if state.entries.isEmpty && state.draining.isEmpty {

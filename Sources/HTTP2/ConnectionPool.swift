@@ -33,6 +33,8 @@ public final class ConnectionPool: Sendable {
         /// Connections that take no new streams; their streams in flight still count until they end.
         var draining: [Entry] = []
         var waiters: BoundedQueue<HTTP2StreamTicket>
+        /// Connections the pool keeps: `connectionCount`, grown up to `connectionCeiling` while requests wait.
+        var targetConnections: Int
         var consecutiveFailures = 0
         var backoffUntil: UInt64 = 0
         var lastConnectError: HTTP2ClientError?
@@ -85,6 +87,8 @@ public final class ConnectionPool: Sendable {
     public let authority: String
     /// `configuration.requestTimeout`, converted once (Duration arithmetic is 128-bit).
     let requestTimeoutNanoseconds: UInt64
+    /// `configuration.growthWait`, converted once.
+    let growthWaitNanoseconds: UInt64
     let group: EventLoopGroup
     let tls: TLSContext
     let connectionSettings: HTTP2ConnectionSettings
@@ -113,6 +117,9 @@ public final class ConnectionPool: Sendable {
         try check((1...65535).contains(configuration.port), "port \(configuration.port) is not in 1...65535")
         try check(configuration.connectionCount >= 1, "connectionCount must be at least 1")
         try check(
+            (configuration.maximumConnectionCount ?? configuration.connectionCount) >= configuration.connectionCount,
+            "maximumConnectionCount must be at least connectionCount")
+        try check(
             configuration.maximumConcurrentStreamsPerConnection >= 1,
             "maximumConcurrentStreamsPerConnection must be at least 1")
         try check(configuration.maximumQueuedRequests >= 1, "maximumQueuedRequests must be at least 1")
@@ -127,7 +134,11 @@ public final class ConnectionPool: Sendable {
         let bracketed = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         self.authority = configuration.port == 443 ? bracketed : "\(bracketed):\(configuration.port)"
         requestTimeoutNanoseconds = configuration.requestTimeout.nanosecondsClamped
-        self.state = Mutex(State(waiters: BoundedQueue(capacity: configuration.maximumQueuedRequests)))
+        growthWaitNanoseconds = configuration.growthWait.nanosecondsClamped
+        self.state = Mutex(
+            State(
+                waiters: BoundedQueue(capacity: configuration.maximumQueuedRequests),
+                targetConnections: configuration.connectionCount))
     }
 
     /// `host:port` of the server.

@@ -20,7 +20,10 @@ public enum PipelineBenchmark {
         public var events = 20_000
         /// Seconds of the paced latency phase. Default: 5.
         public var latencySeconds = 5.0
-        public var maxInFlight = 1000
+        /// `pipeline.max_in_flight_records`; nil keeps the worker's default.
+        public var maxInFlight: Int?
+        /// How long the benchmark idles after the live phase before it reads the RSS again. Default: 12 s.
+        public var idleSeconds = 12.0
         /// How long the simulator waits before answering each request. Default: none.
         public var apnsLatency = LatencyDistribution.none
         public init() {}
@@ -29,7 +32,8 @@ public enum PipelineBenchmark {
     /// What APNs' latency allows, by Little's law (in flight = rate × latency): the streams bound is what
     /// the pool's connections can carry (connections × the peer's SETTINGS_MAX_CONCURRENT_STREAMS ÷
     /// latency), the in-flight bound what the pipeline's record cap can (records × notifications per
-    /// record ÷ latency). The measured rate can reach neither when the machine's CPU is the limit.
+    /// record ÷ latency). Connections and cap are those in force at the end of the backlog (both follow
+    /// the load). The measured rate can reach neither when the machine's CPU is the limit.
     static func describeBounds(
         latency: LatencyDistribution, connections: Int, maximumConcurrentStreams: Int, maxInFlightRecords: Int,
         notificationsPerEvent: Double, measured: Double
@@ -87,8 +91,18 @@ public enum PipelineBenchmark {
             let cpuBefore = processCPUSeconds()
             let partsBefore = ThreadCPU.byPart()
             let started = ContinuousClock.now
+            let peaks = PeakSampler()
+            let sampling = Task {
+                while !Task.isCancelled {
+                    peaks.observe(
+                        connections: runtime.apnsConnectionsOpen, cap: runtime.pipeline.recordsInFlightLimit,
+                        inFlight: runtime.pipeline.recordsInFlight)
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+            }
             try await waitUntilFinished(options.events, runtime.pipeline)
             let elapsed = (ContinuousClock.now - started).seconds
+            sampling.cancel()
             let cpu = processCPUSeconds() - cpuBefore
             let parts = ThreadCPU.byPart().subtracting(partsBefore)
             let notifications = stack.simulator.stats.requests
@@ -114,11 +128,17 @@ public enum PipelineBenchmark {
                     format: "  the worker's part by thread: event loops %.1f, Kafka clients %.1f, other %.1f",
                     perNotification(parts.eventLoops), perNotification(parts.kafkaClients),
                     perNotification(parts.worker - parts.eventLoops - parts.kafkaClients)))
+            let peak = peaks.peak
+            print(
+                "  APNs connections at most \(peak.connections) (apns.connections \(stack.configuration.apns.connections), "
+                    + "max_connections \(stack.configuration.apns.maxConnections)); in-flight cap at most \(peak.cap), "
+                    + "records in flight at most \(peak.inFlight) (max_in_flight_records "
+                    + "\(stack.configuration.pipeline.maxInFlightRecords))")
             print(
                 Self.describeBounds(
-                    latency: options.apnsLatency, connections: stack.configuration.apns.connections,
+                    latency: options.apnsLatency, connections: peak.connections,
                     maximumConcurrentStreams: Int(stack.simulator.faults.maxConcurrentStreams),
-                    maxInFlightRecords: options.maxInFlight,
+                    maxInFlightRecords: peak.cap,
                     notificationsPerEvent: Double(notifications) / Double(options.events),
                     measured: Double(notifications) / elapsed))
 
@@ -150,7 +170,16 @@ public enum PipelineBenchmark {
                     format: "phase 2 (live, %.0f events/s for %.0f s): event → outcome p50 %.1f ms, p99 %.1f ms",
                     pace, options.latencySeconds, p50 * 1000, p99 * 1000))
             print(
-                String(format: "peak RSS %.0f MB (max_in_flight_records %d)", peakRSSMegabytes(), options.maxInFlight))
+                String(
+                    format: "peak RSS %.0f MB (max_in_flight_records %d)", peakRSSMegabytes(),
+                    stack.configuration.pipeline.maxInFlightRecords))
+            // Memory a worker gives back once the backlog is gone: jemalloc purges freed pages within
+            // its decay time (10 s), from its background thread (MemoryAllocator).
+            try await Task.sleep(for: .seconds(options.idleSeconds))
+            print(
+                String(
+                    format: "RSS after %.0f s idle: %.0f MB", options.idleSeconds,
+                    Double(ProcessMemory.residentKiB()) / 1024))
             await runtime.shutdown(timeout: 5)
             try? await producer.close(timeout: .seconds(2))
             writer.close()

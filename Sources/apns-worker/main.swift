@@ -21,6 +21,7 @@ func standardError(_ message: String) {
 }
 
 func main() async -> Int32 {
+    MemoryAllocator.purgeFreedMemoryInTheBackground()
     let arguments = Array(CommandLine.arguments.dropFirst())
     if arguments.isEmpty || arguments == ["--help"] || arguments == ["help"] {
         printTopLevelHelp()

@@ -16,8 +16,8 @@ def number(pattern, text):
 
 def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     events = 1500
-    run = subprocess.run([BIN, "bench", "pipeline", "-n", str(events), "--latency-seconds", "1"],
-                         capture_output=True, text=True, timeout=180)
+    run = subprocess.run([BIN, "bench", "pipeline", "-n", str(events), "--latency-seconds", "1",
+                          "--idle-seconds", "1"], capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     out = run.stdout
     # The executable links jemalloc so that it, not glibc, serves every malloc (the bench measures with it).
@@ -50,17 +50,28 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     assert abs(loops + kafka_clients + other - worker) <= 0.3
     p50, p99 = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert 0 < p50 <= p99 < 30_000
-    (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 1000\)", out)
-    assert 0 < rss < 200
+    (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 5000\)", out)
+    assert 0 < rss < 256
+    idle, rss_idle = number(r"RSS after (\d+) s idle: (\d+) MB", out)
+    assert idle == 1 and 0 < rss_idle <= rss
+    # What followed the load: connections within apns.connections..max_connections, a cap within its bound.
+    connections, initial, ceiling, cap, in_flight, bound = number(
+        r"APNs connections at most (\d+) \(apns.connections (\d+), max_connections (\d+)\); in-flight cap at most "
+        r"(\d+), records in flight at most (\d+) \(max_in_flight_records (\d+)\)", out)
+    assert (initial, ceiling, bound) == (2, 8, 5000)
+    assert initial <= connections <= ceiling
+    assert 256 <= cap <= bound and 0 < in_flight <= cap
 
 
 def test_bench_pipeline_prints_the_rate_apns_latency_allows():
     """With --apns-latency-ms the report prints Little's-law bounds from the run's own figures: the pool's
-    streams (2 connections × the simulator's 1,000) and the in-flight cap (records × notifications per
-    event), each over the mean latency, and the measured rate as a fraction of the lower."""
+    streams (the most connections it reached × the simulator's 1,000) and the in-flight cap it reached
+    (records × notifications per event), each over the mean latency, and the measured rate as a fraction
+    of the lower."""
     events = 1500
-    run = subprocess.run([BIN, "bench", "pipeline", "-n", str(events), "--latency-seconds", "1",
-                          "--apns-latency-ms", "40-60"], capture_output=True, text=True, timeout=180)
+    run = subprocess.run([BIN, "bench", "pipeline", "--count", str(events), "--latency-seconds", "1",
+                          "--idle-seconds", "0", "--max-in-flight", "1000", "--apns-latency-ms", "40-60"],
+                         capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     out = run.stdout
     _, notifications, _, _, notification_rate = number(
@@ -70,7 +81,7 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
         r"at ([\d.]+) ms mean APNs latency: streams bound (\d+)/s \((\d+) connections × (\d+) streams\), "
         r"in-flight bound (\d+)/s \((\d+) records × ([\d.]+) notifications\); measured ([\d.]+) of the lower", out)
     assert latency == 50.0  # uniform 40-60 ms
-    assert (connections, streams, records) == (2, 1000, 1000)
+    assert 2 <= connections <= 8 and streams == 1000 and 256 <= records <= 1000
     assert abs(streams_bound - connections * streams / 0.050) <= 1
     assert abs(per_event - notifications / events) <= 0.005
     assert abs(inflight_bound - records * per_event / 0.050) <= records / 0.050 * 0.005 + 1

@@ -169,6 +169,9 @@ def test_pool_gauges_follow_the_load_and_the_table_matches_what_is_exported(make
     assert done.total("apns_worker_outcomes_total", status="delivered") == len(pairs)
     assert done.total("apns_worker_apns_response_duration_seconds_count", environment="production") == len(pairs)
     assert done.value("apns_worker_records_in_flight") == 0
+    # The cap in force followed the pool (1,000 streams on its connection, one connection of growth, at
+    # about 1.5 pushes per record) but never passed the configured bound of 200.
+    assert done.value("apns_worker_records_in_flight_limit") == 200
 
     # README's table and the exported families are one set. Families exported only once labelled
     # (per-partition lag, per-credential certificate expiry) count by their TYPE lines, which the
@@ -185,6 +188,38 @@ def test_pool_gauges_follow_the_load_and_the_table_matches_what_is_exported(make
     assert code == 0, worker.tail()
     stats = stack.simulator.close()
     assert stats["requests"] == len(pairs)
+
+
+def test_pools_grow_and_the_in_flight_cap_follows_them_under_a_long_round_trip(make_stack):
+    """A simulator that allows 200 streams per connection and answers after 200-300 ms: one connection
+    cannot carry the pushes the cap lets in, so the pool opens more (never more than max_connections, 8)
+    and the in-flight cap rises with the streams they bring, from its floor of 256 with no pool
+    connected, and never past max_in_flight_records. Every push is delivered once."""
+    stack = make_stack(latency_ms="200-300", max_in_flight=5000, drain_timeout=10,
+                       simulator_options=["--max-concurrent-streams", "200"])
+    events = make_events(4000, "grow")
+    pairs = expected_pairs(events)
+    worker = stack.start_worker("worker")
+    url = metrics_url(worker)
+    assert scrape(url).value("apns_worker_records_in_flight_limit") == 256
+
+    stack.produce(events)
+    peak_open, peak_limit = 0, 0
+    while len(stack.reader.per_pair) < len(pairs):
+        current = scrape(url)
+        peak_open = max(peak_open, current.value("apns_worker_apns_connections_open", pool=POOL) or 0)
+        peak_limit = max(peak_limit, current.value("apns_worker_records_in_flight_limit"))
+        stack.reader.poll(0.2)
+        assert worker.process.poll() is None, worker.tail()
+    stack.wait_until_all_committed(pairs)
+    print(f"peak connections open {peak_open}, peak in-flight cap {peak_limit}")
+    assert 1 < peak_open <= 8
+    assert 256 < peak_limit <= 5000
+    assert {outcome["status"] for outcome in stack.reader.outcomes} == {"delivered"}
+    assert all(count == 1 for count in stack.reader.per_pair.values())
+    code, _ = worker.terminate(25)
+    assert code == 0, worker.tail()
+    assert stack.simulator.close()["requests"] == len(pairs)
 
 
 def test_an_attempt_is_counted_when_answered_not_when_its_push_finishes(make_stack):

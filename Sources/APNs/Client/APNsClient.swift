@@ -32,6 +32,9 @@ public final class APNsClient: Sendable {
         public var trustRoots: TLSConfiguration.TrustRoots = .systemDefault
         /// Connections per environment. Default: 2.
         public var connectionsPerEnvironment: Int = 2
+        /// A pool opens more connections, up to this many, while requests wait for a stream. Default: nil
+        /// (exactly `connectionsPerEnvironment`).
+        public var maximumConnectionsPerEnvironment: Int?
         /// Our cap on streams per connection on top of APNs' SETTINGS. Default: 1000.
         public var maximumConcurrentStreamsPerConnection: Int = 1000
         /// Requests that may wait for a stream per environment. Default: 10,000.
@@ -76,6 +79,7 @@ public final class APNsClient: Sendable {
             }
             pool.proxy = proxy
             pool.connectionCount = connectionsPerEnvironment
+            pool.maximumConnectionCount = maximumConnectionsPerEnvironment
             pool.maximumConcurrentStreamsPerConnection = maximumConcurrentStreamsPerConnection
             pool.maximumQueuedRequests = maximumQueuedRequests
             pool.requestTimeout = requestTimeout

@@ -21,6 +21,21 @@ public final class APNsPushTransport: PushTransport {
         self.observe = observe
     }
 
+    /// Every pool's streams, with room to grow (`ConnectionPool.Statistics.streamCapacityWithGrowth`);
+    /// pools shared by apps of one credential count once.
+    public var streamCapacity: Int? {
+        var seen: Set<ObjectIdentifier> = []
+        var streams = 0
+        for byEnvironment in clients.values {
+            for client in byEnvironment.values where seen.insert(ObjectIdentifier(client)).inserted {
+                for environment in APNsEnvironment.allCases {
+                    streams += client.pool(for: environment).statistics.streamCapacityWithGrowth
+                }
+            }
+        }
+        return streams
+    }
+
     public func deliver(_ push: PlannedPush) async -> DeliveryResult {
         guard let client = client(for: push) else { return Self.noCredential(push) }
         let firstEnvironment = await client.send(push.request, policy: policy)

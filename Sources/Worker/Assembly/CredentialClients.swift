@@ -197,6 +197,7 @@ public enum CredentialClients {
             clientConfiguration.proxy = try configuration.apns.proxy(
                 forEndpoint: url, environment: ProcessInfo.processInfo.environment)
             clientConfiguration.connectionsPerEnvironment = configuration.apns.connections
+            clientConfiguration.maximumConnectionsPerEnvironment = configuration.apns.maxConnections
             clientConfiguration.maximumConcurrentStreamsPerConnection = configuration.apns.maxStreams
             // Every queued request belongs to a record in flight, so the cap on records already bounds the
             // queue; a queue shorter than what the cap lets in only turns the surplus into resends.

@@ -202,6 +202,14 @@ public final class WorkerRuntime: Sendable {
         return properties
     }
 
+    /// APNs connections open (ready or draining) across every pool.
+    public var apnsConnectionsOpen: Int {
+        Self.poolsByLabel(configuration, transport.clients).reduce(0) { sum, entry in
+            let statistics = entry.pool.statistics
+            return sum + statistics.readyConnections + statistics.drainingConnections
+        }
+    }
+
     private func registerScrapeTimeMetrics() {
         let metrics = self.metrics
         let pipeline = self.pipeline
@@ -212,6 +220,7 @@ public final class WorkerRuntime: Sendable {
         }
         metrics.registry.onCollect {
             metrics.recordsInFlight.set(pipeline.recordsInFlight)
+            metrics.recordsInFlightLimit.set(pipeline.recordsInFlightLimit)
             for (partition, lag) in source.lags() {
                 metrics.consumerLag.labels(partition.topic, String(partition.partition)).set(Int(lag))
             }

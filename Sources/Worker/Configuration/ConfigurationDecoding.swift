@@ -282,8 +282,8 @@ extension WorkerConfiguration {
             decoder.checkKeys(
                 object, at: "apns",
                 known: [
-                    "endpoints", "ca_file", "connections", "max_streams", "request_timeout", "proxy",
-                    "proxy_credentials_file",
+                    "endpoints", "ca_file", "connections", "max_connections", "max_streams", "request_timeout",
+                    "proxy", "proxy_credentials_file",
                 ])
             if let endpoints = decoder.object(object["endpoints"], "apns.endpoints") {
                 decoder.checkKeys(endpoints, at: "apns.endpoints", known: ["production", "sandbox"])
@@ -299,6 +299,15 @@ extension WorkerConfiguration {
             apns.caFile = decoder.string(object, "ca_file", "apns")
             decoder.checkFile(apns.caFile, at: "apns.ca_file")
             apns.connections = decoder.integer(object, "connections", "apns", range: 1...64) ?? apns.connections
+            apns.maxConnections =
+                decoder.integer(object, "max_connections", "apns", range: 1...64)
+                ?? max(apns.maxConnections, apns.connections)
+            if apns.maxConnections < apns.connections {
+                decoder.problem(
+                    "apns.max_connections",
+                    "must be at least apns.connections (\(apns.connections)); set it to \(apns.connections) to keep "
+                        + "the pools at a fixed size")
+            }
             apns.maxStreams = decoder.integer(object, "max_streams", "apns", range: 1...10_000) ?? apns.maxStreams
             apns.requestTimeout =
                 decoder.duration(object, "request_timeout", "apns", range: 0.1...300) ?? apns.requestTimeout

@@ -74,8 +74,11 @@ public struct WorkerConfiguration: Sendable {
         public var sandboxURL = "https://api.sandbox.push.apple.com"
         /// Trust this CA instead of the system store (test servers only).
         public var caFile: String?
-        /// Connections per (environment, credential) pool. Default: `2`.
+        /// Connections per (environment, credential) pool, opened on first use and kept. Default: `2`.
         public var connections = 2
+        /// A pool opens more connections, one at a time up to this many, while its pushes wait for a free
+        /// stream (a long round trip to APNs needs more streams for the same rate). Default: `8`.
+        public var maxConnections = 8
         /// Streams per connection at most (the server's setting may lower it). Default: `1000`.
         public var maxStreams = 1000
         /// Seconds. Default: `10`.
@@ -92,9 +95,11 @@ public struct WorkerConfiguration: Sendable {
     }
 
     public struct Pipeline: Sendable {
-        /// Default: `1000`. Every record in flight holds memory (`bench pipeline` reports how much), and
-        /// at low APNs latency a larger cap brings no more throughput, only memory and crash redo.
-        public var maxInFlightRecords = 1000
+        /// The most records in flight. Below it the cap follows what the APNs pools can carry (their
+        /// connections × the server's stream limit, ÷ the pushes per record seen), so that a long round
+        /// trip still fills them; this bound is what limits memory and the work a crash redoes.
+        /// Default: `5000`.
+        public var maxInFlightRecords = 5000
         /// Default: half of `maxInFlightRecords`.
         public var resumeBelow: Int?
         /// Seconds a revoke waits for in-flight records of the revoked partitions. Default: `10`.

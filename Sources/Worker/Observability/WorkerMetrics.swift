@@ -39,6 +39,9 @@ public final class WorkerMetrics: Sendable {
     public let requestsInFlight: Gauge
     /// `apns_worker_records_in_flight`: input records taken and not yet finished.
     public let recordsInFlight: Gauge
+    /// `apns_worker_records_in_flight_limit`: the in-flight cap in force (it follows the APNs pools'
+    /// capacity, within `pipeline.max_in_flight_records`).
+    public let recordsInFlightLimit: Gauge
     /// `apns_worker_partitions_paused`: partitions paused because the in-flight cap was reached.
     public let partitionsPaused: Gauge
     /// `apns_worker_consumer_lag_records{topic,partition}`: records between this consumer's position and the
@@ -129,6 +132,10 @@ public final class WorkerMetrics: Sendable {
         ).labels()
         recordsInFlight = try registry.gauge(
             p + "records_in_flight", help: "Input records taken from Kafka and not yet finished."
+        ).labels()
+        recordsInFlightLimit = try registry.gauge(
+            p + "records_in_flight_limit",
+            help: "The in-flight cap in force: what the APNs pools can carry, within max_in_flight_records."
         ).labels()
         partitionsPaused = try registry.gauge(
             p + "partitions_paused", help: "Partitions paused because the in-flight cap was reached."

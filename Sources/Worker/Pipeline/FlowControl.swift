@@ -12,8 +12,8 @@ public struct FlowControl: Sendable {
         case resume
     }
 
-    public let capacity: Int
-    public let lowWaterMark: Int
+    public private(set) var capacity: Int
+    public private(set) var lowWaterMark: Int
     public private(set) var inFlight = 0
     public private(set) var isPaused = false
 
@@ -24,6 +24,22 @@ public struct FlowControl: Sendable {
         precondition(capacity >= 1, "capacity must be at least 1")
         self.capacity = capacity
         self.lowWaterMark = max(0, min(lowWaterMark, capacity - 1))
+    }
+
+    /// Moves the cap (the pipeline sizes it from what the APNs pools can carry): pauses at once when the
+    /// records in flight reach the new cap, resumes when they are at or below the new low-water mark.
+    public mutating func resize(capacity newCapacity: Int, lowWaterMark newLowWaterMark: Int) -> Action {
+        capacity = max(1, newCapacity)
+        lowWaterMark = max(0, min(newLowWaterMark, capacity - 1))
+        if !isPaused && inFlight >= capacity {
+            isPaused = true
+            return .pause
+        }
+        if isPaused && inFlight <= lowWaterMark {
+            isPaused = false
+            return .resume
+        }
+        return .none
     }
 
     public mutating func recordTaken() -> Action {

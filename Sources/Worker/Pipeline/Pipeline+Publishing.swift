@@ -74,6 +74,9 @@ extension Pipeline {
             }
             state.counters.recordsFinished += 1
             state.counters.outcomes += outcomes.count
+            if !outcomes.isEmpty { state.sizing.recordFinished(pushes: outcomes.count) }
+            var result = FlowChanges()
+            result.resizeDue = state.sizing.tick()
             state.counters.invalidTokens += invalidTokens
             // By index: `for outcome in` copies each record (a dozen references) just to read its status.
             for index in outcomes.indices { state.counters.byStatus[outcomes[index].status, default: 0] += 1 }
@@ -89,7 +92,6 @@ extension Pipeline {
             // Stored under the lock: two finishes storing outside it could reach the source in the
             // opposite order and move the stored offset back. Storing is a non-blocking librdkafka call.
             if let committable { source.store(partition, nextOffset: committable) }
-            var result = FlowChanges()
             if released > 0, state.fetchStopped.contains(partition),
                 state.tracker.held(partition) <= resumeHolding(partition, state.flow)
             {
@@ -110,6 +112,7 @@ extension Pipeline {
         if published, let observer {
             for index in outcomes.indices { observer.outcomePublished(outcomes[index], eventTime: eventTime) }
         }
+        if changes.resizeDue { resizeInFlightCap() }
     }
 
     /// What a finished record changes in the flow: every partition resumes (the in-flight count fell to
@@ -119,6 +122,8 @@ extension Pipeline {
         var resumeFetching: TopicPartition?
         /// The partitions that run again, for the observer.
         var running: [TopicPartition] = []
+        /// Time to size the in-flight cap again (`InFlightSizing.tick`).
+        var resizeDue = false
     }
 }
 

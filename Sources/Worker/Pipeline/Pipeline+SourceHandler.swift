@@ -4,21 +4,22 @@
 extension Pipeline {
     public func received(_ record: SourceRecord) {
         let partition = record.topicPartition
-        let (generation, pausePartitions, stopFetching) = state.withLock {
-            state -> (UInt64?, [TopicPartition]?, Bool) in
-            guard state.receiving, !state.revoking.contains(partition) else { return (nil, nil, false) }
+        let (generation, pausePartitions, stopFetching, resizeDue) = state.withLock {
+            state -> (UInt64?, [TopicPartition]?, Bool, Bool) in
+            guard state.receiving, !state.revoking.contains(partition) else { return (nil, nil, false, false) }
             state.assigned.insert(partition)
             guard let generation = state.tracker.take(partition, offset: record.offset) else {
-                return (nil, nil, false)
+                return (nil, nil, false, false)
             }
             state.counters.recordsTaken += 1
+            let resizeDue = state.sizing.tick()
             let action = state.flow.recordTaken()
             // One partition holding the cap's worth of records (a slow one and those finished behind it)
             // stops fetching alone; the others go on.
             let stopFetching =
                 state.tracker.held(partition) >= heldLimit(partition, state.flow)
                 && state.fetchStopped.insert(partition).inserted
-            return (generation, action == .pause ? Array(state.assigned) : nil, stopFetching)
+            return (generation, action == .pause ? Array(state.assigned) : nil, stopFetching, resizeDue)
         }
         if let pausePartitions {
             source.pause(pausePartitions)
@@ -31,6 +32,32 @@ extension Pipeline {
         guard let generation else { return }
         observer?.recordReceived(record)
         lanes.submit(TakenRecord(record: record, generation: generation))
+        if resizeDue { resizeInFlightCap() }
+    }
+
+    /// Sizes the in-flight cap from what the transport can carry now (read outside the lock: it takes the
+    /// pools' locks), pausing or resuming consumption when the new cap calls for it.
+    func resizeInFlightCap() {
+        let streams = transport.streamCapacity
+        let (action, assigned, running) = state.withLock {
+            state -> (FlowControl.Action, [TopicPartition], [TopicPartition]) in
+            let capacity = state.sizing.capacity(streams: streams)
+            guard capacity != state.flow.capacity else { return (.none, [], []) }
+            let lowWaterMark = configuration.resumeBelow ?? capacity / 2
+            let action = state.flow.resize(capacity: capacity, lowWaterMark: lowWaterMark)
+            let assigned = Array(state.assigned)
+            return (action, assigned, assigned.filter { !state.fetchStopped.contains($0) })
+        }
+        switch action {
+        case .none:
+            break
+        case .pause:
+            source.pause(assigned)
+            observer?.flowChanged(paused: true, partitions: assigned)
+        case .resume:
+            source.resume(assigned)
+            if !running.isEmpty { observer?.flowChanged(paused: false, partitions: running) }
+        }
     }
 
     public func assigned(_ partitions: [TopicPartition]) {

@@ -22,10 +22,11 @@ public struct PipelineConfiguration: Sendable {
     public var retryTopic = "push.retry"
     /// How long a parked record waits before it is tried again (seconds). Default: `30`.
     public var parkDelay: Double = 30
-    /// Records in flight (taken, not finished) at which consumption pauses; also the most records one
-    /// partition may hold before it stops fetching (taken and not committable: finished ones waiting
-    /// behind a slow one count, since a crash would redo them). Default: `1000`.
-    public var maxRecordsInFlight = 1000
+    /// The most records in flight (taken, not finished): consumption pauses there. Below it the cap follows
+    /// what the transport can carry (`PushTransport.streamCapacity`, see `InFlightSizing`). The cap is also
+    /// the most records one partition may hold before it stops fetching (taken and not committable:
+    /// finished ones waiting behind a slow one count, since a crash would redo them). Default: `5000`.
+    public var maxRecordsInFlight = 5000
     /// Records in flight at or below which consumption resumes. Default: half the cap.
     public var resumeBelow: Int?
     /// How long a revoke waits for in-flight records of the revoked partitions (seconds). Default: `10`.
@@ -75,6 +76,7 @@ public final class Pipeline: SourceHandler {
     struct State {
         var tracker = OffsetTracker()
         var flow: FlowControl
+        var sizing: InFlightSizing
         var assigned: Set<TopicPartition> = []
         var revoking: Set<TopicPartition> = []
         /// Partitions that stopped fetching because they hold `maxRecordsInFlight` records behind a slow one.
@@ -121,7 +123,12 @@ public final class Pipeline: SourceHandler {
         self.transport = transport
         self.observer = observer
         let cap = max(1, configuration.maxRecordsInFlight)
-        state = Mutex(State(flow: FlowControl(capacity: cap, lowWaterMark: configuration.resumeBelow ?? cap / 2)))
+        let sizing = InFlightSizing(upperBound: cap)
+        let initial = sizing.capacity(streams: transport.streamCapacity)
+        state = Mutex(
+            State(
+                flow: FlowControl(capacity: initial, lowWaterMark: configuration.resumeBelow ?? initial / 2),
+                sizing: sizing))
         lanes = RecordLanes(maximumLanes: min(cap, Self.maximumLanes), executor: processingExecutor)
         // Weak: the lanes belong to the pipeline, and their idle tasks must not keep it alive.
         lanes.start { [weak self] taken in await self?.process(taken.record, generation: taken.generation) }
@@ -143,6 +150,8 @@ public final class Pipeline: SourceHandler {
     /// Partitions that stopped fetching because a slow record holds too many records behind it.
     public var fetchStoppedPartitions: Set<TopicPartition> { state.withLock { $0.fetchStopped } }
     public var isPaused: Bool { state.withLock { $0.flow.isPaused } }
+    /// The in-flight cap now: what the transport can carry, within `maxRecordsInFlight`.
+    public var recordsInFlightLimit: Int { state.withLock { $0.flow.capacity } }
     /// Set when results could not be published; the worker must stop without committing past it.
     public var fatalError: String? { state.withLock { $0.fatalError } }
 }

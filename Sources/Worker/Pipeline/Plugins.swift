@@ -143,9 +143,16 @@ public protocol PushTransport: Sendable {
     /// Sends all of an event's pushes at once (none waits for another) and returns their results in
     /// order. The default runs `deliver` for each concurrently.
     func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult]
+
+    /// Requests the transport can carry at once now, counting the room it may still grow into; the
+    /// pipeline sizes its in-flight cap from it. Nil (the default): no limit to follow, so the configured
+    /// cap applies as it is.
+    var streamCapacity: Int? { get }
 }
 
 extension PushTransport {
+    public var streamCapacity: Int? { nil }
+
     public func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult] {
         await deliverConcurrently(pushes)
     }

@@ -14,15 +14,22 @@ struct BenchPipelineCommand: Command {
         the p50/p99 time from each event's occurred_at to its acknowledged outcome. Build with
         -c release for meaningful numbers.
 
-        example: swift run -c release apns-worker bench pipeline -n 50000
+        example: swift run -c release apns-worker bench pipeline --count 50000
         """
     static let options: [OptionSpec] = [
         .value(
-            "-n", "N",
+            "--count", "N",
             "Events in the backlog phase, at most \(PipelineBenchmark.maximumBacklog) (the mock cluster "
                 + "keeps about 5 MB per partition and drops older records). Default: 20000."),
+        .value("-n", "N", "Same as --count (as in h2load)."),
         .value("--latency-seconds", "S", "Length of the paced latency phase. Default: 5."),
-        .value("--max-in-flight", "N", "pipeline.max_in_flight_records. Default: 1000."),
+        .value(
+            "--idle-seconds", "S",
+            "Idle time after the live phase before the RSS is read again (memory given back). Default: 12."),
+        .value(
+            "--max-in-flight", "N",
+            "pipeline.max_in_flight_records, the bound on records in flight (below it the cap follows the "
+                + "APNs pools). Default: the worker's default."),
         .value(
             "--apns-latency-ms", "SPEC",
             "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
@@ -31,11 +38,16 @@ struct BenchPipelineCommand: Command {
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         var options = PipelineBenchmark.Options()
+        if arguments.value("--count") != nil && arguments.value("-n") != nil {
+            throw UsageError(message: "give the number of events once: --count N (-n is the same option)")
+        }
+        let countOption = arguments.value("-n") != nil ? "-n" : "--count"
         options.events =
             try arguments.integer(
-                "-n", default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
+                countOption, default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
         options.latencySeconds = Double(try arguments.integer("--latency-seconds", default: 5, range: 1...600) ?? 5)
-        options.maxInFlight = try arguments.integer("--max-in-flight", default: 1000, range: 1...1_000_000) ?? 1000
+        options.idleSeconds = Double(try arguments.integer("--idle-seconds", default: 12, range: 0...600) ?? 12)
+        options.maxInFlight = try arguments.integer("--max-in-flight", range: 1...1_000_000)
         if let spec = arguments.value("--apns-latency-ms") {
             options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
         }

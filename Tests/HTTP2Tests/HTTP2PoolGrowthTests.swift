@@ -1,0 +1,96 @@
+// A pool grows, one connection at a time up to its ceiling, while requests wait for a stream; without a
+// ceiling it keeps exactly its connection count. And the capacity it reports for callers to size by.
+
+import TestSupport
+import Testing
+
+@testable import HTTP2
+
+@Suite("HTTP/2 pool growth", .serialized)
+struct HTTP2PoolGrowthTests {
+    static let group = EventLoopGroup(threadCount: 2)
+
+    func sendConcurrently(_ pool: ConnectionPool, count: Int) async throws -> [Int] {
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<count {
+                group.addTask { try await pool.send(HTTP2Request(path: "/item/\(index)")).status }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    @Test func growsToItsCeilingWhileRequestsWaitAndNoFurther() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 2
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(100)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makeTestPool(server, group: Self.group) {
+            $0.connectionCount = 1
+            $0.maximumConnectionCount = 3
+        }
+        let statuses = try await sendConcurrently(pool, count: 40)
+        #expect(statuses == Array(repeating: 200, count: 40))
+        let statistics = pool.statistics
+        #expect(statistics.targetConnections == 3)
+        #expect(statistics.connectionsOpened == 3, "one connection at a time, up to the ceiling")
+        #expect(server.snapshot.connections == 3)
+        #expect(server.snapshot.limitViolations == 0)
+        #expect(statistics.streamCapacityWithGrowth == 6, "at its ceiling a pool offers no room to grow")
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func aBurstTheNextFreedStreamsAbsorbBeforeTheGrowthWaitDoesNotGrowThePool() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 2
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(5)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makeTestPool(server, group: Self.group) {
+            $0.connectionCount = 1
+            $0.maximumConnectionCount = 3
+            $0.growthWait = .seconds(30)
+        }
+        _ = try await pool.send(HTTP2Request(path: "/warm-up"))
+        let statuses = try await sendConcurrently(pool, count: 40)
+        #expect(statuses.allSatisfy { $0 == 200 })
+        #expect(pool.statistics.targetConnections == 1)
+        #expect(server.snapshot.connections == 1)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func withoutACeilingKeepsItsConnectionCount() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 2
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(20)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makeTestPool(server, group: Self.group) { $0.connectionCount = 2 }
+        let statuses = try await sendConcurrently(pool, count: 30)
+        #expect(statuses.allSatisfy { $0 == 200 })
+        #expect(server.snapshot.connections == 2)
+        #expect(pool.statistics.targetConnections == 2)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func aCeilingBelowTheConnectionCountIsRefused() {
+        var configuration = ConnectionPool.Configuration(host: "127.0.0.1", port: 1)
+        configuration.connectionCount = 3
+        configuration.maximumConnectionCount = 2
+        #expect(throws: HTTP2ClientError.self) { try ConnectionPool(configuration: configuration, group: Self.group) }
+    }
+
+    @Test func capacityWithGrowthCountsOneMoreConnectionUntilTheCeiling() {
+        func statistics(ready: Int, capacity: Int, target: Int, ceiling: Int, opened: Int) -> ConnectionPool.Statistics
+        {
+            ConnectionPool.Statistics(
+                readyConnections: ready, connectingConnections: target - ready, drainingConnections: 0,
+                streamsInFlight: 0, streamCapacity: capacity, targetConnections: target, connectionCeiling: ceiling,
+                queuedRequests: 0, streamsPerConnectionCap: 1000, connectFailures: 0, connectionsOpened: opened)
+        }
+        #expect(statistics(ready: 0, capacity: 0, target: 2, ceiling: 8, opened: 0).streamCapacityWithGrowth == 0)
+        #expect(statistics(ready: 0, capacity: 0, target: 2, ceiling: 8, opened: 2).streamCapacityWithGrowth == 3000)
+        #expect(statistics(ready: 2, capacity: 1000, target: 2, ceiling: 8, opened: 2).streamCapacityWithGrowth == 1500)
+        #expect(statistics(ready: 2, capacity: 2000, target: 2, ceiling: 2, opened: 2).streamCapacityWithGrowth == 2000)
+    }
+}
