@@ -29,8 +29,9 @@ import Testing
     }
 
     @Test func aProxyURLIsTakenAndUsedForBothEnvironments() throws {
-        let (configuration, _) = try ConfigurationLoader.load(
-            bytes: yaml("  proxy: http://proxy.internal:3128"), file: "w.yaml", environment: [:])
+        let configuration = try ConfigurationLoader.load(
+            bytes: yaml("  proxy: http://proxy.internal:3128"), file: "w.yaml", environment: [:]
+        ).configuration
         #expect(configuration.apns.proxySetting == .url("http://proxy.internal:3128"))
         let proxy = try configuration.apns.proxy(
             forEndpoint: configuration.apns.productionURL, environment: ["HTTPS_PROXY": "http://ignored:1"])
@@ -49,8 +50,9 @@ import Testing
     }
 
     @Test func noneIgnoresTheEnvironmentAndRefusesACredentialsFile() throws {
-        let (configuration, _) = try ConfigurationLoader.load(
-            bytes: yaml("  proxy: none"), file: "w.yaml", environment: [:])
+        let configuration = try ConfigurationLoader.load(
+            bytes: yaml("  proxy: none"), file: "w.yaml", environment: [:]
+        ).configuration
         #expect(
             try configuration.apns.proxy(
                 forEndpoint: configuration.apns.productionURL, environment: ["HTTPS_PROXY": "http://p:1"]) == nil)
