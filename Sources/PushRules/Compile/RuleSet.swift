@@ -295,7 +295,7 @@ public final class RuleSet: Sendable {
                     pushType: pushType, problems: problems))
         }
         var request = shared.request
-        request.deviceToken = token
+        request.target = .device(token)
         request.environment = environment
         request.apnsID = ids.next()
         return .send(PreparedPush(ruleID: rule.id, device: reference, request: request, notes: shared.notes))

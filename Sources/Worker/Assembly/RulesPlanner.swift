@@ -31,7 +31,7 @@ public struct RulesPlanner: NotificationPlanner {
             switch decision {
             case .send(let push):
                 let device = EventDevice(
-                    token: push.device.token ?? push.request.deviceToken.hex,
+                    token: push.device.token ?? push.request.deviceToken?.hex ?? "",
                     environment: push.request.environment.rawValue)
                 let app = Self.bundle(of: push.request)
                 guard configuredApps.contains(app) else {
