@@ -112,21 +112,24 @@ extension Pipeline {
                         status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
                         reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
                         apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
-                        attempts: result.attempts, source: source, completedAt: now), result
+                        attempts: result.attempts, source: source, completedAt: now,
+                        channelID: device.channelID), result
                 )
             case .skip(let device, let reason, let ruleID, let topic, let pushType):
                 return (
                     OutcomeRecord(
                         eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
                         pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
-                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil
+                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now,
+                        channelID: device.channelID), nil
                 )
             case .reject(let device, let reason, _, let ruleID, let topic, let pushType):
                 return (
                     OutcomeRecord(
                         eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
                         pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
-                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil
+                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now,
+                        channelID: device.channelID), nil
                 )
             }
         }
