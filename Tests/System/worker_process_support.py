@@ -349,7 +349,7 @@ class OutcomeReader:
                 assert message.error() is None, message.error()
                 outcome = json.loads(message.value())
                 self.outcomes.append(outcome)
-                self.per_pair[(outcome["event_id"], outcome["device_token"])] += 1
+                self.per_pair[(outcome["event_id"], outcome.get("device_token") or outcome.get("channel_id"))] += 1
                 new += 1
             if not messages or deadline.passed():
                 return new
