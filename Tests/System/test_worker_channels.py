@@ -14,6 +14,8 @@ from worker_process_support import (
     BIN, BUNDLE_ID, KEY_ID, TEAM_ID, Deadline, KafkaMock, Simulator, Worker, make_token_key, produce,
     write_worker_config)
 
+DEAD_DEVICE = "cd" * 32
+
 RULES = """\
 version: 1
 defaults:
@@ -61,7 +63,7 @@ def stack(tmp_path):
         cluster = KafkaMock(1)
         closers.append(cluster.close)
         key_file, public_key_file = make_token_key(str(tmp_path))
-        simulator = Simulator(str(tmp_path), public_key_file, "0")
+        simulator = Simulator(str(tmp_path), public_key_file, "0", devices={"unregistered": [DEAD_DEVICE]})
         closers.append(simulator.close)
         config = write_worker_config(
             str(tmp_path), bootstrap=cluster.bootstrap, group="channels", simulator=simulator, key_file=key_file,
@@ -83,18 +85,22 @@ def test_an_event_reaches_its_channel_and_its_device_and_a_deleted_channel_is_re
         {"id": "evt-live", "type": "game.score", "app": BUNDLE_ID, "recipient": {"user_id": "u1"},
          "devices": [{"token": device, "environment": "production"}],
          "channels": [{"id": live, "environment": "production"}], "data": {"score": "1-0"}},
+        # Beside the deleted channel, a device the simulator says is unregistered: its invalid-token event
+        # is published with this event's outcomes, and must be the only one.
         {"id": "evt-gone", "type": "game.score", "app": BUNDLE_ID, "recipient": {"user_id": "u1"},
+         "devices": [{"token": DEAD_DEVICE, "environment": "production"}],
          "channels": [{"id": gone, "environment": "production"}], "data": {"score": "2-0"}},
     ]
     worker = Worker(config, directory, "worker")
     try:
         worker.wait_for_log("worker started", 20)
         produce(cluster.bootstrap, events)
-        outcomes = read_topic(cluster.bootstrap, "push.outcomes", lambda records: len(records) >= 3, 40)
+        outcomes = read_topic(cluster.bootstrap, "push.outcomes", lambda records: len(records) >= 4, 40)
+        invalid = read_topic(cluster.bootstrap, "push.invalid-tokens", lambda records: len(records) >= 1, 40)
     finally:
         worker.close()
 
-    assert len(outcomes) == 3, outcomes
+    assert len(outcomes) == 4, outcomes
     validate_records("push-outcome", outcomes)
     by_target = {(o["event_id"], o.get("device_token") or o.get("channel_id")): o for o in outcomes}
     to_device = by_target[("evt-live", device)]
@@ -109,6 +115,7 @@ def test_an_event_reaches_its_channel_and_its_device_and_a_deleted_channel_is_re
     assert refused["reason"] == "ChannelNotRegistered"
     assert len(refused["attempts"]) == 1, "a deleted channel is not retried"
 
-    # The outcomes are published with (never after) the invalid-token events of the same records.
-    invalid = read_topic(cluster.bootstrap, "push.invalid-tokens", lambda records: False, 2)
-    assert invalid == [], "a deleted channel is not an invalid device token"
+    assert by_target[("evt-gone", DEAD_DEVICE)]["reason"] == "Unregistered"
+    # The worker published both records of evt-gone together; the one invalid-token event is the device's.
+    validate_records("invalid-token", invalid)
+    assert [record["device_token"] for record in invalid] == [DEAD_DEVICE], "a deleted channel is no dead token"
