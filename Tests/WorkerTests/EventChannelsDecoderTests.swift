@@ -39,3 +39,21 @@ import Testing
         }
     }
 }
+
+@Suite struct ParkedChannelsTests {
+    @Test func aParkedEventKeepsOnlyTheWaitingDevicesAndChannels() throws {
+        let event = Array(
+            (#"{"id":"e","type":"t","app":"a","devices":[{"token":"ab01","environment":"production"}],"#
+                + #""channels":[{"id":"c29tZUNoYW5uZWw=","environment":"production"},"#
+                + #"{"id":"aMs2y8fFEe8AAPIAM4gHog==","environment":"production"}]}"#).utf8)
+        let waiting = [EventDevice(token: "", environment: "production", channelID: "aMs2y8fFEe8AAPIAM4gHog==")]
+        let parked = try PushEventDecoder.decode(Pipeline.event(event, keeping: waiting))
+        #expect(parked.devices.isEmpty)
+        #expect(parked.channels.map(\.channelID) == ["aMs2y8fFEe8AAPIAM4gHog=="])
+
+        let deviceOnly = try PushEventDecoder.decode(
+            Pipeline.event(event, keeping: [EventDevice(token: "ab01", environment: "production")]))
+        #expect(deviceOnly.devices.map(\.token) == ["ab01"])
+        #expect(deviceOnly.channels.isEmpty)
+    }
+}
