@@ -87,7 +87,7 @@ struct SendCommand: Command {
         case (.some, .some):
             throw UsageError(message: "give one target: --device-token HEX or --channel-id ID, not both")
         case (nil, nil):
-            throw UsageError(message: "give a target: --device-token HEX, or --channel-id ID for a broadcast")
+            throw UsageError(message: "missing required option --device-token (or --channel-id ID for a broadcast)")
         case (nil, .some(let channel)):
             return try APNsRequest.parse(
                 channelID: channel, environment: arguments.value("--environment"), bundleOrTopic: topic,
