@@ -87,12 +87,29 @@ final class SimulatorEngine: Sendable {
         }
 
         let now = WallClockTime.milliseconds()
+        if let path = request.path, path.hasPrefix(RequestValidator.managementPathPrefix) {
+            let answer = validator.answerChannelManagement(
+                request, connection: &context.authentication, now: now / 1000)
+            var response = SimulatorResponse(
+                status: answer.status, apnsID: answer.requestID ?? newID(&context.random),
+                reason: answer.reason?.rawValue, idHeaderName: "apns-request-id", successBody: answer.body)
+            if let channel = answer.channelID { response.extraHeaders = [APNsHeaderField("apns-channel-id", channel)] }
+            ledger.withLock {
+                $0.countRequest()
+                $0.count(ResponseKind(status: answer.status, reason: answer.reason?.rawValue))
+            }
+            plan.answer = .respond(response)
+            return plan
+        }
+        // A broadcast's id travels in apns-request-id, both ways.
+        let idHeaderName =
+            request.path?.hasPrefix(RequestValidator.broadcastPathPrefix) == true ? "apns-request-id" : "apns-id"
         switch validator.validate(request, connection: &context.authentication, now: now / 1000) {
         case .rejected(let reason, let apnsID, let timestamp):
             let status = reason.httpStatus ?? 400
             let response = SimulatorResponse(
                 status: status, apnsID: apnsID ?? newID(&context.random), reason: reason.rawValue,
-                timestampMilliseconds: timestamp)
+                timestampMilliseconds: timestamp, idHeaderName: idHeaderName)
             ledger.withLock {
                 $0.countRequest()
                 $0.count(ResponseKind(status: status, reason: reason.rawValue))
@@ -104,7 +121,8 @@ final class SimulatorEngine: Sendable {
             if keepsAccepted {
                 let record = AcceptedNotification(
                     connectionID: context.id, streamID: Int(streamID), deviceToken: accepted.deviceToken,
-                    apnsID: apnsID, uniqueID: uniqueID, pushType: accepted.pushType, topic: accepted.topic,
+                    channelID: accepted.channelID, apnsID: apnsID, uniqueID: uniqueID, pushType: accepted.pushType,
+                    topic: accepted.topic,
                     keyID: accepted.keyID,
                     headers: request.hasAuthorization
                         ? request.headers.filter { $0.name != "authorization" } : request.headers,
@@ -122,7 +140,8 @@ final class SimulatorEngine: Sendable {
                     ledger.countUnkept()
                 }
             }
-            plan.answer = .respond(SimulatorResponse(status: 200, apnsID: apnsID, uniqueID: uniqueID))
+            plan.answer = .respond(
+                SimulatorResponse(status: 200, apnsID: apnsID, uniqueID: uniqueID, idHeaderName: idHeaderName))
         }
         return plan
     }

@@ -85,7 +85,7 @@ import Testing
             #expect(Sample.summary(request.validateRemembering()) == expected, "\(original.topic)")
             // A copy for another device and a retry's fresh id: the same answer, from memory or not.
             var copy = request
-            copy.deviceToken = try DeviceToken(String(repeating: "cd", count: 32))
+            copy.target = .device(try DeviceToken(String(repeating: "cd", count: 32)))
             copy.apnsID = .random()
             #expect(Sample.summary(copy.validate()) == expected, "\(original.topic)")
             #expect(Sample.summary(copy.validateRemembering()) == expected, "\(original.topic)")

@@ -39,6 +39,11 @@ import Testing
         ("InternalServerError", 500, .retryWithBackoff),
         ("ServiceUnavailable", 503, .retryWithBackoff),
         ("Shutdown", 503, .retryOnNewConnection),
+        ("MissingChannelId", 400, .permanent),
+        ("BadChannelId", 400, .permanent),
+        ("ChannelNotRegistered", 400, .permanent),
+        ("CannotCreateChannelConfig", 400, .permanent),
+        ("FeatureNotEnabled", 400, .permanent),
     ]
 
     @Test func everyReasonInApplesTableHasItsStatusAndClass() {
@@ -78,7 +83,7 @@ import Testing
         #expect(
             bugs == [
                 "BadMessageId", "DuplicateHeaders", "MissingDeviceToken", "PayloadEmpty", "BadPath",
-                "MethodNotAllowed",
+                "MethodNotAllowed", "MissingChannelId",
             ])
     }
 }

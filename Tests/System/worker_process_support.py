@@ -196,12 +196,13 @@ class Simulator:
     """`apns-worker simulator` trusting provider tokens of one key, answering after `latency_ms`
     (its --latency-ms syntax)."""
 
-    def __init__(self, directory, public_key_file, latency_ms, script=(), port=0, options=()):
+    def __init__(self, directory, public_key_file, latency_ms, script=(), port=0, options=(), devices=None):
         """`script`: the simulator's scripted faults, e.g. [{"request": 900, "action": "delay", "ms": 8000}].
-        `port`: 0 for a free one; `options`: more of its command line, e.g. ["--go-away-after", "50"]."""
+        `port`: 0 for a free one; `options`: more of its command line, e.g. ["--go-away-after", "50"];
+        `devices`: its device states, e.g. {"unregistered": ["<hex>"]}."""
         faults = os.path.join(directory, "simulator.json")
         with open(faults, "w") as file:
-            json.dump({"faults": {"script": list(script)}}, file)
+            json.dump({"faults": {"script": list(script)}, **({"devices": devices} if devices else {})}, file)
         self.process = subprocess.Popen(
             [BIN, "simulator", "--config", faults, "--port", str(port), "--environment", "production",
              "--key-id", KEY_ID, "--public-key-file", public_key_file, "--latency-ms", latency_ms,
@@ -349,7 +350,7 @@ class OutcomeReader:
                 assert message.error() is None, message.error()
                 outcome = json.loads(message.value())
                 self.outcomes.append(outcome)
-                self.per_pair[(outcome["event_id"], outcome["device_token"])] += 1
+                self.per_pair[(outcome["event_id"], outcome.get("device_token") or outcome.get("channel_id"))] += 1
                 new += 1
             if not messages or deadline.passed():
                 return new

@@ -192,7 +192,7 @@ struct APNsOutageTests {
         #expect(Self.statuses(expiring) == [.expired: 20], "\(expiring.map(\.summary).prefix(2))")
         #expect(Set(expiring.map(\.expiryReason)) == ["expired"])
         #expect(Self.statuses(lasting) == [.delivered: 20])
-        let expiringTokens = Set(expiring.indices.map { pushes[$0 * 2].request.deviceToken.hex })
+        let expiringTokens = Set(expiring.indices.map { pushes[$0 * 2].request.deviceToken?.hex })
         #expect(
             simulator.accepted.filter { expiringTokens.contains($0.deviceToken) }.isEmpty,
             "an expired push is never sent once APNs is back")

@@ -236,7 +236,7 @@ import Testing
         let records = [makeRecord(partition: 0, offset: 0, devices: Self.tokens)]
         let sink = InMemoryResultSink(maximumBytes: 100_000)
         let (pipeline, source) = await run(records, sink: sink) { push in
-            push.request.deviceToken.hex == Self.tokens[2] ? 1 : 2000
+            push.request.deviceToken?.hex == Self.tokens[2] ? 1 : 2000
         }
 
         #expect(pipeline.fatalError == nil)

@@ -89,7 +89,7 @@ enum KafkaTestSupport {
             topics: ["push.requests"], report: { _ in })
         let sink = KafkaResultSink(producer: try KafkaTestSupport.producer(cluster))
         let transport = ClosureTransport { push in
-            push.request.deviceToken.hex == Self.tokens[5]
+            push.request.deviceToken?.hex == Self.tokens[5]
                 ? apnsAnswer(push, status: 410, reason: "Unregistered", timestampMilliseconds: 1_795_953_600_000)
                 : apnsAnswer(push, status: 200)
         }

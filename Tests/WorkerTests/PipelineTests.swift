@@ -140,7 +140,7 @@ import Testing
         let source = InMemoryEventSource(records: records)
         let release = Release()
         let slowTransport = ClosureTransport { push in
-            if push.request.deviceToken.hex == Self.tokens[3] {
+            if push.request.deviceToken?.hex == Self.tokens[3] {
                 await eventually(timeout: .seconds(60)) { release.isOpen }
             }
             return apnsAnswer(push, status: 200)
@@ -209,7 +209,7 @@ import Testing
         let source = InMemoryEventSource(records: records)
         let sink = InMemoryResultSink(failTopic: "push.invalid-tokens")
         let transport = ClosureTransport { push in
-            push.request.deviceToken.hex == Self.tokens[2]
+            push.request.deviceToken?.hex == Self.tokens[2]
                 ? apnsAnswer(push, status: 410, reason: "Unregistered", timestampMilliseconds: 1_795_953_600_000)
                 : apnsAnswer(push, status: 200)
         }
@@ -269,7 +269,7 @@ import Testing
         let source = InMemoryEventSource(records: records)
         let sink = InMemoryResultSink()
         let transport = ClosureTransport { push in
-            push.request.deviceToken.hex == Self.tokens[3]
+            push.request.deviceToken?.hex == Self.tokens[3]
                 ? apnsAnswer(push, status: 410, reason: "Unregistered", timestampMilliseconds: 1_795_953_600_000)
                 : apnsAnswer(push, status: 200)
         }

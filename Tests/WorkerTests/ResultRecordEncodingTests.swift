@@ -36,6 +36,14 @@ import Testing
             status: .failed, httpStatus: nil, reason: "requestTimeout", apnsID: nil, apnsUniqueID: nil,
             attempts: [attempt(nil, "requestTimeout", started: -1.5, latency: .seconds(30))],
             source: RecordSource(topic: "p", partition: -1, offset: -1), completedAt: 253_402_300_799.999),
+        // A broadcast's outcome names its channel instead of a device token.
+        OutcomeRecord(
+            eventID: "evt-2", deviceToken: "", environment: "production",
+            topic: "com.example.app.push-type.liveactivity",
+            pushType: "liveactivity", ruleID: "score", status: .rejected, httpStatus: 400,
+            reason: "ChannelNotRegistered", apnsID: nil, apnsUniqueID: nil, attempts: [],
+            source: RecordSource(topic: "push.requests", partition: 0, offset: 1), completedAt: 1_795_953_602,
+            channelID: "aMs2y8fFEe8AAPIAM4gHog=="),
     ]
 
     @Test(arguments: records.indices)

@@ -152,6 +152,10 @@ public final class APNsClient: Sendable {
             // The common case, read without the general parser (which lowercases every header name).
             var accepted = APNsResponse(status: 200)
             accepted.apnsID = response.headerFields.withFirstValue(named: "apns-id") { APNsID.parse(bytes: $0) } ?? nil
+            if accepted.apnsID == nil {  // a broadcast's id comes back in apns-request-id
+                accepted.apnsID =
+                    response.headerFields.withFirstValue(named: "apns-request-id") { APNsID.parse(bytes: $0) } ?? nil
+            }
             accepted.apnsUniqueID = response.header("apns-unique-id")
             return (accepted, nil)
         }

@@ -61,6 +61,18 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
     case internalServerError
     case serviceUnavailable
     case shutdown
+    // Broadcast channels (Apple, "Sending channel management requests to APNs" and "Sending broadcast
+    // push notification requests to APNs"; all answered with 400).
+    /// The request has no `apns-channel-id` header.
+    case missingChannelId
+    /// The `apns-channel-id` is not a channel id.
+    case badChannelId
+    /// The channel does not exist (never created in this environment, or deleted).
+    case channelNotRegistered
+    /// The app already has the most channels Apple allows (10,000 per environment).
+    case cannotCreateChannelConfig
+    /// The app's broadcast capability is not enabled.
+    case featureNotEnabled
     /// A reason Apple added after this code was written, kept as sent.
     case unknown(String)
 
@@ -72,6 +84,7 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken,
         .badEnvironmentKeyIdInToken, .badPath, .methodNotAllowed, .expiredToken, .unregistered, .payloadTooLarge,
         .tooManyProviderTokenUpdates, .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown,
+        .missingChannelId, .badChannelId, .channelNotRegistered, .cannotCreateChannelConfig, .featureNotEnabled,
     ]
 
     /// The reason for a `reason` string, exactly as APNs spells it; anything else is `.unknown`.
@@ -109,6 +122,11 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         case "InternalServerError": self = .internalServerError
         case "ServiceUnavailable": self = .serviceUnavailable
         case "Shutdown": self = .shutdown
+        case "MissingChannelId": self = .missingChannelId
+        case "BadChannelId": self = .badChannelId
+        case "ChannelNotRegistered": self = .channelNotRegistered
+        case "CannotCreateChannelConfig": self = .cannotCreateChannelConfig
+        case "FeatureNotEnabled": self = .featureNotEnabled
         default: self = .unknown(reason)
         }
     }
@@ -148,6 +166,11 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         case .internalServerError: return "InternalServerError"
         case .serviceUnavailable: return "ServiceUnavailable"
         case .shutdown: return "Shutdown"
+        case .missingChannelId: return "MissingChannelId"
+        case .badChannelId: return "BadChannelId"
+        case .channelNotRegistered: return "ChannelNotRegistered"
+        case .cannotCreateChannelConfig: return "CannotCreateChannelConfig"
+        case .featureNotEnabled: return "FeatureNotEnabled"
         case .unknown(let reason): return reason
         }
     }
@@ -159,7 +182,8 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
             .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
-            .missingTopic, .payloadEmpty, .topicDisallowed:
+            .missingTopic, .payloadEmpty, .topicDisallowed, .missingChannelId, .badChannelId, .channelNotRegistered,
+            .cannotCreateChannelConfig, .featureNotEnabled:
             return 400
         case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden, .invalidProviderToken,
             .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken:
@@ -193,6 +217,9 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
             .invalidPushType, .missingDeviceToken, .missingTopic, .payloadEmpty, .topicDisallowed, .forbidden,
             .badPath, .methodNotAllowed, .payloadTooLarge:
             return .permanent
+        // A channel that is gone is not a dead device token: the outcome reports it, nothing is invalidated.
+        case .missingChannelId, .badChannelId, .channelNotRegistered, .cannotCreateChannelConfig, .featureNotEnabled:
+            return .permanent
         case .unknown:
             return nil
         }
@@ -206,7 +233,8 @@ public enum APNsErrorReason: Sendable, Hashable, CustomStringConvertible {
     /// True for the reasons that mean our request was malformed (a bug on this side, not bad data).
     public var isClientBug: Bool {
         switch self {
-        case .badMessageId, .duplicateHeaders, .badPath, .methodNotAllowed, .missingDeviceToken, .payloadEmpty:
+        case .badMessageId, .duplicateHeaders, .badPath, .methodNotAllowed, .missingDeviceToken, .payloadEmpty,
+            .missingChannelId:
             return true
         default:
             return false

@@ -1,20 +1,56 @@
-// One notification to one device, and its rendering into exactly what goes on the wire.
+// One notification to one device or one broadcast channel, and its rendering into exactly what goes on
+// the wire.
 
 import HTTP2
 public import JSON
 import Synchronization
 
-/// A notification for one device: the typed headers and the JSON payload.
+/// Where a notification goes: one device (`POST /3/device/<token>`) or every device subscribed to a
+/// broadcast channel (`POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`; Apple, "Sending
+/// broadcast push notification requests to APNs", iOS 18 Live Activities only).
+public enum APNsTarget: Sendable, Hashable, CustomStringConvertible {
+    case device(DeviceToken)
+    case channel(ChannelID)
+
+    public var isChannel: Bool {
+        if case .channel = self { return true }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case .device(let token): return "device \(token.hex)"
+        case .channel(let id): return "channel \(id.value)"
+        }
+    }
+}
+
+/// A notification for one device or one broadcast channel: the typed headers and the JSON payload.
 ///
 /// Values are checked where they are typed (`DeviceToken`, `APNsPriority`, ...); what depends on
 /// several fields together (priority for the push type, topic suffix, payload rules) is checked by
 /// `validate()`. A value type; safe to share across threads.
 public struct APNsRequest: Sendable, Hashable {
-    /// The device, as the path's last component.
-    public var deviceToken: DeviceToken
-    /// Which APNs service: the token only works in the one it came from.
+    /// The device (the path's last component) or the broadcast channel (the `apns-channel-id` header).
+    /// Another device keeps the remembered header checks (a rule's copies per device); a change between a
+    /// device and a channel forgets them (a broadcast's push type is checked).
+    public var target: APNsTarget {
+        didSet { if oldValue.isChannel != target.isChannel { headersKnownValid = false } }
+    }
+    /// The device token, for a device request; nil for a broadcast.
+    public var deviceToken: DeviceToken? {
+        if case .device(let token) = target { return token }
+        return nil
+    }
+    /// The channel, for a broadcast; nil for a device request.
+    public var channelID: ChannelID? {
+        if case .channel(let id) = target { return id }
+        return nil
+    }
+    /// Which APNs service: a token (or channel) only works in the one it came from.
     public var environment: APNsEnvironment
-    /// The full `apns-topic`, suffix included (see `PushType.topic(forBundle:)`).
+    /// The full `apns-topic`, suffix included (see `PushType.topic(forBundle:)`). A broadcast sends no
+    /// `apns-topic`: its bundle id (the topic without the suffix) is the path's last component.
     public var topic: String { didSet { headersKnownValid = false } }
     /// The `apns-push-type` header.
     public var pushType: PushType { didSet { headersKnownValid = false } }
@@ -24,7 +60,7 @@ public struct APNsRequest: Sendable, Hashable {
     public var expiration: APNsExpiration { didSet { headersKnownValid = false } }
     /// The header checks of `validate()` (topic, priority for the push type, expiration) passed for
     /// the current values: set by `validateRemembering()`, cleared when any of those fields changes.
-    /// The device token, environment, collapse id and apns-id are not part of them, so the copies a
+    /// The environment, collapse id and apns-id are not part of them, so the copies a
     /// rule makes per device and per retry skip those checks.
     private var headersKnownValid = false
     /// The `apns-collapse-id` header; nil leaves it out.
@@ -39,7 +75,7 @@ public struct APNsRequest: Sendable, Hashable {
 
     /// The payload with its compact bytes, encoded once and shared by copies: the requests of one
     /// event's devices (and every retry) send the same payload, so it is serialised and checked once.
-    private var encodedPayload: EncodedPayload
+    var encodedPayload: EncodedPayload
 
     /// - Parameters:
     ///   - topic: the full topic; use `pushType.topic(forBundle:)` to make one from a bundle id.
@@ -50,7 +86,7 @@ public struct APNsRequest: Sendable, Hashable {
         priority: APNsPriority? = nil, expiration: APNsExpiration = .none, collapseID: CollapseID? = nil,
         apnsID: APNsID = .random(), payload: JSONValue
     ) {
-        self.deviceToken = deviceToken
+        self.target = .device(deviceToken)
         self.environment = environment
         self.topic = topic
         self.pushType = pushType
@@ -61,15 +97,43 @@ public struct APNsRequest: Sendable, Hashable {
         self.encodedPayload = EncodedPayload(payload)
     }
 
+    /// A broadcast on `channel`: push type liveactivity, to the topic of `bundle` (the suffix is added).
+    ///
+    /// - Parameters:
+    ///   - priority: nil means liveactivity's default (10).
+    ///   - expiration: Apple: only a channel created with message storage policy 1 keeps a message, so
+    ///     only there may it be other than 0; APNs checks that against the channel, not this value.
+    public init(
+        channel: ChannelID, environment: APNsEnvironment, bundle: String, priority: APNsPriority? = nil,
+        expiration: APNsExpiration = .none, apnsID: APNsID = .random(), payload: JSONValue
+    ) {
+        self.target = .channel(channel)
+        self.environment = environment
+        self.topic = PushType.liveactivity.topic(forBundle: bundle)
+        self.pushType = .liveactivity
+        self.priority = priority ?? PushType.liveactivity.defaultPriority
+        self.expiration = expiration
+        self.collapseID = nil
+        self.apnsID = apnsID
+        self.encodedPayload = EncodedPayload(payload)
+    }
+
+    /// The bundle id a broadcast is addressed to: the topic without the push type's suffix.
+    public var bundle: String {
+        let suffix = pushType.topicSuffix
+        guard !suffix.isEmpty, APNsRequest.hasASCIISuffix(topic, suffix) else { return topic }
+        return String(topic.utf8.dropLast(suffix.utf8.count))!
+    }
+
     public static func == (lhs: APNsRequest, rhs: APNsRequest) -> Bool {
-        lhs.deviceToken == rhs.deviceToken && lhs.environment == rhs.environment && lhs.topic == rhs.topic
+        lhs.target == rhs.target && lhs.environment == rhs.environment && lhs.topic == rhs.topic
             && lhs.pushType == rhs.pushType && lhs.priority == rhs.priority && lhs.expiration == rhs.expiration
             && lhs.collapseID == rhs.collapseID && lhs.apnsID == rhs.apnsID
             && (lhs.encodedPayload === rhs.encodedPayload || lhs.payload == rhs.payload)
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(deviceToken)
+        hasher.combine(target)
         hasher.combine(topic)
         hasher.combine(pushType)
         hasher.combine(apnsID)
@@ -79,15 +143,15 @@ public struct APNsRequest: Sendable, Hashable {
     /// The compact UTF-8 JSON of the payload, exactly the body that is sent.
     public var payloadBytes: [UInt8] { encodedPayload.bytes }
 
-    /// `/3/device/<hex token>`.
+    /// `/3/device/<hex token>`, or `/4/broadcasts/apps/<bundle id>` for a broadcast.
     public var path: String {
         // Built in one allocation: it is made for every request, and `+` grows the string twice.
-        let prefix: StaticString = "/3/device/"
-        let hex = deviceToken.hex.utf8
-        return String(unsafeUninitializedCapacity: prefix.utf8CodeUnitCount + hex.count) { buffer in
+        let (prefix, last) = pathParts
+        let tail = last.utf8
+        return String(unsafeUninitializedCapacity: prefix.utf8CodeUnitCount + tail.count) { buffer in
             let prefixBytes = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
             var end = buffer.initialize(fromContentsOf: prefixBytes)
-            for byte in hex {
+            for byte in tail {
                 buffer[end] = byte
                 end += 1
             }
@@ -95,7 +159,17 @@ public struct APNsRequest: Sendable, Hashable {
         }
     }
 
-    /// `https://<host>/3/device/<hex token>`, for printing and curl.
+    /// The path's fixed prefix and its last component.
+    @inline(__always)
+    var pathParts: (StaticString, String) {
+        switch target {
+        case .device(let token): return ("/3/device/", token.hex)
+        // Apple, "Sending broadcast push notification requests to APNs": POST /4/broadcasts/apps/{bundleID}.
+        case .channel: return ("/4/broadcasts/apps/", bundle)
+        }
+    }
+
+    /// `https://<host>/3/device/<hex token>` (or the broadcast path), for printing and curl.
     public var url: String { "https://" + environment.host + path }
 
     /// Every problem that would make APNs refuse the request or the device ignore it; empty when
@@ -126,6 +200,15 @@ public struct APNsRequest: Sendable, Hashable {
     }
 
     private func checkHeaders(_ problems: inout [APNsRequestProblem]) {
+        // Apple, "Sending broadcast push notification requests to APNs": apns-push-type must be
+        // liveactivity (APNs answers 400 InvalidPushType otherwise).
+        if case .channel = target, pushType != .liveactivity {
+            problems.append(
+                APNsRequestProblem(
+                    .channelPushTypeNotAllowed, field: "apns-push-type",
+                    "broadcasts on a channel are Live Activity updates only; use push type liveactivity, not \(pushType)"
+                ))
+        }
         APNsRequest.checkTopic(topic, pushType: pushType, problems: &problems)
         if !pushType.allowedPriorities.contains(priority) {
             let allowed = pushType.allowedPriorities.map(\.headerValue).joined(separator: " or ")
@@ -137,119 +220,6 @@ public struct APNsRequest: Sendable, Hashable {
         if let seconds = expiration.unixSeconds, let problem = APNsExpiration.problem(seconds) {
             problems.append(problem)
         }
-    }
-
-    /// The request as it goes on the wire. Does not validate; see `validatedWire(providerToken:)`.
-    ///
-    /// - Parameter providerToken: the JWT for token authentication, sent as `authorization: bearer <JWT>`;
-    ///   nil for certificate authentication, which sends no authorization header.
-    public func wire(authorization providerToken: String?) -> APNsWireRequest {
-        wire(authorizationValue: providerToken.map { "bearer " + $0 })
-    }
-
-    /// Validates, then renders (the hot path of the sender: the payload is serialised and checked
-    /// once per payload, not per request).
-    public func validatedWire(authorization providerToken: String?) throws(APNsInvalidRequest) -> APNsWireRequest {
-        try validatedWire(authorizationValue: providerToken.map { "bearer " + $0 })
-    }
-
-    /// As `validatedWire(authorization:)`, with the whole `authorization` value (`bearer <JWT>`) made
-    /// once per token rather than once per request.
-    public func validatedWire(authorizationValue: String?) throws(APNsInvalidRequest) -> APNsWireRequest {
-        let problems = validate()
-        if !problems.isEmpty { throw APNsInvalidRequest(problems: problems) }
-        return wire(authorizationValue: authorizationValue)
-    }
-
-    /// The HTTP/2 request the client sends, built straight from the fields (no intermediate wire
-    /// request); the same headers in the same order as `wire(authorization:)`. Does not validate.
-    ///
-    /// Everything is written into the request's one packed header buffer: the path and the apns-id
-    /// are rendered there directly, never made into Strings.
-    ///
-    /// HPACK may index the fields a connection repeats (authorization, topic, push type, priority), not
-    /// `:path`, `apns-id`, `apns-expiration` and `apns-collapse-id`, which change with every request or
-    /// event: indexing them churns the 4 KiB header table and evicts the ~200-byte bearer token, which then
-    /// goes out again as a Huffman-coded literal on the next request (docs/performance.md has what that
-    /// cost in `bench pipeline`, whose rules set a collapse id per event).
-    func http2Request(authorizationValue: String?, authority: String) -> HTTP2Request {
-        let hex = deviceToken.hex.utf8
-        let pathPrefix: StaticString = "/3/device/"
-        let pathCount = pathPrefix.utf8CodeUnitCount + hex.count
-        // Two passes over the same list: the sizes, then the bytes, into one exact allocation.
-        var byteCount =
-            PackedHeaderList.size(nameCount: 7, valueCount: 4)  // :method POST
-            + PackedHeaderList.size(nameCount: 7, valueCount: 5)  // :scheme https
-            + PackedHeaderList.size(nameCount: 10, valueCount: authority.utf8.count)
-            + PackedHeaderList.size(nameCount: 5, valueCount: pathCount)
-        forEachHeader(authorizationValue: authorizationValue) { name, value in
-            switch value {
-            case .text(let text), .perRequest(let text):
-                byteCount += PackedHeaderList.size(nameCount: name.utf8CodeUnitCount, valueCount: text.utf8.count)
-            case .id:
-                byteCount += PackedHeaderList.size(nameCount: name.utf8CodeUnitCount, valueCount: APNsID.textLength)
-            }
-        }
-        let fields = PackedHeaderList(byteCount: byteCount) { writer in
-            writer.append(name: ":method", value: "POST", indexable: true)
-            writer.append(name: ":scheme", value: "https", indexable: true)
-            writer.append(name: ":authority", value: authority, indexable: true)
-            writer.append(name: ":path", valueCount: pathCount, indexable: false) { buffer in
-                let end = buffer.initialize(
-                    fromContentsOf: UnsafeBufferPointer(
-                        start: pathPrefix.utf8Start, count: pathPrefix.utf8CodeUnitCount))
-                let rest = UnsafeMutableBufferPointer(rebasing: buffer[end...])
-                if hex.withContiguousStorageIfAvailable({ _ = rest.initialize(fromContentsOf: $0) }) == nil {
-                    _ = rest.initialize(fromContentsOf: Array(hex))
-                }
-            }
-            forEachHeader(authorizationValue: authorizationValue) { name, value in
-                switch value {
-                case .text(let text):
-                    writer.append(name: name, value: text, indexable: true)
-                case .perRequest(let text):
-                    writer.append(name: name, value: text, indexable: false)
-                case .id(let id):
-                    writer.append(name: name, valueCount: APNsID.textLength, indexable: false) { id.write(into: $0) }
-                }
-            }
-        }
-        return HTTP2Request(fields: fields, body: encodedPayload.bytes)
-    }
-
-    func wire(authorizationValue: String?) -> APNsWireRequest {
-        var headers: [APNsHeaderField] = []
-        headers.reserveCapacity(7)
-        forEachHeader(authorizationValue: authorizationValue) { name, value in
-            switch value {
-            case .text(let text), .perRequest(let text): headers.append(APNsHeaderField(name.description, text))
-            case .id(let id): headers.append(APNsHeaderField(name.description, id.string))
-            }
-        }
-        return APNsWireRequest(
-            method: "POST", scheme: "https", authority: environment.host, path: path, headers: headers,
-            body: encodedPayload.bytes)
-    }
-
-    /// A header value as `forEachHeader` yields it: text a connection repeats, text of this request or
-    /// event only, or an apns-id left for the renderer to write.
-    private enum HeaderValue {
-        case text(String)
-        case perRequest(String)
-        case id(APNsID)
-    }
-
-    /// The regular headers in the order they are sent (see `APNsWireRequest`): the one list both
-    /// renderings are made from.
-    @inline(__always)
-    private func forEachHeader(authorizationValue: String?, _ body: (StaticString, HeaderValue) -> Void) {
-        if let authorizationValue { body("authorization", .text(authorizationValue)) }
-        body("apns-push-type", .text(pushType.rawValue))
-        body("apns-topic", .text(topic))
-        body("apns-priority", .text(priority.headerValue))
-        if let expiration = expiration.headerValue { body("apns-expiration", .perRequest(expiration)) }
-        if let collapseID { body("apns-collapse-id", .perRequest(collapseID.value)) }
-        body("apns-id", .id(apnsID))
     }
 
     /// Topic syntax: a bundle id's characters (A-Z, a-z, 0-9, '-', '.'), with the push type's suffix.
@@ -447,7 +417,7 @@ public struct APNsWireRequest: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A payload and its compact encoding, immutable once made; shared by the copies of a request.
-private final class EncodedPayload: Sendable {
+final class EncodedPayload: Sendable {
     let value: JSONValue
     let bytes: [UInt8]
     /// The payload's problems for the last push type asked about: one push type per payload is the

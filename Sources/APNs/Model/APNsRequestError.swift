@@ -19,6 +19,7 @@ public struct APNsRequestError: Error, Sendable, Hashable, CustomStringConvertib
             case payloadInvalidJSON, payloadNotObject, payloadMissingAPS, payloadTooLarge
             case payloadUnknownAPSKey, payloadKeyNotAllowed, payloadMissingKey
             case payloadWrongType, payloadValueOutOfRange
+            case channelIDInvalid, channelPushTypeNotAllowed
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -76,6 +77,10 @@ public struct APNsRequestError: Error, Sendable, Hashable, CustomStringConvertib
         public static let payloadWrongType = Code(.payloadWrongType)
         /// An `aps` value of the right type but outside its range (volume 2, event "stop").
         public static let payloadValueOutOfRange = Code(.payloadValueOutOfRange)
+        /// The broadcast channel id was empty or not base64.
+        public static let channelIDInvalid = Code(.channelIDInvalid)
+        /// A broadcast on a channel with a push type other than liveactivity.
+        public static let channelPushTypeNotAllowed = Code(.channelPushTypeNotAllowed)
     }
 
     /// The kind of problem.

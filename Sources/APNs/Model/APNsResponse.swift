@@ -46,6 +46,9 @@ public struct APNsResponse: Sendable, Hashable {
         for field in headers {
             switch field.name.lowercased() {
             case "apns-id": apnsID = try? APNsID(parsing: field.value)
+            // A broadcast's answer echoes its `apns-request-id` (Apple, "Sending broadcast push
+            // notification requests to APNs"); it is the id the request was sent with.
+            case "apns-request-id": if apnsID == nil { apnsID = try? APNsID(parsing: field.value) }
             case "apns-unique-id": apnsUniqueID = field.value
             case "retry-after":
                 // Only the delay-seconds form; APNs does not send HTTP dates.

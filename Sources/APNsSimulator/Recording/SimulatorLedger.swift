@@ -9,8 +9,10 @@ public struct AcceptedNotification: Sendable, Hashable {
     /// Which connection it came on (1, 2, ... in accept order).
     public var connectionID: Int
     public var streamID: Int
-    /// Lowercase hex.
+    /// Lowercase hex; empty for a broadcast.
     public var deviceToken: String
+    /// The channel of a broadcast; nil for a device push.
+    public var channelID: String? = nil
     /// The apns-id answered (the client's, or one the simulator made).
     public var apnsID: String
     /// The apns-unique-id answered; nil in the production environment.

@@ -46,7 +46,10 @@ extension SimulatorConnection {
     func submit(_ response: SimulatorResponse, on stream: StreamState) {
         guard let session else { return }
         stream.responseBody = response.body
-        var fields: [(String, String)] = [(":status", String(response.status)), ("apns-id", response.apnsID)]
+        var fields: [(String, String)] = [
+            (":status", String(response.status)), (response.idHeaderName, response.apnsID),
+        ]
+        for field in response.extraHeaders { fields.append((field.name, field.value)) }
         if let uniqueID = response.uniqueID { fields.append(("apns-unique-id", uniqueID)) }
         if let retryAfter = response.retryAfterSeconds { fields.append(("retry-after", String(retryAfter))) }
         if !stream.responseBody.isEmpty {

@@ -66,10 +66,17 @@ struct SimulatorResponse: Sendable, Hashable {
     /// The 410 body's `timestamp` (milliseconds since 1970).
     var timestampMilliseconds: Int64?
     var retryAfterSeconds: Int?
+    /// The header the id goes back in: `apns-id`, or `apns-request-id` for broadcasts and channel
+    /// management (Apple, "Sending channel management requests to APNs").
+    var idHeaderName = "apns-id"
+    /// Headers beyond the id's (`apns-channel-id` of a created channel).
+    var extraHeaders: [APNsHeaderField] = []
+    /// A success body (a channel's configuration, the list of channels); errors use `reason`.
+    var successBody: [UInt8]?
 
-    /// `{"reason":"..."}` (with `timestamp` for 410), or empty for 200.
+    /// `{"reason":"..."}` (with `timestamp` for 410), the success body, or empty.
     var body: [UInt8] {
-        guard let reason else { return [] }
+        guard let reason else { return successBody ?? [] }
         var out: [UInt8] = Array(#"{"reason":"#.utf8)
         out.append(UInt8(ascii: "\""))
         out.append(contentsOf: reason.utf8)  // reasons are Apple's ASCII words; nothing to escape

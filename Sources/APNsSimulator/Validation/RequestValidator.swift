@@ -15,6 +15,8 @@ struct AcceptedRequest: Sendable, Hashable {
     var topic: String
     /// The key id of the provider token, for token authentication.
     var keyID: String?
+    /// The channel of a broadcast (then `deviceToken` is empty).
+    var channelID: String? = nil
 }
 
 /// The outcome of validation.
@@ -58,6 +60,8 @@ struct RequestValidator: Sendable {
     let allowedBundles: Set<String>
     /// The `timestamp` of unregistered tokens that have none configured (ms since 1970).
     let startMilliseconds: Int64
+    /// The broadcast channels created through the channel management API.
+    var channels = ChannelRegistry()
 
     static let pathPrefix = "/3/device/"
 
@@ -99,6 +103,9 @@ struct RequestValidator: Sendable {
         // Echo the client's apns-id in every answer once it is known to be valid.
         if let id = headers.apnsID, (try? APNsID(parsing: id)) != nil { apnsID = id }
 
+        if let path = request.path, path.hasPrefix(Self.broadcastPathPrefix) {
+            return validateBroadcast(request, connection: &connection, now: now)
+        }
         guard request.method == "POST" else { return reject(.methodNotAllowed) }
         guard let path = request.path, path.hasPrefix(Self.pathPrefix) else { return reject(.badPath) }
         let token = path.utf8.dropFirst(Self.pathPrefix.utf8.count)

@@ -11,7 +11,9 @@ extension PushDecision {
     ///   id per attempt, so tests that compare output leave it out.
     public func json(includingAPNsID: Bool = true) -> JSONValue {
         var object = JSONObject()
-        if let device { object.appendUnchecked("device", .int(Int64(device.index))) }
+        if let device {
+            object.appendUnchecked(device.channelID == nil ? "device" : "channel", .int(Int64(device.index)))
+        }
         object.appendUnchecked("rule", ruleID.map { .string($0) } ?? .null)
         switch self {
         case .send(let push):
@@ -20,7 +22,8 @@ extension PushDecision {
             object.appendUnchecked("method", .string(wire.method))
             object.appendUnchecked("url", .string(wire.url))
             var headers = JSONObject()
-            for field in wire.headers where includingAPNsID || field.name != "apns-id" {
+            for field in wire.headers
+            where includingAPNsID || (field.name != "apns-id" && field.name != "apns-request-id") {
                 headers.appendUnchecked(field.name, .string(field.value))
             }
             object.appendUnchecked("headers", .object(headers))

@@ -52,11 +52,14 @@ public struct DeviceReference: Sendable, Hashable {
     public var token: String?
     /// The `environment` as given, when it was a string.
     public var environment: String?
+    /// For an entry of the event's `channels` (then `index` is its position there): the channel `id`.
+    public var channelID: String?
 
-    public init(index: Int, token: String?, environment: String?) {
+    public init(index: Int, token: String?, environment: String?, channelID: String? = nil) {
         self.index = index
         self.token = token
         self.environment = environment
+        self.channelID = channelID
     }
 }
 

@@ -124,7 +124,9 @@ public final class RuleSet: Sendable {
             if !rule.continues { break }
         }
         let matchedIDs = matched.map(\.id)
-        guard case .array(let devices)? = event["devices"], !devices.isEmpty else {
+        let devices = event["devices"]?.arrayValue ?? []
+        let channels = event["channels"]?.arrayValue ?? []
+        guard !devices.isEmpty || !channels.isEmpty else {
             return EventDecisions(
                 decisions: [
                     .skip(
@@ -134,11 +136,18 @@ public final class RuleSet: Sendable {
                 ],
                 matchedRuleIDs: matchedIDs)
         }
-        let references = devices.enumerated().map { index, device in
-            DeviceReference(
-                index: index, token: device["token"]?.stringValue,
-                environment: device["environment"]?.stringValue)
-        }
+        // Devices, then broadcast channels: each is one target, with one decision per matching rule.
+        let references =
+            devices.enumerated().map { index, device in
+                DeviceReference(
+                    index: index, token: device["token"]?.stringValue,
+                    environment: device["environment"]?.stringValue)
+            }
+            + channels.enumerated().map { index, channel in
+                DeviceReference(
+                    index: index, token: nil, environment: channel["environment"]?.stringValue,
+                    channelID: channel["id"]?.stringValue ?? "")
+            }
         if matched.isEmpty {
             return EventDecisions(
                 decisions: references.map {
@@ -179,7 +188,7 @@ public final class RuleSet: Sendable {
         var ids = RequestIDs(seed: idSeed, counter: idCounter.add(1, ordering: .relaxed).oldValue)
         var decisions: [PushDecision] = []
         decisions.reserveCapacity(devices.count * matched.count)
-        for deviceIndex in devices.indices {
+        for deviceIndex in references.indices {
             let reference = references[deviceIndex]
             for ruleIndex in matched.indices {
                 let rule = matched[ruleIndex]
@@ -196,7 +205,8 @@ public final class RuleSet: Sendable {
                         prepared = cached
                     } else {
                         var deviceContext = context
-                        deviceContext.device = devices[deviceIndex]
+                        deviceContext.device =
+                            deviceIndex < devices.count ? devices[deviceIndex] : channels[deviceIndex - devices.count]
                         prepared = prepare(plan, deviceContext, overrides, now)
                     }
                     decisions.append(
@@ -266,6 +276,10 @@ public final class RuleSet: Sendable {
                     reason: reason, ruleID: rule.id, device: reference, pushType: pushType,
                     detail: detail))
         }
+        if let channel = reference.channelID {
+            return broadcastDecision(
+                rule: rule, pushType: pushType, shared: shared, reference: reference, channel: channel, ids: &ids)
+        }
         var problems: [String] = []
         var token: DeviceToken?
         var environment: APNsEnvironment?
@@ -295,7 +309,7 @@ public final class RuleSet: Sendable {
                     pushType: pushType, problems: problems))
         }
         var request = shared.request
-        request.deviceToken = token
+        request.target = .device(token)
         request.environment = environment
         request.apnsID = ids.next()
         return .send(PreparedPush(ruleID: rule.id, device: reference, request: request, notes: shared.notes))

@@ -31,8 +31,8 @@ public struct RulesPlanner: NotificationPlanner {
             switch decision {
             case .send(let push):
                 let device = EventDevice(
-                    token: push.device.token ?? push.request.deviceToken.hex,
-                    environment: push.request.environment.rawValue)
+                    token: push.device.token ?? push.request.deviceToken?.hex ?? "",
+                    environment: push.request.environment.rawValue, channelID: push.request.channelID?.value)
                 let app = Self.bundle(of: push.request)
                 guard configuredApps.contains(app) else {
                     return .reject(
@@ -63,6 +63,10 @@ public struct RulesPlanner: NotificationPlanner {
     }
 
     static func device(_ reference: DeviceReference?, _ event: PushEvent) -> EventDevice {
+        if let reference, let channel = reference.channelID {
+            if event.channels.indices.contains(reference.index) { return event.channels[reference.index] }
+            return EventDevice(token: "", environment: reference.environment ?? "production", channelID: channel)
+        }
         if let reference, event.devices.indices.contains(reference.index) { return event.devices[reference.index] }
         return EventDevice(token: reference?.token ?? "", environment: reference?.environment ?? "production")
     }

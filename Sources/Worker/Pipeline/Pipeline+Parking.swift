@@ -92,15 +92,24 @@ extension Pipeline {
     /// The event's JSON with only the devices given (those whose pushes are waiting), everything else as it
     /// was; the original bytes when they cannot be read back (they were decoded once, so they can).
     static func event(_ value: [UInt8]?, keeping devices: [EventDevice]) -> [UInt8]? {
-        guard let value, case .object(var event)? = try? JSONValue(parsing: value),
-            case .array(let all)? = event["devices"]
-        else { return value }
-        let waiting = Set(devices.map(\.token))
-        event["devices"] = .array(
-            all.filter { device in
-                guard let token = device["token"]?.stringValue else { return false }
-                return waiting.contains(token)
-            })
+        guard let value, case .object(var event)? = try? JSONValue(parsing: value) else { return value }
+        let waiting = Set(devices.filter { $0.channelID == nil }.map(\.token))
+        if case .array(let all)? = event["devices"] {
+            event["devices"] = .array(
+                all.filter { device in
+                    guard let token = device["token"]?.stringValue else { return false }
+                    return waiting.contains(token)
+                })
+        }
+        // Broadcast channels likewise; none left is no `channels` at all (an empty list is not an event).
+        let waitingChannels = Set(devices.compactMap(\.channelID))
+        if case .array(let all)? = event["channels"] {
+            let kept = all.filter { channel in
+                guard let id = channel["id"]?.stringValue else { return false }
+                return waitingChannels.contains(id)
+            }
+            event["channels"] = kept.isEmpty ? .null : .array(kept)
+        }
         return JSONValue.object(event).compactBytes
     }
 

@@ -107,26 +107,29 @@ extension Pipeline {
                 let last = result.attempts.last
                 return (
                     OutcomeRecord(
-                        eventID: event.id, deviceToken: push.request.deviceToken.hex, environment: device.environment,
+                        eventID: event.id, deviceToken: device.token, environment: device.environment,
                         topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
                         status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
                         reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
                         apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
-                        attempts: result.attempts, source: source, completedAt: now), result
+                        attempts: result.attempts, source: source, completedAt: now,
+                        channelID: device.channelID), result
                 )
             case .skip(let device, let reason, let ruleID, let topic, let pushType):
                 return (
                     OutcomeRecord(
                         eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
                         pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
-                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil
+                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now,
+                        channelID: device.channelID), nil
                 )
             case .reject(let device, let reason, _, let ruleID, let topic, let pushType):
                 return (
                     OutcomeRecord(
                         eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
                         pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
-                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now), nil
+                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now,
+                        channelID: device.channelID), nil
                 )
             }
         }
@@ -137,12 +140,13 @@ extension Pipeline {
     func invalidTokenRecord(
         _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryResult?, event: PushEvent
     ) -> InvalidTokenRecord? {
-        guard case .send(let push, _) = plan, let report,
+        // A broadcast has no device token to invalidate: a deleted channel is reported in its outcome only.
+        guard case .send(let push, _) = plan, let report, let token = push.request.deviceToken,
             let reason = InvalidTokenRecord.invalidatingReason(of: report)
         else { return nil }
         let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
         return InvalidTokenRecord(
-            deviceToken: push.request.deviceToken.hex, environment: asked.final.rawValue, topic: push.request.topic,
+            deviceToken: token.hex, environment: asked.final.rawValue, topic: push.request.topic,
             app: push.app, reason: reason.rawValue, invalidSince: report.response?.timestamp?.timeIntervalSince1970,
             eventID: event.id, observedAt: outcome.completedAt,
             checkedEnvironments: asked.environments.map(\.rawValue))

@@ -9,6 +9,8 @@ public import JSON
 public struct EventDevice: Sendable, Hashable {
     public var token: String
     public var environment: String
+    /// Set for a broadcast channel of the event's `channels` (then `token` is empty).
+    public var channelID: String? = nil
 }
 
 /// A decoded notification event.
@@ -19,6 +21,8 @@ public struct PushEvent: Sendable {
     public var occurredAt: Double?
     public var app: String?
     public var devices: [EventDevice]
+    /// The broadcast channels of `channels`, each with `channelID` set.
+    public var channels: [EventDevice] = []
     /// The whole event as parsed, which rules match against and templates read from.
     public var document: JSONValue
 }
@@ -76,11 +80,21 @@ public enum PushEventDecoder {
             guard let text = value.stringValue, !text.isEmpty else { throw violation("app must be a non-empty string") }
             app = text
         }
-        guard let devicesValue = object["devices"] else { throw violation("devices is missing") }
+        let channels = try decodeChannels(object["channels"])
+        let devicesValue: JSONValue
+        if let given = object["devices"] {
+            devicesValue = given
+        } else if !channels.isEmpty {
+            devicesValue = .array([])
+        } else {
+            throw violation("devices is missing (an event names devices, channels, or both)")
+        }
         guard case .array(let deviceValues) = devicesValue else {
             throw violation("devices must be an array, found \(devicesValue.typeName)")
         }
-        guard !deviceValues.isEmpty else { throw violation("devices is empty; an event needs at least one device") }
+        guard !deviceValues.isEmpty || !channels.isEmpty else {
+            throw violation("devices is empty; an event needs at least one device or channel")
+        }
         guard deviceValues.count <= maximumDevices else {
             throw violation("devices has \(deviceValues.count) entries; at most \(maximumDevices) per event")
         }
@@ -106,7 +120,43 @@ public enum PushEventDecoder {
                 throw violation("\(key) must be an object, found \(value.typeName)")
             }
         }
-        return PushEvent(id: id, type: type, occurredAt: occurredAt, app: app, devices: devices, document: document)
+        return PushEvent(
+            id: id, type: type, occurredAt: occurredAt, app: app, devices: devices, channels: channels,
+            document: document)
+    }
+
+    /// The most channels one event may name (schemas/push-request.schema.json).
+    static let maximumChannels = 100
+
+    /// `channels: [{id, environment}]`: broadcast channels (iOS 18 Live Activities) beside the devices.
+    static func decodeChannels(_ value: JSONValue?) throws(EventDecodingError) -> [EventDevice] {
+        guard let value, !value.isNull else { return [] }
+        guard case .array(let items) = value else {
+            throw violation("channels must be an array, found \(value.typeName)")
+        }
+        guard !items.isEmpty else { throw violation("channels is empty; leave it out or name a channel") }
+        guard items.count <= maximumChannels else {
+            throw violation("channels has \(items.count) entries; at most \(maximumChannels) per event")
+        }
+        var channels: [EventDevice] = []
+        for (index, item) in items.enumerated() {
+            guard case .object(let channel) = item else {
+                throw violation("channels[\(index)] must be an object, found \(item.typeName)")
+            }
+            guard let text = channel["id"]?.stringValue, let id = try? ChannelID(text), id.value == text else {
+                throw violation("channels[\(index)].id must be a channel id (base64, as `channels create` printed it)")
+            }
+            guard let environment = channel["environment"]?.stringValue,
+                environment == "production" || environment == "sandbox" || environment == "development"
+            else {
+                throw violation("channels[\(index)].environment must be production or sandbox")
+            }
+            channels.append(
+                EventDevice(
+                    token: "", environment: environment == "development" ? "sandbox" : environment, channelID: id.value)
+            )
+        }
+        return channels
     }
 
     static func requiredString(_ object: JSONObject, _ key: String) throws(EventDecodingError) -> String {

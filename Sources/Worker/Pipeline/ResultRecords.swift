@@ -33,13 +33,20 @@ public struct OutcomeRecord: Sendable {
     public var completedAt: Double
     /// The push was refused with BadDeviceToken in the event's environment and sent again in the other.
     public var environmentFallback = false
+    /// The broadcast channel, for an outcome of the event's `channels`: written as `channel_id` instead of
+    /// `device_token` (schemas/push-outcome.schema.json).
+    public var channelID: String? = nil
 
     /// `json.compactBytes`, written directly (one per notification, so it skips the value tree).
     public var jsonBytes: [UInt8] {
         // An outcome with one attempt is about 600 bytes: room for that, and for a retry or two, up front.
         var writer = JSONObjectWriter(capacity: 1024)
         writer.string("event_id", eventID)
-        writer.string("device_token", deviceToken)
+        if let channelID {
+            writer.string("channel_id", channelID)
+        } else {
+            writer.string("device_token", deviceToken)
+        }
         writer.string("environment", environment)
         writer.string("topic", topic)
         writer.string("push_type", pushType)
@@ -69,7 +76,11 @@ public struct OutcomeRecord: Sendable {
     public var json: JSONValue {
         var object = JSONObject()
         object.appendUnchecked("event_id", .string(eventID))
-        object.appendUnchecked("device_token", .string(deviceToken))
+        if let channelID {
+            object.appendUnchecked("channel_id", .string(channelID))
+        } else {
+            object.appendUnchecked("device_token", .string(deviceToken))
+        }
         object.appendUnchecked("environment", .string(environment))
         object.appendUnchecked("topic", topic.map(JSONValue.string) ?? .null)
         object.appendUnchecked("push_type", pushType.map(JSONValue.string) ?? .null)

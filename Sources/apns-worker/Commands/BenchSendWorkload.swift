@@ -68,7 +68,7 @@ struct BenchSendWorkload: Sendable {
 
     func request(_ index: Int) -> APNsRequest {
         var request = template
-        request.deviceToken = tokens[index % tokens.count]
+        request.target = .device(tokens[index % tokens.count])
         request.apnsID = .random()
         return request
     }

@@ -28,11 +28,14 @@ struct SendCommand: Command {
               --payload '{"aps":{"alert":{"title":"Hi","body":"there"}}}'
           apns-worker send --environment sandbox --key-file AuthKey_ABC123DEFG.p8 --key-id ABC123DEFG \\
               --team-id DEF123GHIJ --device-token '<0a1b2c3d ...>' --topic com.example.app
+          apns-worker send --channel-id c29tZUNoYW5uZWw= --topic com.example.app --push-type liveactivity \\
+              --payload '{"aps":{"event":"update","timestamp":1700000000,"content-state":{}}}' ...
         """
 
     /// What the request is made of.
     static let requestOptions: [OptionSpec] = [
         .value("--device-token", "HEX", "The device token (spaces, <> and upper case are fine)."),
+        .value("--channel-id", "ID", "Broadcast to this channel instead (liveactivity; see `channels create`)."),
         .value("--topic", "BUNDLE", "The app's bundle id, or the full topic with the push type's suffix."),
         .value("--push-type", "TYPE", "alert (default), background, voip, liveactivity, ... (any APNs push type)."),
         .value("--priority", "N", "10, 5 or 1. Default: 10, or 5 where the push type needs it."),
@@ -79,8 +82,22 @@ struct SendCommand: Command {
 
     /// The request from the flags, or every problem with it.
     static func makeRequest(_ arguments: ParsedArguments) throws -> APNsRequest {
-        let deviceToken = try arguments.required("--device-token")
         let topic = try arguments.required("--topic")
+        switch (arguments.value("--device-token"), arguments.value("--channel-id")) {
+        case (.some, .some):
+            throw UsageError(message: "give one target: --device-token HEX or --channel-id ID, not both")
+        case (nil, nil):
+            throw UsageError(message: "missing required option --device-token (or --channel-id ID for a broadcast)")
+        case (nil, .some(let channel)):
+            return try APNsRequest.parse(
+                channelID: channel, environment: arguments.value("--environment"), bundleOrTopic: topic,
+                pushType: arguments.value("--push-type"), priority: arguments.value("--priority"),
+                expiration: arguments.value("--expiration"), collapseID: arguments.value("--collapse-id"),
+                apnsID: arguments.value("--apns-id"), payloadJSON: payloadBytes(arguments))
+        case (.some, nil):
+            break
+        }
+        let deviceToken = try arguments.required("--device-token")
         let payloadText = try payloadBytes(arguments)
         return try APNsRequest.parse(
             deviceToken: deviceToken, environment: arguments.value("--environment"), bundleOrTopic: topic,
