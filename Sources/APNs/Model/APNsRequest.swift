@@ -181,6 +181,7 @@ public struct APNsRequest: Sendable, Hashable {
         if !payloadProblems.isEmpty { problems += payloadProblems }
         // Safari website pushes (`web.` topics) have payload rules of their own.
         if APNsPayload.isWebTopic(topic) { problems += APNsPayload.validateWebPush(payload) }
+        if case .channel = target { problems += APNsPayload.validateBroadcast(payload) }
         return problems
     }
 
@@ -196,6 +197,7 @@ public struct APNsRequest: Sendable, Hashable {
         let payloadProblems = encodedPayload.problems(for: pushType)
         if !payloadProblems.isEmpty { problems += payloadProblems }
         if APNsPayload.isWebTopic(topic) { problems += APNsPayload.validateWebPush(payload) }
+        if case .channel = target { problems += APNsPayload.validateBroadcast(payload) }
         return problems
     }
 

@@ -3,6 +3,7 @@
 // id, not registered), priority, expiration against the channel's storage policy, and the payload.
 
 import APNs
+import JSON
 
 extension RequestValidator {
     static let broadcastPathPrefix = "/4/broadcasts/apps/"
@@ -65,6 +66,12 @@ extension RequestValidator {
         case .object(aps: .dictionary): break
         default: return reject(badPayloadReason)
         }
+        // A broadcast is a Live Activity update or end: the Live Activity rules hold, and it cannot start
+        // one (APNsPayload+PushTypes.swift cites Apple's pages).
+        guard let payload = try? JSONValue(parsing: request.body),
+            APNsPayload.pushTypeProblems(payload, pushType: .liveactivity, topic: "").isEmpty,
+            APNsPayload.validateBroadcast(payload).isEmpty
+        else { return reject(badPayloadReason) }
         return .accepted(
             AcceptedRequest(
                 deviceToken: "", apnsID: requestID, pushType: .liveactivity,
