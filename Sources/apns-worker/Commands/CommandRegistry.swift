@@ -7,7 +7,7 @@ enum CommandRegistry {
         SendCommand.self,
         BenchSendCommand.self,
         TokenCommand.self,
-        CredentialsInspectCommand.self,
+        CredentialsInspectCommand.self, CredentialsGenerateKeyCommand.self,
         KafkaMockCommand.self,
         RulesCheckCommand.self,
         RulesRenderCommand.self,
