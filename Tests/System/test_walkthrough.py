@@ -1,7 +1,7 @@
 """README's "Try it locally", run exactly as printed: its ```sh blocks, in order, with only the binary's
 directory put first on PATH (APNS_WORKER_BIN's). A block headed `# terminal N (keeps running; ready when it
 prints TEXT)` is started as its own process and waited for until it prints TEXT; any other block runs to
-its end under `bash -e -o pipefail` and must exit 0. The outcomes and the invalid-token event that kcat
+its end, each command line under `bash -e -o pipefail`, and must exit 0. The outcomes and the invalid-token event that kcat
 prints must be the example's (one delivered, one rejected Unregistered) and valid by their schemas; the
 worker must exit 0 on SIGTERM.
 """
@@ -33,6 +33,21 @@ def walkthrough_blocks():
     start = text.index("\n## Try it locally\n")
     end = text.index("\n## ", start + 1)
     return re.findall(r"```sh\n(.*?)```", text[start:end], re.S)
+
+
+def commands_of(block):
+    """A block's commands, one per line as a reader types them (a trailing backslash continues a line)."""
+    commands, pending = [], ""
+    for line in block.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        commands.append(pending + line)
+        pending = ""
+    assert not pending, f"a block ends inside a continued line: {block}"
+    return commands
 
 
 def environment():
@@ -88,20 +103,20 @@ def test_the_walkthrough_runs_as_printed(clean_work_directory):
                             "\n".join(output.lines[-30:])
                         output.changed.wait(deadline.left())
             else:
-                finished = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=ROOT, env=env,
-                                          capture_output=True, text=True, timeout=120)
-                assert finished.returncode == 0, \
-                    f"block failed ({finished.returncode}):\n{block}\n{finished.stdout}\n{finished.stderr}"
-                outputs.append((block, finished.stdout))
+                for command in commands_of(block):
+                    finished = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=ROOT, env=env,
+                                              capture_output=True, text=True, timeout=120)
+                    assert finished.returncode == 0, \
+                        f"failed ({finished.returncode}):\n{command}\n{finished.stdout}\n{finished.stderr}"
+                    outputs.append((command, finished.stdout))
 
         # What kcat printed: the two outcomes and the invalid-token event, valid by their schemas.
         printed = {}
-        for block, out in outputs:
-            for line in block.splitlines():
-                if line.startswith("kcat -C"):
-                    printed[line.split(" -t ")[1].split()[0]] = out
-                if line.startswith("curl") and "/metrics" in line:
-                    printed["metrics"] = out
+        for command, out in outputs:
+            if command.startswith("kcat -C"):
+                printed[command.split(" -t ")[1].split()[0]] = out
+            if command.startswith("curl") and "/metrics" in command:
+                printed["metrics"] = out
         outcomes = [json.loads(line) for line in printed["push.outcomes"].splitlines() if line.strip()]
         invalid = [json.loads(line) for line in printed["push.invalid-tokens"].splitlines() if line.strip()]
         for outcome in outcomes:
