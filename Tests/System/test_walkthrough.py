@@ -147,3 +147,37 @@ def test_the_walkthrough_runs_as_printed(clean_work_directory):
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(timeout=10)
+
+
+def test_generated_key_signs_tokens_that_verify_and_is_never_overwritten(tmp_path):
+    import jwt
+    key, public = tmp_path / "AuthKey_SIMKEY0001.p8", tmp_path / "sim-key.pub"
+    made = subprocess.run([BIN, "credentials", "generate-key", "--key-file", str(key), "--public-key-file", str(public)],
+                          capture_output=True, text=True, timeout=30, env=environment())
+    assert made.returncode == 0, made.stderr
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    assert "BEGIN PRIVATE KEY" not in made.stdout + made.stderr, "the key is a secret: never printed"
+    token = subprocess.run([BIN, "token", "--key-file", str(key), "--key-id", "SIMKEY0001", "--team-id", "SIMTEAM001"],
+                           capture_output=True, text=True, timeout=30, env=environment())
+    assert token.returncode == 0, token.stderr
+    claims = jwt.decode(token.stdout.strip(), public.read_bytes(), algorithms=["ES256"])
+    assert claims["iss"] == "SIMTEAM001"
+    before = key.read_bytes()
+    again = subprocess.run([BIN, "credentials", "generate-key", "--key-file", str(key),
+                            "--public-key-file", str(tmp_path / "other.pub")],
+                           capture_output=True, text=True, timeout=30, env=environment())
+    assert again.returncode == 1 and "File exists" in again.stderr and str(key) in again.stderr, again.stderr
+    assert key.read_bytes() == before
+
+
+def test_kafka_mock_port_that_is_taken_is_an_error_naming_it():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        result = subprocess.run([BIN, "kafka-mock", "--brokers", "1", "--port", str(port)], capture_output=True,
+                                text=True, timeout=30, env=environment())
+    assert result.returncode == 1, result
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "choose another --port" in result.stderr, \
+        result.stderr
+    assert "bootstrap.servers" not in result.stdout
