@@ -106,6 +106,33 @@ import Testing
         }
     }
 
+    @Test func patternsMatchTheSchemas() {
+        for good in ["com.example.chat", "a.b", "com.ex-ample.App2"] {
+            #expect(PushEventSchema.isBundleID(good), "\(good)")
+        }
+        for bad in ["chat", ".com", "com.", "com..example", "com.example/chat", "com.é"] {
+            #expect(!PushEventSchema.isBundleID(bad), "\(bad)")
+        }
+        for good in ["fr", "fr-CA", "zh_Hant_TW", "sr-Latn-RS"] {
+            #expect(PushEventSchema.isLanguageTag(good), "\(good)")
+        }
+        for bad in ["f", "french", "fr-", "fr-C", "1r-CA", "fr-CA-toolongpart", "fr CA"] {
+            #expect(!PushEventSchema.isLanguageTag(bad), "\(bad)")
+        }
+        for good in ["2026-11-29T12:00:00Z", "2026-11-29T12:00:00.123456789+01:30", "2026-11-29T12:00:00-05:00"] {
+            #expect(PushEventSchema.isTimestampShape(good), "\(good)")
+        }
+        for bad in [
+            "2026-11-29 12:00:00Z", "2026-11-29T12:00:00", "2026-11-29T12:00:00.Z", "2026-11-29T12:00:00+0100",
+            "2026-11-29T12:00:00.1234567890Z", "2026-11-29t12:00:00Z",
+        ] {
+            #expect(!PushEventSchema.isTimestampShape(bad), "\(bad)")
+        }
+        #expect(PushEventSchema.isDeviceToken(String(repeating: "aB", count: 100)))
+        #expect(!PushEventSchema.isDeviceToken(String(repeating: "ab", count: 101)))
+        #expect(!PushEventSchema.isDeviceToken(String(repeating: "ag", count: 32)))
+    }
+
     @Test func emptyAndMissingValuesAreUndecodable() {
         #expect(throws: EventDecodingError.self) { try PushEventDecoder.decode(nil) }
         #expect(throws: EventDecodingError.self) { try PushEventDecoder.decode([]) }

@@ -76,20 +76,21 @@ enum PushEventSchema {
                 + "per event (split the event)"
         }
         for (index, device) in devices.enumerated() {
-            let path = "$.devices[\(index)]"
+            // The path is spelled only for a message: this loop runs for every device of every event.
+            func path() -> String { "$.devices[\(index)]" }
             guard case .object(let fields) = device else {
-                return "a device at \(path) must be an object, found \(device.typeName)"
+                return "a device at \(path()) must be an object, found \(device.typeName)"
             }
-            guard let token = fields["token"] else { return "token is missing at \(path)" }
+            guard let token = fields["token"] else { return "token is missing at \(path())" }
             guard let text = token.stringValue, isDeviceToken(text) else {
-                return "token at \(path).token must be an even number of 64 to 200 hexadecimal digits "
+                return "token at \(path()).token must be an even number of 64 to 200 hexadecimal digits "
                     + "(an APNs device token), found \(describe(token))"
             }
             guard let environment = fields["environment"] else {
-                return "environment is missing at \(path); production, sandbox or development"
+                return "environment is missing at \(path()); production, sandbox or development"
             }
             guard let name = environment.stringValue, ["production", "sandbox", "development"].contains(name) else {
-                return "environment at \(path).environment must be production, sandbox or development, "
+                return "environment at \(path()).environment must be production, sandbox or development, "
                     + "found \(describe(environment))"
             }
         }
@@ -102,7 +103,7 @@ enum PushEventSchema {
             return "apns at $.apns must be an object, found \(value.typeName)"
         }
         for member in fields {
-            let path = "$.apns" + JSONPathStep.member(member.key)
+            func path() -> String { "$.apns" + JSONPathStep.member(member.key) }
             let value = member.value
             let fine: Bool
             let expected: String
@@ -136,10 +137,10 @@ enum PushEventSchema {
                 if let close = Spelling.closest(to: member.key, among: overrideNames) {
                     suggestion = " (did you mean \(close)?)"
                 }
-                return "unknown key \(quoted(member.key)) at \(path)\(suggestion); apns may hold only "
+                return "unknown key \(quoted(member.key)) at \(path())\(suggestion); apns may hold only "
                     + overrideNames.joined(separator: ", ")
             }
-            if !fine { return "apns.\(member.key) at \(path) must be \(expected), found \(describe(value))" }
+            if !fine { return "apns.\(member.key) at \(path()) must be \(expected), found \(describe(value))" }
         }
         return nil
     }
@@ -182,48 +183,68 @@ enum PushEventSchema {
         }
     }
 
-    /// `^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`
+    /// `^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`, in one pass over the bytes (every event has an app).
     static func isBundleID(_ text: String) -> Bool {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count >= 2 else { return false }
-        return parts.allSatisfy { part in
-            !part.isEmpty && part.utf8.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: "-") }
+        var dots = 0
+        var partLength = 0
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard partLength > 0 else { return false }
+                dots += 1
+                partLength = 0
+            } else if isAlphanumeric(byte) || byte == UInt8(ascii: "-") {
+                partLength += 1
+            } else {
+                return false
+            }
         }
+        return dots >= 1 && partLength > 0
     }
 
-    /// `^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`
+    /// `^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`, in one pass over the bytes.
     static func isLanguageTag(_ text: String) -> Bool {
-        let parts = text.utf8.split(omittingEmptySubsequences: false) {
-            $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+        var isFirst = true
+        var length = 0
+        func partFits() -> Bool { isFirst ? (2...3).contains(length) : (2...8).contains(length) }
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") {
+                guard partFits() else { return false }
+                isFirst = false
+                length = 0
+            } else if isAlphanumeric(byte) && !(isFirst && isDigit(byte)) {
+                length += 1
+            } else {
+                return false
+            }
         }
-        guard let language = parts.first, (2...3).contains(language.count),
-            language.allSatisfy({ isAlphanumeric($0) && !isDigit($0) })
-        else { return false }
-        return parts.dropFirst().allSatisfy { (2...8).contains($0.count) && $0.allSatisfy(isAlphanumeric) }
+        return partFits()
     }
 
     /// The schema's timestamp pattern: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)`.
     static func isTimestampShape(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        func digits(_ range: Range<Int>) -> Bool {
-            range.allSatisfy { bytes.indices.contains($0) && isDigit(bytes[$0]) }
+        var text = text
+        return text.withUTF8 { bytes in
+            func digits(_ range: Range<Int>) -> Bool {
+                range.allSatisfy { bytes.indices.contains($0) && isDigit(bytes[$0]) }
+            }
+            guard bytes.count >= 20, digits(0..<4), bytes[4] == UInt8(ascii: "-"), digits(5..<7),
+                bytes[7] == UInt8(ascii: "-"), digits(8..<10), bytes[10] == UInt8(ascii: "T"), digits(11..<13),
+                bytes[13] == UInt8(ascii: ":"), digits(14..<16), bytes[16] == UInt8(ascii: ":"), digits(17..<19)
+            else { return false }
+            var index = 19
+            if bytes[index] == UInt8(ascii: ".") {
+                let start = index + 1
+                index = start
+                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+                guard (1...9).contains(index - start) else { return false }
+            }
+            guard index < bytes.count else { return false }
+            if bytes[index] == UInt8(ascii: "Z") { return index + 1 == bytes.count }
+            guard bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-"), bytes.count == index + 6
+            else { return false }
+            return digits(index + 1..<index + 3) && bytes[index + 3] == UInt8(ascii: ":")
+                && digits(index + 4..<index + 6)
         }
-        guard bytes.count >= 20, digits(0..<4), bytes[4] == UInt8(ascii: "-"), digits(5..<7),
-            bytes[7] == UInt8(ascii: "-"), digits(8..<10), bytes[10] == UInt8(ascii: "T"), digits(11..<13),
-            bytes[13] == UInt8(ascii: ":"), digits(14..<16), bytes[16] == UInt8(ascii: ":"), digits(17..<19)
-        else { return false }
-        var index = 19
-        if bytes[index] == UInt8(ascii: ".") {
-            let start = index + 1
-            index = start
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-            guard (1...9).contains(index - start) else { return false }
-        }
-        guard index < bytes.count else { return false }
-        if bytes[index] == UInt8(ascii: "Z") { return index + 1 == bytes.count }
-        guard bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-"), bytes.count == index + 6
-        else { return false }
-        return digits(index + 1..<index + 3) && bytes[index + 3] == UInt8(ascii: ":") && digits(index + 4..<index + 6)
     }
 
     static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
