@@ -215,7 +215,7 @@ struct OnePushPerDevicePlanner: NotificationPlanner {
 func makeRecord(partition: Int32, offset: Int64, devices: [String], id: String? = nil) -> SourceRecord {
     let deviceList = devices.map { #"{"token":"\#($0)","environment":"production"}"# }.joined(separator: ",")
     let eventID = id ?? "e\(partition)-\(offset)"
-    let value = #"{"id":"\#(eventID)","type":"test","devices":[\#(deviceList)]}"#
+    let value = #"{"id":"\#(eventID)","type":"test","app":"com.example.app","devices":[\#(deviceList)]}"#
     return SourceRecord(
         topic: "push.requests", partition: partition, offset: offset, key: Array("k".utf8), value: Array(value.utf8))
 }

@@ -7,42 +7,130 @@ import Testing
 @testable import Worker
 
 @Suite struct PushEventDecoderTests {
+    static let tokenA = String(repeating: "ab", count: 32)
+    static let tokenB = String(repeating: "CD", count: 32)
+
     @Test func decodesAFullEvent() throws {
-        let text = #"""
+        let text = """
             {"id":"evt-1","type":"chat.message","occurred_at":"2026-11-29T12:00:00.250+01:00","app":"com.example.chat",
              "recipient":{"user_id":"u1","locale":"fr-CA"},
-             "devices":[{"token":"ab01","environment":"production"},{"token":"cd02","environment":"development"}],
-             "data":{"text":"hi"}}
-            """#
+             "devices":[{"token":"\(Self.tokenA)","environment":"production"},
+                        {"token":"\(Self.tokenB)","environment":"development"}],
+             "data":{"text":"hi"},"apns":{"priority":5,"badge":0,"relevance_score":0.5},"later_field":1}
+            """
         let event = try PushEventDecoder.decode(Array(text.utf8))
         #expect(event.id == "evt-1")
         #expect(event.occurredAt == 1_795_950_000.25)
         #expect(
             event.devices == [
-                EventDevice(token: "ab01", environment: "production"),
-                EventDevice(token: "cd02", environment: "sandbox"),
+                EventDevice(token: Self.tokenA, environment: "production"),
+                EventDevice(token: Self.tokenB, environment: "sandbox"),
             ])
         #expect(event.document["data"]?["text"] == "hi")
     }
 
+    /// A valid event with one member replaced (or removed, with nil).
+    static func event(_ key: String, _ json: String?) -> String {
+        var members = [
+            ("id", #""e""#), ("type", #""t""#), ("app", #""com.example.chat""#),
+            ("devices", #"[{"token":"\#(tokenA)","environment":"production"}]"#),
+        ]
+        if let index = members.firstIndex(where: { $0.0 == key }) {
+            if let json { members[index].1 = json } else { members.remove(at: index) }
+        } else if let json {
+            members.append((key, json))
+        }
+        return "{" + members.map { #""\#($0.0)":\#($0.1)"# }.joined(separator: ",") + "}"
+    }
+
     @Test(arguments: [
         (#"not json"#, EventDecodingError.Kind.undecodable, "not valid JSON"),
-        (#"[1]"#, .schemaViolation, "must be a JSON object"),
-        (#"{"type":"t","devices":[{"token":"a"}]}"#, .schemaViolation, "id is missing"),
-        (#"{"id":1,"type":"t","devices":[{"token":"a"}]}"#, .schemaViolation, "id must be a string"),
-        (#"{"id":"e","type":"t","devices":[]}"#, .schemaViolation, "devices is empty"),
-        (#"{"id":"e","type":"t","devices":[{"token":""}]}"#, .schemaViolation, "devices[0].token"),
-        (#"{"id":"e","type":"t","devices":[{"token":"a","environment":"prod"}]}"#, .schemaViolation, "environment"),
-        (#"{"id":"e","type":"t","occurred_at":"yesterday","devices":[{"token":"a"}]}"#, .schemaViolation, "RFC 3339"),
-        (#"{"id":"e","type":"t","data":"x","devices":[{"token":"a"}]}"#, .schemaViolation, "data must be an object"),
+        (#"[1]"#, .schemaViolation, "must be a JSON object at $"),
+        (event("id", nil), .schemaViolation, "id is missing at $"),
+        (event("id", "1"), .schemaViolation, "id at $.id must be a string"),
+        (event("id", "\"\(String(repeating: "é", count: 257))\""), .schemaViolation, "1 to 256 characters"),
+        (event("app", nil), .schemaViolation, "app is missing at $"),
+        (event("app", #""chat""#), .schemaViolation, "app at $.app must be a bundle id"),
+        (event("devices", "[]"), .schemaViolation, "devices at $.devices is empty"),
+        (
+            event("devices", #"[{"token":"abc","environment":"production"}]"#), .schemaViolation,
+            "token at $.devices[0].token must be"
+        ),
+        (
+            event("devices", #"[{"token":"\#(String(repeating: "a", count: 62))","environment":"production"}]"#),
+            .schemaViolation, "$.devices[0].token"
+        ),
+        (event("devices", #"[{"token":"\#(tokenA)"}]"#), .schemaViolation, "environment is missing at $.devices[0]"),
+        (
+            event("devices", #"[{"token":"\#(tokenA)","environment":"prod"}]"#), .schemaViolation,
+            "$.devices[0].environment must be production, sandbox or development"
+        ),
+        (event("occurred_at", #""yesterday""#), .schemaViolation, "RFC 3339"),
+        (event("occurred_at", "null"), .schemaViolation, "$.occurred_at"),
+        (event("data", #""x""#), .schemaViolation, "data at $.data must be an object"),
+        (event("recipient", #"{"locale":"french!"}"#), .schemaViolation, "$.recipient.locale"),
+        (
+            event("apns", #"{"priorty":10}"#), .schemaViolation,
+            "unknown key 'priorty' at $.apns.priorty (did you mean priority?)"
+        ),
+        (event("apns", #"{"badge":"1"}"#), .schemaViolation, "apns.badge at $.apns.badge must be an integer"),
+        (event("apns", #"{"priority":7}"#), .schemaViolation, "1, 5 or 10"),
+        (event("apns", "[]"), .schemaViolation, "apns at $.apns must be an object"),
+        (event("data", #"{"a":{"b":1,"b":2}}"#), .schemaViolation, "duplicate key 'b' at $.data.a"),
+        (event("type", #""t","type":"u""#), .schemaViolation, "duplicate key 'type' at $"),
     ])
-    func rejectsBadEventsSayingWhatIsWrong(input: String, kind: EventDecodingError.Kind, message: String) {
+    func rejectsBadEventsSayingWhatIsWrongAndWhere(input: String, kind: EventDecodingError.Kind, message: String) {
         #expect {
             _ = try PushEventDecoder.decode(Array(input.utf8))
         } throws: { error in
             guard let error = error as? EventDecodingError else { return false }
             return error.kind == kind && error.message.contains(message)
         }
+    }
+
+    @Test func duplicateKeysAreAllowedByTheParserUnlessAsked() throws {
+        let text = #"{"a":1,"a":2}"#
+        #expect(try JSONValue(parsing: text)["a"] == 2)
+        #expect {
+            _ = try JSONValue(parsing: Array(text.utf8), options: JSONParsingOptions(allowsDuplicateKeys: false))
+        } throws: { error in
+            (error as? JSONParseError)?.duplicateMemberName == "a"
+        }
+    }
+
+    @Test func parseErrorsNameTheirPath() {
+        #expect {
+            _ = try JSONValue(parsing: #"{"devices":[{"token":"a"},{"token":tru}]}"#)
+        } throws: { error in
+            (error as? JSONParseError)?.path == "$.devices[1].token"
+        }
+    }
+
+    @Test func patternsMatchTheSchemas() {
+        for good in ["com.example.chat", "a.b", "com.ex-ample.App2"] {
+            #expect(PushEventSchema.isBundleID(good), "\(good)")
+        }
+        for bad in ["chat", ".com", "com.", "com..example", "com.example/chat", "com.é"] {
+            #expect(!PushEventSchema.isBundleID(bad), "\(bad)")
+        }
+        for good in ["fr", "fr-CA", "zh_Hant_TW", "sr-Latn-RS"] {
+            #expect(PushEventSchema.isLanguageTag(good), "\(good)")
+        }
+        for bad in ["f", "french", "fr-", "fr-C", "1r-CA", "fr-CA-toolongpart", "fr CA"] {
+            #expect(!PushEventSchema.isLanguageTag(bad), "\(bad)")
+        }
+        for good in ["2026-11-29T12:00:00Z", "2026-11-29T12:00:00.123456789+01:30", "2026-11-29T12:00:00-05:00"] {
+            #expect(PushEventSchema.isTimestampShape(good), "\(good)")
+        }
+        for bad in [
+            "2026-11-29 12:00:00Z", "2026-11-29T12:00:00", "2026-11-29T12:00:00.Z", "2026-11-29T12:00:00+0100",
+            "2026-11-29T12:00:00.1234567890Z", "2026-11-29t12:00:00Z",
+        ] {
+            #expect(!PushEventSchema.isTimestampShape(bad), "\(bad)")
+        }
+        #expect(PushEventSchema.isDeviceToken(String(repeating: "aB", count: 100)))
+        #expect(!PushEventSchema.isDeviceToken(String(repeating: "ab", count: 101)))
+        #expect(!PushEventSchema.isDeviceToken(String(repeating: "ag", count: 32)))
     }
 
     @Test func emptyAndMissingValuesAreUndecodable() {

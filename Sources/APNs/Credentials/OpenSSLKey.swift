@@ -161,6 +161,14 @@ final class OpenSSLKey: @unchecked Sendable {
         return status == 1
     }
 
+    /// The key as unencrypted PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`), the form of Apple's .p8 files.
+    var privateKeyPEM: String {
+        guard let bio = BIO_new(BIO_s_mem()) else { return "" }
+        defer { BIO_free(bio) }
+        guard PEM_write_bio_PKCS8PrivateKey(bio, pointer, nil, nil, 0, nil, nil) == 1 else { return "" }
+        return OpenSSLBIO.string(from: bio)
+    }
+
     /// The public half as `-----BEGIN PUBLIC KEY-----` PEM.
     var publicKeyPEM: String {
         guard let bio = BIO_new(BIO_s_mem()) else { return "" }

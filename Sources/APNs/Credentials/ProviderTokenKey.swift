@@ -51,6 +51,10 @@ public final class ProviderTokenKey: @unchecked Sendable, CustomStringConvertibl
         return ProviderTokenKey(key: try OpenSSLKey.generateP256(), keyID: keyID, teamID: teamID)
     }
 
+    /// The key as a .p8 file holds it (unencrypted PKCS#8 PEM): for `credentials generate-key`, whose keys
+    /// only the simulator trusts. A secret: write it to a file of mode 0600, never to a log.
+    public var privateKeyPEM: String { key.privateKeyPEM }
+
     /// The public half as PEM (`-----BEGIN PUBLIC KEY-----`), to give a token verifier.
     public var publicKeyPEM: String { key.publicKeyPEM }
 

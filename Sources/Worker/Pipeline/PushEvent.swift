@@ -1,4 +1,4 @@
-// The input event, decoded and checked against the input schema (schemas/event.schema.json)
+// The input event, decoded and checked against the input schema (schemas/push-request.schema.json)
 // before any rule sees it. A record that fails here goes to the dead-letter topic, never dropped.
 
 import APNs
@@ -42,7 +42,6 @@ public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
 
 public enum PushEventDecoder {
     public static let maximumDevices = 1000
-    static let maximumIDLength = 256
 
     public static func decode(_ bytes: [UInt8]?) throws(EventDecodingError) -> PushEvent {
         guard let bytes, !bytes.isEmpty else {
@@ -50,19 +49,28 @@ public enum PushEventDecoder {
         }
         let document: JSONValue
         do {
-            document = try JSONValue(parsing: bytes, maximumDepth: 64)
+            // A member named twice is refused: the producer and this worker could read it two ways.
+            document = try JSONValue(
+                parsing: bytes, options: JSONParsingOptions(allowsDuplicateKeys: false, maximumDepth: 64))
+        } catch  where error.duplicateMemberName != nil {
+            let name = PushEventSchema.quoted(error.duplicateMemberName ?? "")
+            throw violation(
+                "duplicate key \(name) at \(error.path) (line \(error.line), column \(error.column)); "
+                    + "an object names each key once")
         } catch {
-            throw EventDecodingError(kind: .undecodable, message: "not valid JSON: \(error)")
+            throw EventDecodingError(
+                kind: .undecodable, message: "not valid JSON: \(error)\(error.path == "$" ? "" : " at \(error.path)")")
         }
         return try decode(document: document)
     }
 
     public static func decode(document: JSONValue) throws(EventDecodingError) -> PushEvent {
+        // The schema decides what is an event (README, "Dead letters"); what follows only reads it.
+        if let problem = PushEventSchema.violation(in: document) { throw violation(problem) }
         guard case .object(let object) = document else {
             throw violation("the event must be a JSON object, found \(document.typeName)")
         }
         let id = try requiredString(object, "id")
-        guard id.utf8.count <= maximumIDLength else { throw violation("id is longer than \(maximumIDLength) bytes") }
         let type = try requiredString(object, "type")
         var occurredAt: Double?
         if let value = object["occurred_at"], !value.isNull {

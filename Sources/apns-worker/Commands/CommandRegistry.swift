@@ -11,7 +11,7 @@ enum CommandRegistry {
         ChannelsListCommand.self,
         BenchSendCommand.self,
         TokenCommand.self,
-        CredentialsInspectCommand.self,
+        CredentialsInspectCommand.self, CredentialsGenerateKeyCommand.self,
         KafkaMockCommand.self,
         RulesCheckCommand.self,
         RulesRenderCommand.self,

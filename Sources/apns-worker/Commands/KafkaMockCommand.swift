@@ -13,6 +13,9 @@ struct KafkaMockCommand: Command {
         Starts an in-process mock cluster (brokers on 127.0.0.1, ports chosen by the OS), creates the
         topics, and prints one line to standard output:
           bootstrap.servers=127.0.0.1:PORT,127.0.0.1:PORT,...
+        With --port P it also listens on 127.0.0.1:P, forwarding each connection to broker 1, and prints
+        bootstrap.servers=127.0.0.1:P: a fixed address for a worker.yaml. (librdkafka's mock brokers pick
+        their own ports; clients bootstrap through P and then reach them where their metadata says.)
         It supports producing (also idempotent) and consumer groups with committed offsets. Offsets and
         records live in memory and are gone when it stops.
 
@@ -24,11 +27,13 @@ struct KafkaMockCommand: Command {
         Topics, records and committed offsets survive a down and up.
 
         example: apns-worker kafka-mock --brokers 3 --topics push.requests:12,push.outcomes:6
+                 apns-worker kafka-mock --brokers 1 --port 39092 --topics push.requests:4
         """
     static let options: [OptionSpec] = [
         .value("--brokers", "N", "Number of brokers, 1 to 64. Default: 3."),
         .value("--topics", "NAME:PARTITIONS,...", "Topics to create, e.g. push.requests:12,push.outcomes:6."),
         .value("--replication-factor", "N", "Replicas per partition, 1 to the broker count. Default: 1."),
+        .value("--port", "PORT", "Also accept bootstrap connections on 127.0.0.1:PORT (1 to 65535)."),
         .flag("--control-stdin", "Take brokers down and up on commands from standard input (see above)."),
     ]
 
@@ -36,6 +41,7 @@ struct KafkaMockCommand: Command {
         let brokers = try arguments.integer("--brokers", default: 3, range: 1...64)!
         let replication = try arguments.integer("--replication-factor", default: 1, range: 1...brokers)!
         let topics = try parseTopics(arguments.value("--topics") ?? "")
+        let port = try arguments.integer("--port", default: nil, range: 1...65535)
 
         // From before the bootstrap line is printed: whoever reads it may signal at once.
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM])
@@ -43,7 +49,24 @@ struct KafkaMockCommand: Command {
         for (topic, partitions) in topics {
             try cluster.createTopic(topic, partitions: partitions, replicationFactor: replication)
         }
-        FileHandle.standardOutput.write(Data("bootstrap.servers=\(cluster.bootstrapServers)\n".utf8))
+        var bootstrap = cluster.bootstrapServers
+        if let port {
+            guard let first = bootstrap.split(separator: ",").first, let colon = first.lastIndex(of: ":"),
+                let brokerPort = UInt16(first[first.index(after: colon)...])
+            else {
+                standardError("apns-worker kafka-mock: cannot tell broker 1's port from '\(bootstrap)'")
+                return 1
+            }
+            do {
+                try KafkaMockPortForwarder.start(port: UInt16(port), targetPort: brokerPort)
+            } catch {
+                standardError("apns-worker kafka-mock: \(error)")
+                await cluster.stop()
+                return 1
+            }
+            bootstrap = "127.0.0.1:\(port)"
+        }
+        FileHandle.standardOutput.write(Data("bootstrap.servers=\(bootstrap)\n".utf8))
         let summary = topics.map { "\($0.name) (\($0.partitions) partitions)" }.joined(separator: ", ")
         standardError(
             "kafka-mock: \(brokers) brokers; topics: \(summary.isEmpty ? "none" : summary); "

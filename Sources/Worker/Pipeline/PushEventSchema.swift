@@ -1,0 +1,317 @@
+// schemas/push-request.schema.json as code: every constraint it states, checked before the event is decoded,
+// so that a record the schema refuses is a dead letter naming the JSON path of the first violation.
+
+import JSON
+
+/// The input schema's checks. A record is a valid event exactly when the schema accepts it (and names no
+/// member twice, which a schema cannot say); anything else goes to the dead-letter topic.
+enum PushEventSchema {
+    static let maximumIDLength = 256
+    static let maximumTypeLength = 200
+    static let maximumBundleIDLength = 155
+    static let maximumUserIDLength = 256
+    static let maximumCollapseIDLength = 64
+    /// The members `apns` may hold (the schema's `additionalProperties: false`).
+    static let overrideNames = [
+        "priority", "expiration", "collapse_id", "thread_id", "badge", "sound", "category", "interruption_level",
+        "relevance_score",
+    ]
+
+    /// The first violation of the schema in `document`, as "what is wrong at $.path; what would be right".
+    static func violation(in document: JSONValue) -> String? {
+        guard case .object(let event) = document else {
+            return "the event must be a JSON object at $, found \(document.typeName)"
+        }
+        if let problem = requiredString(event, "id", path: "$", maximumLength: maximumIDLength) { return problem }
+        if let problem = requiredString(event, "type", path: "$", maximumLength: maximumTypeLength) {
+            return problem
+        }
+        if let value = event["occurred_at"], let problem = timestamp(value, path: "$.occurred_at") { return problem }
+        guard let app = event["app"] else {
+            return "app is missing at $; an event names the bundle id of the app to notify (com.example.chat)"
+        }
+        if let problem = bundleID(app, path: "$.app") { return problem }
+        if let value = event["recipient"], let problem = recipient(value) { return problem }
+        let devices = event["devices"]
+        let channels = event["channels"]
+        guard devices != nil || channels != nil else {
+            return "devices is missing at $; an event lists at least one device ({\"token\": ..., \"environment\": "
+                + "...}) or broadcast channel (channels: [{\"id\": ..., \"environment\": ...}])"
+        }
+        if let devices, let problem = deviceList(devices) { return problem }
+        if let channels, let problem = channelList(channels) { return problem }
+        if let value = event["data"], value.objectValue == nil {
+            return "data at $.data must be an object, found \(value.typeName)"
+        }
+        if let value = event["apns"], let problem = overrides(value) { return problem }
+        return nil
+    }
+
+    // MARK: - Members
+
+    static func recipient(_ value: JSONValue) -> String? {
+        guard case .object(let recipient) = value else {
+            return "recipient at $.recipient must be an object, found \(value.typeName)"
+        }
+        if let userID = recipient["user_id"] {
+            guard let text = userID.stringValue, !text.isEmpty, text.unicodeScalars.count <= maximumUserIDLength
+            else {
+                return "recipient.user_id at $.recipient.user_id must be a string of 1 to \(maximumUserIDLength) "
+                    + "characters, found \(describe(userID))"
+            }
+        }
+        if let locale = recipient["locale"] {
+            guard let text = locale.stringValue, isLanguageTag(text) else {
+                return "recipient.locale at $.recipient.locale must be a BCP 47 language tag like fr-CA, "
+                    + "found \(describe(locale))"
+            }
+        }
+        return nil
+    }
+
+    static func deviceList(_ value: JSONValue) -> String? {
+        guard case .array(let devices) = value else {
+            return "devices at $.devices must be an array, found \(value.typeName)"
+        }
+        guard !devices.isEmpty else { return "devices at $.devices is empty; an event needs at least one device" }
+        guard devices.count <= PushEventDecoder.maximumDevices else {
+            return "devices at $.devices has \(devices.count) entries; at most \(PushEventDecoder.maximumDevices) "
+                + "per event (split the event)"
+        }
+        for (index, device) in devices.enumerated() {
+            // The path is spelled only for a message: this loop runs for every device of every event.
+            func path() -> String { "$.devices[\(index)]" }
+            guard case .object(let fields) = device else {
+                return "a device at \(path()) must be an object, found \(device.typeName)"
+            }
+            guard let token = fields["token"] else { return "token is missing at \(path())" }
+            guard let text = token.stringValue, isDeviceToken(text) else {
+                return "token at \(path()).token must be an even number of 64 to 200 hexadecimal digits "
+                    + "(an APNs device token), found \(describe(token))"
+            }
+            guard let environment = fields["environment"] else {
+                return "environment is missing at \(path()); production, sandbox or development"
+            }
+            guard let name = environment.stringValue, ["production", "sandbox", "development"].contains(name) else {
+                return "environment at \(path()).environment must be production, sandbox or development, "
+                    + "found \(describe(environment))"
+            }
+        }
+        return nil
+    }
+
+    /// `channels`: 1 to `PushEventDecoder.maximumChannels` objects, each a channel id as APNs returns it
+    /// (base64) and an environment.
+    static func channelList(_ value: JSONValue) -> String? {
+        guard case .array(let channels) = value else {
+            return "channels at $.channels must be an array, found \(value.typeName)"
+        }
+        guard !channels.isEmpty else { return "channels at $.channels is empty; leave it out or name a channel" }
+        guard channels.count <= PushEventDecoder.maximumChannels else {
+            return "channels at $.channels has \(channels.count) entries; at most \(PushEventDecoder.maximumChannels) "
+                + "per event (split the event)"
+        }
+        for (index, channel) in channels.enumerated() {
+            func path() -> String { "$.channels[\(index)]" }
+            guard case .object(let fields) = channel else {
+                return "a channel at \(path()) must be an object, found \(channel.typeName)"
+            }
+            guard let id = fields["id"] else { return "id is missing at \(path())" }
+            guard let text = id.stringValue, isChannelID(text) else {
+                return "id at \(path()).id must be a channel id as `apns-worker channels create` printed it "
+                    + "(base64), found \(describe(id))"
+            }
+            guard let environment = fields["environment"] else {
+                return "environment is missing at \(path()); production, sandbox or development"
+            }
+            guard let name = environment.stringValue, ["production", "sandbox", "development"].contains(name) else {
+                return "environment at \(path()).environment must be production, sandbox or development, "
+                    + "found \(describe(environment))"
+            }
+        }
+        return nil
+    }
+
+    /// The schema's channel id pattern, `^[A-Za-z0-9+/]+=*$`.
+    static func isChannelID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard let firstPadding = bytes.firstIndex(of: UInt8(ascii: "=")) ?? Optional(bytes.count), firstPadding > 0
+        else { return false }
+        let isBase64Character = { (byte: UInt8) in
+            (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+                || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/")
+        }
+        return bytes[..<firstPadding].allSatisfy(isBase64Character)
+            && bytes[firstPadding...].allSatisfy { $0 == UInt8(ascii: "=") }
+    }
+
+    /// The `apns` object: only the members the schema lists, each of its type and range.
+    static func overrides(_ value: JSONValue) -> String? {
+        guard case .object(let fields) = value else {
+            return "apns at $.apns must be an object, found \(value.typeName)"
+        }
+        for member in fields {
+            func path() -> String { "$.apns" + JSONPathStep.member(member.key) }
+            let value = member.value
+            let fine: Bool
+            let expected: String
+            switch member.key {
+            case "priority":
+                fine = value.intValue.map { [1, 5, 10].contains($0) } ?? false
+                expected = "1, 5 or 10"
+            case "expiration":
+                fine = value.intValue.map { (0...99_999_999_999).contains($0) } ?? false
+                expected = "an integer of unix seconds, 0 to 99999999999"
+            case "collapse_id":
+                let length = value.stringValue?.unicodeScalars.count ?? 0
+                fine = (1...maximumCollapseIDLength).contains(length)
+                expected = "a string of 1 to \(maximumCollapseIDLength) characters"
+            case "thread_id", "sound", "category":
+                fine = !(value.stringValue ?? "").isEmpty
+                expected = "a non-empty string"
+            case "badge":
+                fine = value.intValue.map { $0 >= 0 } ?? false
+                expected = "an integer, 0 or more"
+            case "interruption_level":
+                fine =
+                    value.stringValue.map { ["passive", "active", "time-sensitive", "critical"].contains($0) }
+                    ?? false
+                expected = "passive, active, time-sensitive or critical"
+            case "relevance_score":
+                // Any number: 0 to 1 for notifications, unbounded for Live Activities; the rule's push type
+                // decides, when the request is built.
+                fine = value.doubleValue != nil
+                expected = "a number"
+            default:
+                var suggestion = ""
+                if let close = Spelling.closest(to: member.key, among: overrideNames) {
+                    suggestion = " (did you mean \(close)?)"
+                }
+                return "unknown key \(quoted(member.key)) at \(path())\(suggestion); apns may hold only "
+                    + overrideNames.joined(separator: ", ")
+            }
+            if !fine { return "apns.\(member.key) at \(path()) must be \(expected), found \(describe(value))" }
+        }
+        return nil
+    }
+
+    // MARK: - Values
+
+    static func requiredString(_ object: JSONObject, _ key: String, path: String, maximumLength: Int) -> String? {
+        guard let value = object[key] else { return "\(key) is missing at \(path)" }
+        guard let text = value.stringValue, !text.isEmpty, text.unicodeScalars.count <= maximumLength else {
+            return "\(key) at \(path).\(key) must be a string of 1 to \(maximumLength) characters, "
+                + "found \(describe(value))"
+        }
+        return nil
+    }
+
+    static func timestamp(_ value: JSONValue, path: String) -> String? {
+        guard let text = value.stringValue, isTimestampShape(text), RFC3339.parse(text) != nil else {
+            return "occurred_at at \(path) must be an RFC 3339 timestamp like 2026-11-29T12:00:00Z, "
+                + "found \(describe(value))"
+        }
+        return nil
+    }
+
+    static func bundleID(_ value: JSONValue, path: String) -> String? {
+        guard let text = value.stringValue, text.utf8.count <= maximumBundleIDLength, isBundleID(text) else {
+            return "app at \(path) must be a bundle id like com.example.chat (letters, digits and '-' in two "
+                + "or more parts joined by '.', at most \(maximumBundleIDLength) characters), found \(describe(value))"
+        }
+        return nil
+    }
+
+    /// `^([0-9a-fA-F]{2}){32,100}$`
+    static func isDeviceToken(_ text: String) -> Bool {
+        let count = text.utf8.count
+        guard count % 2 == 0, (64...200).contains(count) else { return false }
+        return text.utf8.allSatisfy { byte in
+            (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
+                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
+        }
+    }
+
+    /// `^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`, in one pass over the bytes (every event has an app).
+    static func isBundleID(_ text: String) -> Bool {
+        var dots = 0
+        var partLength = 0
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard partLength > 0 else { return false }
+                dots += 1
+                partLength = 0
+            } else if isAlphanumeric(byte) || byte == UInt8(ascii: "-") {
+                partLength += 1
+            } else {
+                return false
+            }
+        }
+        return dots >= 1 && partLength > 0
+    }
+
+    /// `^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`, in one pass over the bytes.
+    static func isLanguageTag(_ text: String) -> Bool {
+        var isFirst = true
+        var length = 0
+        func partFits() -> Bool { isFirst ? (2...3).contains(length) : (2...8).contains(length) }
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") {
+                guard partFits() else { return false }
+                isFirst = false
+                length = 0
+            } else if isAlphanumeric(byte) && !(isFirst && isDigit(byte)) {
+                length += 1
+            } else {
+                return false
+            }
+        }
+        return partFits()
+    }
+
+    /// The schema's timestamp pattern: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)`.
+    static func isTimestampShape(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            func digits(_ range: Range<Int>) -> Bool {
+                range.allSatisfy { bytes.indices.contains($0) && isDigit(bytes[$0]) }
+            }
+            guard bytes.count >= 20, digits(0..<4), bytes[4] == UInt8(ascii: "-"), digits(5..<7),
+                bytes[7] == UInt8(ascii: "-"), digits(8..<10), bytes[10] == UInt8(ascii: "T"), digits(11..<13),
+                bytes[13] == UInt8(ascii: ":"), digits(14..<16), bytes[16] == UInt8(ascii: ":"), digits(17..<19)
+            else { return false }
+            var index = 19
+            if bytes[index] == UInt8(ascii: ".") {
+                let start = index + 1
+                index = start
+                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+                guard (1...9).contains(index - start) else { return false }
+            }
+            guard index < bytes.count else { return false }
+            if bytes[index] == UInt8(ascii: "Z") { return index + 1 == bytes.count }
+            guard bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-"), bytes.count == index + 6
+            else { return false }
+            return digits(index + 1..<index + 3) && bytes[index + 3] == UInt8(ascii: ":")
+                && digits(index + 4..<index + 6)
+        }
+    }
+
+    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        isDigit(byte) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+    }
+
+    /// A value as an error message quotes it: short, and never the whole of a hostile string.
+    static func describe(_ value: JSONValue) -> String {
+        if let text = value.stringValue { return quoted(text) }
+        return value.typeName
+    }
+
+    static func quoted(_ text: String) -> String {
+        let shown = text.unicodeScalars.count > 80 ? String(text.prefix(80)) + "…" : text
+        return "'\(shown)'"
+    }
+}
