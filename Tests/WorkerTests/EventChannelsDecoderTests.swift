@@ -13,7 +13,7 @@ import Testing
 
     @Test func channelsComeBesideDevicesOrInsteadOfThem() throws {
         let both = try decode(
-            #""devices":[{"token":"ab01","environment":"production"}],"#
+            #""devices":[{"token":"0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a","environment":"production"}],"#
                 + #""channels":[{"id":"c29tZUNoYW5uZWw=","environment":"development"}]"#)
         #expect(both.devices.count == 1)
         #expect(both.channels == [EventDevice(token: "", environment: "sandbox", channelID: "c29tZUNoYW5uZWw=")])
@@ -25,8 +25,8 @@ import Testing
     @Test(arguments: [
         (#""channels":[]"#, "channels is empty"),
         (#""channels":{}"#, "channels must be an array"),
-        (#""channels":[{"id":"not base64!","environment":"production"}]"#, "channels[0].id"),
-        (#""channels":[{"id":"c29tZUNoYW5uZWw="}]"#, "channels[0].environment"),
+        (#""channels":[{"id":"not base64!","environment":"production"}]"#, "$.channels[0].id"),
+        (#""channels":[{"id":"c29tZUNoYW5uZWw="}]"#, "environment is missing at $.channels[0]"),
         (#""other":1"#, "devices is missing"),
     ])
     func badChannelsAreSchemaViolations(members: String, message: String) {
@@ -43,7 +43,7 @@ import Testing
 @Suite struct ParkedChannelsTests {
     @Test func aParkedEventKeepsOnlyTheWaitingDevicesAndChannels() throws {
         let event = Array(
-            (#"{"id":"e","type":"t","app":"a","devices":[{"token":"ab01","environment":"production"}],"#
+            (#"{"id":"e","type":"t","app":"com.example.app","devices":[{"token":"0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a","environment":"production"}],"#
                 + #""channels":[{"id":"c29tZUNoYW5uZWw=","environment":"production"},"#
                 + #"{"id":"aMs2y8fFEe8AAPIAM4gHog==","environment":"production"}]}"#).utf8)
         let waiting = [EventDevice(token: "", environment: "production", channelID: "aMs2y8fFEe8AAPIAM4gHog==")]
@@ -52,8 +52,14 @@ import Testing
         #expect(parked.channels.map(\.channelID) == ["aMs2y8fFEe8AAPIAM4gHog=="])
 
         let deviceOnly = try PushEventDecoder.decode(
-            Pipeline.event(event, keeping: [EventDevice(token: "ab01", environment: "production")]))
-        #expect(deviceOnly.devices.map(\.token) == ["ab01"])
+            Pipeline.event(
+                event,
+                keeping: [
+                    EventDevice(
+                        token: "0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a",
+                        environment: "production")
+                ]))
+        #expect(deviceOnly.devices.map(\.token) == ["0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a"])
         #expect(deviceOnly.channels.isEmpty)
     }
 }

@@ -94,12 +94,13 @@ extension Pipeline {
     static func event(_ value: [UInt8]?, keeping devices: [EventDevice]) -> [UInt8]? {
         guard let value, case .object(var event)? = try? JSONValue(parsing: value) else { return value }
         let waiting = Set(devices.filter { $0.channelID == nil }.map(\.token))
+        // None left is no `devices` at all: an empty list is not an event (the channels wait instead).
         if case .array(let all)? = event["devices"] {
-            event["devices"] = .array(
-                all.filter { device in
-                    guard let token = device["token"]?.stringValue else { return false }
-                    return waiting.contains(token)
-                })
+            let kept = all.filter { device in
+                guard let token = device["token"]?.stringValue else { return false }
+                return waiting.contains(token)
+            }
+            event["devices"] = kept.isEmpty ? nil : .array(kept)
         }
         // Broadcast channels likewise; none left is no `channels` at all (an empty list is not an event).
         let waitingChannels = Set(devices.compactMap(\.channelID))
@@ -108,7 +109,7 @@ extension Pipeline {
                 guard let id = channel["id"]?.stringValue else { return false }
                 return waitingChannels.contains(id)
             }
-            event["channels"] = kept.isEmpty ? .null : .array(kept)
+            event["channels"] = kept.isEmpty ? nil : .array(kept)
         }
         return JSONValue.object(event).compactBytes
     }
