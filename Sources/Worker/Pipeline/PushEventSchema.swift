@@ -70,56 +70,40 @@ enum PushEventSchema {
     }
 
     static func deviceList(_ value: JSONValue) -> String? {
-        guard case .array(let devices) = value else {
-            return "devices at $.devices must be an array, found \(value.typeName)"
-        }
-        guard !devices.isEmpty else { return "devices at $.devices is empty; an event needs at least one device" }
-        guard devices.count <= PushEventDecoder.maximumDevices else {
-            return "devices at $.devices has \(devices.count) entries; at most \(PushEventDecoder.maximumDevices) "
-                + "per event (split the event)"
-        }
-        for (index, device) in devices.enumerated() {
-            // The path is spelled only for a message: this loop runs for every device of every event.
-            func path() -> String { "$.devices[\(index)]" }
-            guard case .object(let fields) = device else {
-                return "a device at \(path()) must be an object, found \(device.typeName)"
-            }
-            guard let token = fields["token"] else { return "token is missing at \(path())" }
-            guard let text = token.stringValue, isDeviceToken(text) else {
-                return "token at \(path()).token must be an even number of 64 to 200 hexadecimal digits "
-                    + "(an APNs device token), found \(describe(token))"
-            }
-            guard let environment = fields["environment"] else {
-                return "environment is missing at \(path()); production, sandbox or development"
-            }
-            guard let name = environment.stringValue, ["production", "sandbox", "development"].contains(name) else {
-                return "environment at \(path()).environment must be production, sandbox or development, "
-                    + "found \(describe(environment))"
-            }
-        }
-        return nil
+        targetList(
+            value, list: "devices", item: "device", key: "token", maximum: PushEventDecoder.maximumDevices,
+            emptyAdvice: "an event needs at least one device", isValid: isDeviceToken,
+            expected: "an even number of 64 to 200 hexadecimal digits (an APNs device token)")
     }
 
-    /// `channels`: 1 to `PushEventDecoder.maximumChannels` objects, each a channel id as APNs returns it
-    /// (base64) and an environment.
     static func channelList(_ value: JSONValue) -> String? {
-        guard case .array(let channels) = value else {
-            return "channels at $.channels must be an array, found \(value.typeName)"
+        targetList(
+            value, list: "channels", item: "channel", key: "id", maximum: PushEventDecoder.maximumChannels,
+            emptyAdvice: "leave it out or name a channel", isValid: isChannelID,
+            expected: "a channel id as `apns-worker channels create` printed it (base64)")
+    }
+
+    /// `devices` or `channels`: 1 to `maximum` objects, each naming its target under `key` and an environment.
+    static func targetList(
+        _ value: JSONValue, list: String, item: String, key: String, maximum: Int, emptyAdvice: String,
+        isValid: (String) -> Bool, expected: String
+    ) -> String? {
+        guard case .array(let items) = value else {
+            return "\(list) at $.\(list) must be an array, found \(value.typeName)"
         }
-        guard !channels.isEmpty else { return "channels at $.channels is empty; leave it out or name a channel" }
-        guard channels.count <= PushEventDecoder.maximumChannels else {
-            return "channels at $.channels has \(channels.count) entries; at most \(PushEventDecoder.maximumChannels) "
-                + "per event (split the event)"
+        guard !items.isEmpty else { return "\(list) at $.\(list) is empty; \(emptyAdvice)" }
+        guard items.count <= maximum else {
+            return "\(list) at $.\(list) has \(items.count) entries; at most \(maximum) per event (split the event)"
         }
-        for (index, channel) in channels.enumerated() {
-            func path() -> String { "$.channels[\(index)]" }
-            guard case .object(let fields) = channel else {
-                return "a channel at \(path()) must be an object, found \(channel.typeName)"
+        for (index, entry) in items.enumerated() {
+            // The path is spelled only for a message: this loop runs for every device of every event.
+            func path() -> String { "$.\(list)[\(index)]" }
+            guard case .object(let fields) = entry else {
+                return "a \(item) at \(path()) must be an object, found \(entry.typeName)"
             }
-            guard let id = fields["id"] else { return "id is missing at \(path())" }
-            guard let text = id.stringValue, isChannelID(text) else {
-                return "id at \(path()).id must be a channel id as `apns-worker channels create` printed it "
-                    + "(base64), found \(describe(id))"
+            guard let target = fields[key] else { return "\(key) is missing at \(path())" }
+            guard let text = target.stringValue, isValid(text) else {
+                return "\(key) at \(path()).\(key) must be \(expected), found \(describe(target))"
             }
             guard let environment = fields["environment"] else {
                 return "environment is missing at \(path()); production, sandbox or development"
