@@ -96,9 +96,15 @@ import Testing
         #expect(abs(configuration.retry.baseBackoff - 0.05) < 1e-9)
     }
 
-    @Test(arguments: [("250ms", 0.25), ("10s", 10.0), ("5m", 300.0), ("1h", 3600.0), ("2.5", 2.5)])
+    @Test(arguments: [("250ms", 0.25), ("10s", 10.0), ("5m", 300.0), ("1h", 3600.0), ("2.5s", 2.5), ("1.5m", 90.0)])
     func parsesDurations(text: String, seconds: Double) {
         #expect(ConfigurationDecoder.parseDuration(text) == seconds)
+    }
+
+    /// What schemas/defs/common.json's duration pattern refuses, the worker refuses too.
+    @Test(arguments: ["30", "2.5", "1e2s", ".5s", "5.s", "-1s", "+1s", "10 s", "s", "1.2.3s", "10sec", ""])
+    func refusesWhatTheSchemaRefuses(text: String) {
+        #expect(ConfigurationDecoder.parseDuration(text) == nil)
     }
 }
 

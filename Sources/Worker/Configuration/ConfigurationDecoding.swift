@@ -144,13 +144,16 @@ struct ConfigurationDecoder {
         return seconds
     }
 
+    /// Exactly the schema's pattern, `^[0-9]+(\.[0-9]+)?(ms|s|m|h)$`: no bare number, no exponent, no
+    /// sign, no leading or trailing dot, so that what the schema refuses the worker refuses too.
     static func parseDuration(_ text: String) -> Double? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
-        for (suffix, scale) in units where text.hasSuffix(suffix) {
-            let number = text.dropLast(suffix.count)
-            if let value = Double(number), value >= 0 { return value * scale }
-        }
-        return Double(text).flatMap { $0 >= 0 ? $0 : nil }
+        guard let (suffix, scale) = units.first(where: { text.hasSuffix($0.0) }) else { return nil }
+        let number = text.dropLast(suffix.count)
+        let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        let digitsOnly = { (part: Substring) in !part.isEmpty && part.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
+        guard parts.allSatisfy(digitsOnly), let value = Double(number) else { return nil }
+        return value * scale
     }
 
     mutating func stringMap(_ object: JSONObject, _ key: String, _ path: String) -> [String: String] {
