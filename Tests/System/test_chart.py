@@ -13,6 +13,7 @@ change rolls no pod, and the worker reloads them when the kubelet swaps ..data (
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -774,7 +775,9 @@ def test_preflight_command_passes_good_values_and_fails_bad_rules_with_the_real_
         assert "configuration, rules and credentials are valid" in output
     else:
         assert result.returncode != 0, output
-        assert "the rules file has problems" in output and "rules.yaml" in output, output
+        # The rules' problems, each at its file:line:column on stderr, and why the check failed.
+        assert re.search(r"/etc/apns-worker/rules/rules\.yaml:\d+:\d+: rule '(broken|typo)'", result.stderr), output
+        assert "the worker does not start" in result.stderr, output
 
 
 # ---------------------------------------------------------------------------------------------------

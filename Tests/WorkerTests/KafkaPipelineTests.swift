@@ -33,31 +33,36 @@ enum KafkaTestSupport {
         return try KafkaProducer(configuration: configuration)
     }
 
-    /// Reads `topic` from the beginning with a fresh group until `count` records arrived or the timeout.
-    static func readAll(_ cluster: MockKafkaCluster, topic: String, count: Int, timeout: Duration = .seconds(30))
+    /// Reads `topic` from the beginning with a fresh group until `count` records arrived, or what arrived
+    /// by the timeout (a safety net for a hung run, not a speed bound: a loaded machine reads tens of
+    /// thousands of records slowly, so it is generous).
+    static func readAll(_ cluster: MockKafkaCluster, topic: String, count: Int, timeout: Duration = .seconds(180))
         async throws -> [KafkaConsumerMessage]
     {
         let consumer = try KafkaConsumer(
             configuration: consumerConfiguration(cluster, group: "reader-\(UUID().uuidString)"))
         try consumer.subscribe(topics: [topic])
-        var records: [KafkaConsumerMessage] = []
         let deadline = ContinuousClock.now + timeout
+        // Kept outside the task: a reader cancelled at the deadline still returns what it had read, so a
+        // failing test shows how many records arrived rather than none.
+        let collected = Mutex<[KafkaConsumerMessage]>([])
         let collector = Task {
-            var collected: [KafkaConsumerMessage] = []
             for try await message in consumer.messages {
-                collected.append(message)
-                if collected.count >= count { break }
+                let total = collected.withLock { records in
+                    records.append(message)
+                    return records.count
+                }
+                if total >= count { break }
             }
-            return collected
         }
         let watchdog = Task {
             try await Task.sleep(until: deadline)
             collector.cancel()
         }
-        records = (try? await collector.value) ?? []
+        _ = try? await collector.value
         watchdog.cancel()
         try await consumer.close()
-        return records
+        return collected.withLock { $0 }
     }
 }
 

@@ -121,7 +121,7 @@ final class WorkerHarness: Sendable {
     }
 
     /// Every outcome on the outcomes topic, parsed.
-    func outcomes(atLeast count: Int, timeout: Duration = .seconds(30)) async throws -> [JSONValue] {
+    func outcomes(atLeast count: Int, timeout: Duration = .seconds(180)) async throws -> [JSONValue] {
         try await KafkaTestSupport.readAll(cluster, topic: "push.outcomes", count: count, timeout: timeout)
             .compactMap { $0.value.flatMap { try? JSONValue(parsing: $0) } }
     }
