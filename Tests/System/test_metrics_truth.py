@@ -234,8 +234,11 @@ def test_an_attempt_is_counted_when_answered_not_when_its_push_finishes(make_sta
     url = metrics_url(worker)
     stack.produce(events)
 
+    # The attempt's counter and its response-time histogram are two series, updated one after the other:
+    # a scrape may fall between them, so wait for both.
     refused = wait_for_scrape(
-        url, lambda s: s.total("apns_worker_apns_requests_total", status="503", reason="ServiceUnavailable") == 1,
+        url, lambda s: s.total("apns_worker_apns_requests_total", status="503", reason="ServiceUnavailable") == 1
+        and s.total("apns_worker_apns_response_duration_seconds_count") == 1,
         20, "the 503 attempt counted")
     # Seen while the push still waits out its Retry-After: not retried, no outcome yet.
     assert refused.total("apns_worker_apns_requests_total", status="200") == 0
