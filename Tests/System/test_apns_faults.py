@@ -16,7 +16,7 @@ import pytest
 
 from worker_process_support import (
     BUNDLE_ID, Deadline, GroupOffsets, KafkaMock, OutcomeReader, Simulator, Stack, Worker, expected_pairs,
-    http_get, make_events, make_token_key, metric_series, metric_value, produce, write_worker_config)
+    http_get, make_events, make_token_key, metric_series, metric_value, produce, wait_until, write_worker_config)
 
 POOL = "production/sim-key"
 DRAIN_TIMEOUT = 10
@@ -77,19 +77,6 @@ def make_server_certificate(directory):
                     "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                    capture_output=True, check=True, timeout=20)
     return cert, key
-
-
-def wait_until(condition, seconds, what, worker):
-    deadline = Deadline(seconds)
-    while True:
-        value = condition()
-        if value:
-            return value
-        if worker.process.poll() is not None:
-            raise RuntimeError(f"worker exited ({worker.process.returncode}) waiting for {what}:\n{worker.tail()}")
-        if deadline.passed():
-            raise TimeoutError(f"{what} not seen in {seconds} s:\n{worker.tail()}")
-        time.sleep(0.1)
 
 
 def unprocessed_attempts(outcomes):

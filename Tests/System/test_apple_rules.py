@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from push_certificates import openssl, write_extension_config
+
 BIN = os.environ.get("APNS_WORKER_BIN", "apns-worker")
 TOKEN = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"
 
@@ -120,25 +122,10 @@ def test_a_refused_push_never_reaches_the_server(signing_key):
 
 # run --check and certificate topics
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def der(tag, body):
-    assert len(body) < 128
-    return bytes([tag, len(body)]) + body
-
-
 def push_certificate(directory, topics):
     """A .p12 whose leaf carries Apple's sandbox marker and topics extension (1.2.840.113635.100.6.3.6)."""
     directory.mkdir(parents=True, exist_ok=True)
-    extension = der(0x30, b"".join(der(0x0C, t.encode()) + der(0x30, der(0x0C, b"app")) for t in topics))
-    (directory / "ext.cnf").write_text(
-        "[req]\ndistinguished_name = dn\n[dn]\n"
-        "[ca]\nbasicConstraints = critical, CA:TRUE\nkeyUsage = critical, keyCertSign\n"
-        "[push]\nbasicConstraints = critical, CA:FALSE\n"
-        "1.2.840.113635.100.6.3.1 = DER:0500\n"
-        f"1.2.840.113635.100.6.3.6 = DER:{extension.hex().upper()}\n")
+    write_extension_config(directory / "ext.cnf", topics)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     openssl("req", "-x509", *ec, "-keyout", "root.key", "-out", "root.pem", "-days", "10", "-subj", "/CN=Root",
             "-config", "ext.cnf", "-extensions", "ca", cwd=directory)

@@ -11,13 +11,11 @@ import time
 import jwt
 import pytest
 
+from push_certificates import openssl, write_extension_config
+
 BIN = os.environ.get("APNS_WORKER_BIN", "apns-worker")
 KEY_ID = "ABC123DEFG"
 TEAM_ID = "DEF123GHIJ"
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
 def worker(*args, env=None):
@@ -124,21 +122,10 @@ def test_inspect_key_as_json(keys):
 TOPICS = ["com.example.app", "com.example.app.voip"]
 
 
-def der(tag, body):
-    assert len(body) < 128
-    return bytes([tag, len(body)]) + body
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
-    topics = der(0x30, b"".join(der(0x0C, t.encode()) + der(0x30, der(0x0C, b"app")) for t in TOPICS))
-    (d / "ext.cnf").write_text(
-        "[req]\ndistinguished_name = dn\n[dn]\n"
-        "[ca]\nbasicConstraints = critical, CA:TRUE\nkeyUsage = critical, keyCertSign\n"
-        "[push]\nbasicConstraints = critical, CA:FALSE\n"
-        "1.2.840.113635.100.6.3.1 = DER:0500\n"
-        f"1.2.840.113635.100.6.3.6 = DER:{topics.hex().upper()}\n")
+    write_extension_config(d / "ext.cnf", TOPICS)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     openssl("req", "-x509", *ec, "-keyout", "root.key", "-out", "root.pem", "-days", "10", "-subj", "/CN=Root",
             "-config", "ext.cnf", "-extensions", "ca", cwd=d)

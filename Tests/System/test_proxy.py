@@ -16,7 +16,7 @@ import pytest
 
 from worker_process_support import (
     BIN, KEY_ID, TEAM_ID, Deadline, Simulator, Stack, expected_pairs, http_get, make_events, make_token_key,
-    metric_series, metric_value, worker_environment)
+    metric_series, metric_value, wait_until, worker_environment)
 
 TOKEN = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"
 TOPIC = "com.example.chat"
@@ -273,19 +273,6 @@ def test_https_proxy_from_the_environment_is_used_unless_no_proxy_exempts_the_ho
 
 
 # The worker
-
-def wait_until(condition, seconds, what, worker):
-    deadline = Deadline(seconds)
-    while True:
-        value = condition()
-        if value:
-            return value
-        if worker.process.poll() is not None:
-            raise RuntimeError(f"worker exited ({worker.process.returncode}) waiting for {what}:\n{worker.tail()}")
-        if deadline.passed():
-            raise TimeoutError(f"{what} not seen in {seconds} s:\n{worker.tail()}")
-        time.sleep(0.1)
-
 
 def statuses_by_pair(reader):
     statuses = {}

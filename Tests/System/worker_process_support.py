@@ -91,6 +91,21 @@ class LineCollector:
             return list(self.lines)
 
 
+def wait_until(condition, seconds, what, worker):
+    """Polls `condition` until it returns something true (which is returned); fails at once, with the
+    worker's log, if the worker exits meanwhile, and after `seconds` otherwise."""
+    deadline = Deadline(seconds)
+    while True:
+        value = condition()
+        if value:
+            return value
+        if worker.process.poll() is not None:
+            raise RuntimeError(f"worker exited ({worker.process.returncode}) waiting for {what}:\n{worker.tail()}")
+        if deadline.passed():
+            raise TimeoutError(f"{what} not seen in {seconds} s:\n{worker.tail()}")
+        time.sleep(0.1)
+
+
 def stop(process, seconds=10):
     """SIGTERM, then SIGKILL if it lingers; returns the exit code."""
     if process.poll() is None:
