@@ -1,5 +1,5 @@
 // kafka.commit_interval: its documented default, a value with its unit, 0s to turn the worker's own
-// commits off, and a bare number refused.
+// commits off, and a bare number refused; kafka.commit_after_records taken.
 
 import JSON
 import Testing
@@ -7,15 +7,14 @@ import Testing
 @testable import Worker
 
 @Suite struct KafkaCommitIntervalConfigurationTests {
-    func configuration(commitInterval: JSONValue?) throws -> WorkerConfiguration {
-        let kafka: JSONValue =
-            if let commitInterval {
-                ["brokers": ["k1:9092"], "commit_interval": commitInterval]
-            } else {
-                ["brokers": ["k1:9092"]]
-            }
+    func configuration(commitInterval: JSONValue? = nil, commitAfterRecords: JSONValue? = nil) throws
+        -> WorkerConfiguration
+    {
+        var kafka: JSONObject = ["brokers": ["k1:9092"]]
+        kafka["commit_interval"] = commitInterval
+        kafka["commit_after_records"] = commitAfterRecords
         let document: JSONValue = [
-            "kafka": kafka,
+            "kafka": .object(kafka),
             "credentials": [
                 "team-key": [
                     "type": "token", "key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ",
@@ -31,6 +30,11 @@ import Testing
         #expect(try configuration(commitInterval: "100ms").kafka.commitInterval == 0.1)
         #expect(try configuration(commitInterval: "0s").kafka.commitInterval == 0)
         #expect(try configuration(commitInterval: nil).kafka.commitAfterRecords == nil)  // 5 % of the cap
+    }
+
+    /// It was decoded but missing from the section's known keys, so a config that set it was refused.
+    @Test func takesCommitAfterRecords() throws {
+        #expect(try configuration(commitAfterRecords: 40).kafka.commitAfterRecords == 40)
     }
 
     @Test func refusesABareNumberSayingWhichUnitIsMeant() {

@@ -195,8 +195,8 @@ extension WorkerConfiguration {
             decoder.checkKeys(
                 object, at: "kafka",
                 known: [
-                    "brokers", "group", "group_instance_id", "commit_interval", "topics", "properties",
-                    "property_files",
+                    "brokers", "group", "group_instance_id", "commit_interval", "commit_after_records", "topics",
+                    "properties", "property_files",
                 ])
             switch object["brokers"] {
             case .array(let list)?:
