@@ -4,6 +4,7 @@
 // often means a development build's token sent to production (or the reverse), not a dead token.
 
 public import APNs
+import HTTP2
 import Synchronization
 
 public final class APNsPushTransport: PushTransport {
@@ -11,6 +12,9 @@ public final class APNsPushTransport: PushTransport {
     let clients: [String: [APNsEnvironment: APNsClient]]
     let policy: RetryPolicy
     let observe: (@Sendable (PlannedPush, DeliveryResult) -> Void)?
+    /// Each pool that pushes go through, once: a client sends to its own environment's pool, and apps
+    /// that share a credential share their clients. Fixed at init, so sizing reads only their statistics.
+    let pools: [ConnectionPool]
 
     public init(
         clients: [String: [APNsEnvironment: APNsClient]], policy: RetryPolicy,
@@ -19,21 +23,15 @@ public final class APNsPushTransport: PushTransport {
         self.clients = clients
         self.policy = policy
         self.observe = observe
+        var seen: Set<ObjectIdentifier> = []
+        pools = clients.values.flatMap { byEnvironment in
+            byEnvironment.map { environment, client in client.pool(for: environment) }
+        }.filter { seen.insert(ObjectIdentifier($0)).inserted }
     }
 
-    /// Every pool's streams, with room to grow (`ConnectionPool.Statistics.streamCapacityWithGrowth`);
-    /// pools shared by apps of one credential count once.
+    /// Every pool's streams, with room to grow (`ConnectionPool.Statistics.streamCapacityWithGrowth`).
     public var streamCapacity: Int? {
-        var seen: Set<ObjectIdentifier> = []
-        var streams = 0
-        for byEnvironment in clients.values {
-            for client in byEnvironment.values where seen.insert(ObjectIdentifier(client)).inserted {
-                for environment in APNsEnvironment.allCases {
-                    streams += client.pool(for: environment).statistics.streamCapacityWithGrowth
-                }
-            }
-        }
-        return streams
+        pools.reduce(0) { $0 + $1.statistics.streamCapacityWithGrowth }
     }
 
     public func deliver(_ push: PlannedPush) async -> DeliveryResult {

@@ -204,8 +204,8 @@ public final class WorkerRuntime: Sendable {
 
     /// APNs connections open (ready or draining) across every pool.
     public var apnsConnectionsOpen: Int {
-        Self.poolsByLabel(configuration, transport.clients).reduce(0) { sum, entry in
-            let statistics = entry.pool.statistics
+        transport.pools.reduce(0) { sum, pool in
+            let statistics = pool.statistics
             return sum + statistics.readyConnections + statistics.drainingConnections
         }
     }
