@@ -26,6 +26,9 @@ public enum PipelineBenchmark {
         public var idleSeconds = 12.0
         /// How long the simulator waits before answering each request. Default: none.
         public var apnsLatency = LatencyDistribution.none
+        /// Prints a line every this often while the backlog drains (records finished, in flight, the cap,
+        /// connections): how the cap and the pools follow the load. Default: never.
+        public var timelineInterval: Duration?
         public init() {}
     }
 
@@ -92,11 +95,25 @@ public enum PipelineBenchmark {
             let partsBefore = ThreadCPU.byPart()
             let started = ContinuousClock.now
             let peaks = PeakSampler()
+            let timelineInterval = options.timelineInterval
+            let simulator = stack.simulator
             let sampling = Task {
+                var nextLine = timelineInterval.map { started + $0 }
                 while !Task.isCancelled {
-                    peaks.observe(
-                        connections: runtime.apnsConnectionsOpen, cap: runtime.pipeline.recordsInFlightLimit,
-                        inFlight: runtime.pipeline.recordsInFlight)
+                    let connections = runtime.apnsConnectionsOpen
+                    let cap = runtime.pipeline.recordsInFlightLimit
+                    let inFlight = runtime.pipeline.recordsInFlight
+                    peaks.observe(connections: connections, cap: cap, inFlight: inFlight)
+                    if let due = nextLine, let timelineInterval, ContinuousClock.now >= due {
+                        nextLine = due + timelineInterval
+                        print(
+                            String(
+                                format:
+                                    "  %6.2f s: %6d records finished, %5d in flight (cap %5d), %6d notifications "
+                                    + "answered, %2d connections",
+                                (ContinuousClock.now - started).seconds, runtime.pipeline.counters.recordsFinished,
+                                inFlight, cap, simulator.stats.requests, connections))
+                    }
                     try? await Task.sleep(for: .milliseconds(50))
                 }
             }
@@ -130,8 +147,9 @@ public enum PipelineBenchmark {
                     perNotification(parts.worker - parts.eventLoops - parts.kafkaClients)))
             let peak = peaks.peak
             print(
-                "  APNs connections at most \(peak.connections) (apns.connections \(stack.configuration.apns.connections), "
-                    + "max_connections \(stack.configuration.apns.maxConnections)); in-flight cap at most \(peak.cap), "
+                "  APNs connections at most \(peak.connections) across \(runtime.apnsPoolCount) pools (each: apns.connections "
+                    + "\(stack.configuration.apns.connections), max_connections \(stack.configuration.apns.maxConnections)); "
+                    + "in-flight cap at most \(peak.cap), "
                     + "records in flight at most \(peak.inFlight) (max_in_flight_records "
                     + "\(stack.configuration.pipeline.maxInFlightRecords))")
             print(

@@ -55,11 +55,12 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     idle, rss_idle = number(r"RSS after (\d+) s idle: (\d+) MB", out)
     assert idle == 1 and 0 < rss_idle <= rss
     # What followed the load: connections within apns.connections..max_connections, a cap within its bound.
-    connections, initial, ceiling, cap, in_flight, bound = number(
-        r"APNs connections at most (\d+) \(apns.connections (\d+), max_connections (\d+)\); in-flight cap at most "
-        r"(\d+), records in flight at most (\d+) \(max_in_flight_records (\d+)\)", out)
+    connections, pools, initial, ceiling, cap, in_flight, bound = number(
+        r"APNs connections at most (\d+) across (\d+) pools \(each: apns.connections (\d+), max_connections (\d+)\); "
+        r"in-flight cap at most (\d+), records in flight at most (\d+) \(max_in_flight_records (\d+)\)", out)
     assert (initial, ceiling, bound) == (2, 8, 5000)
-    assert initial <= connections <= ceiling
+    # The dev stack's devices are in both environments: a pool each, each within its own limits.
+    assert pools >= 1 and initial <= connections <= ceiling * pools
     assert 256 <= cap <= bound and 0 < in_flight <= cap
 
 
@@ -70,7 +71,8 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
     of the lower."""
     events = 1500
     run = subprocess.run([BIN, "bench", "pipeline", "--count", str(events), "--latency-seconds", "1",
-                          "--idle-seconds", "0", "--max-in-flight", "1000", "--apns-latency-ms", "40-60"],
+                          "--idle-seconds", "0", "--max-in-flight", "1000", "--apns-latency-ms", "40-60",
+                          "--timeline-ms", "100"],
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
     out = run.stdout
@@ -81,12 +83,22 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
         r"at ([\d.]+) ms mean APNs latency: streams bound (\d+)/s \((\d+) connections × (\d+) streams\), "
         r"in-flight bound (\d+)/s \((\d+) records × ([\d.]+) notifications\); measured ([\d.]+) of the lower", out)
     assert latency == 50.0  # uniform 40-60 ms
-    assert 2 <= connections <= 8 and streams == 1000 and 256 <= records <= 1000
+    (pools,) = number(r"APNs connections at most \d+ across (\d+) pools", out)
+    assert 2 <= connections <= 8 * pools and streams == 1000 and 256 <= records <= 1000
     assert abs(streams_bound - connections * streams / 0.050) <= 1
     assert abs(per_event - notifications / events) <= 0.005
     assert abs(inflight_bound - records * per_event / 0.050) <= records / 0.050 * 0.005 + 1
     # The printed rate is rounded to whole notifications a second, the fraction to two decimals.
     assert abs(fraction - notification_rate / min(streams_bound, inflight_bound)) <= 0.006
+    # The timeline: records finished only grow, never past the backlog; in flight stays within the cap.
+    timeline = [tuple(int(value) for value in match.groups()) for match in re.finditer(
+        r"^ +[\d.]+ s: +(\d+) records finished, +(\d+) in flight \(cap +(\d+)\), +(\d+) notifications answered, "
+        r"+(\d+) connections$", out, re.MULTILINE)]
+    assert timeline, out
+    finished = [line[0] for line in timeline]
+    assert finished == sorted(finished) and finished[-1] <= events
+    assert all(in_flight <= 1000 and cap <= 1000 and answered <= notifications and 0 <= open_ <= 8 * pools
+               for _, in_flight, cap, answered, open_ in timeline)
     # The latency reaches the live phase: no outcome can come back sooner than the simulator answers.
     p50, _ = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert p50 >= 40

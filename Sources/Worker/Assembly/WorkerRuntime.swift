@@ -202,6 +202,9 @@ public final class WorkerRuntime: Sendable {
         return properties
     }
 
+    /// The APNs pools pushes go through (environment × credential in use).
+    public var apnsPoolCount: Int { transport.pools.count }
+
     /// APNs connections open (ready or draining) across every pool.
     public var apnsConnectionsOpen: Int {
         transport.pools.reduce(0) { sum, pool in
