@@ -100,19 +100,20 @@ public enum PipelineBenchmark {
             let sampling = Task {
                 var nextLine = timelineInterval.map { started + $0 }
                 while !Task.isCancelled {
-                    let connections = runtime.apnsConnectionsOpen
+                    let pools = runtime.apnsPoolTotals
                     let cap = runtime.pipeline.recordsInFlightLimit
                     let inFlight = runtime.pipeline.recordsInFlight
-                    peaks.observe(connections: connections, cap: cap, inFlight: inFlight)
+                    peaks.observe(connections: pools.connectionsOpen, cap: cap, inFlight: inFlight)
                     if let due = nextLine, let timelineInterval, ContinuousClock.now >= due {
                         nextLine = due + timelineInterval
                         print(
                             String(
                                 format:
                                     "  %6.2f s: %6d records finished, %5d in flight (cap %5d), %6d notifications "
-                                    + "answered, %2d connections",
+                                    + "answered, %2d connections, %5d streams in flight, %5d requests queued",
                                 (ContinuousClock.now - started).seconds, runtime.pipeline.counters.recordsFinished,
-                                inFlight, cap, simulator.stats.requests, connections))
+                                inFlight, cap, simulator.stats.requests, pools.connectionsOpen, pools.streamsInFlight,
+                                pools.requestsQueued))
                     }
                     try? await Task.sleep(for: .milliseconds(50))
                 }

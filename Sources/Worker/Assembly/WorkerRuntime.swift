@@ -206,10 +206,17 @@ public final class WorkerRuntime: Sendable {
     public var apnsPoolCount: Int { transport.pools.count }
 
     /// APNs connections open (ready or draining) across every pool.
-    public var apnsConnectionsOpen: Int {
-        transport.pools.reduce(0) { sum, pool in
+    public var apnsConnectionsOpen: Int { apnsPoolTotals.connectionsOpen }
+
+    /// Every pool's connections open (ready or draining), streams in flight and requests waiting for a
+    /// stream, summed: where a record in flight is (at APNs, or queued in front of it).
+    public var apnsPoolTotals: (connectionsOpen: Int, streamsInFlight: Int, requestsQueued: Int) {
+        transport.pools.reduce((0, 0, 0)) { sum, pool in
             let statistics = pool.statistics
-            return sum + statistics.readyConnections + statistics.drainingConnections
+            return (
+                sum.0 + statistics.readyConnections + statistics.drainingConnections,
+                sum.1 + statistics.streamsInFlight, sum.2 + statistics.queuedRequests
+            )
         }
     }
 
