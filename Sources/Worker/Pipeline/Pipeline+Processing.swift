@@ -37,8 +37,11 @@ extension Pipeline {
 
     func prepare(_ record: SourceRecord) -> Preparation {
         do throws(PipelineInputError) {
-            let event = try PipelineInputError.decode(record.value)
+            var event = try PipelineInputError.decode(record.value)
             let plans = try PipelineInputError.plan(event, with: planner)
+            // The parsed document is for the rules and templates, which are done with it now; the record
+            // waits a round trip to APNs holding only what its results need (the event's id).
+            event.document = .null
             var pushes: [PlannedPush] = []
             pushes.reserveCapacity(plans.count)
             for plan in plans { if case .send(let push, _) = plan { pushes.append(push) } }
