@@ -28,6 +28,7 @@ extension SimulatorConfiguration {
           "faults": {"failRate": 0.1, "failStatus": 503, "retryAfter": 5, "stallRate": 0, "dropRate": 0,
                      "latency": {"fixedMs": 5, "uniformMs": 10},       // or "exponentialMeanMs"
                      "goAwayAfterStreams": 100, "maxConcurrentStreams": 1000,
+                     "deviceLimit": {"requests": 5, "perMs": 1000},     // then 429 TooManyRequests
                      "script": [{"request": 3, "action": "fail", "status": 503, "retryAfter": 2},
                                 {"stream": 5, "action": "goaway", "processThisStream": false},
                                 {"request": 7, "action": "stall"}, {"stream": 9, "action": "drop"},
@@ -186,7 +187,7 @@ extension SimulatorConfiguration {
     private static func faults(_ object: ConfigObject) throws(SimulatorError) -> SimulatorFaults {
         try object.allowOnly([
             "failRate", "failStatus", "retryAfter", "stallRate", "dropRate", "latency",
-            "goAwayAfterStreams", "maxConcurrentStreams", "script",
+            "goAwayAfterStreams", "maxConcurrentStreams", "script", "deviceLimit",
         ])
         var faults = SimulatorFaults()
         if let rate = try object.number("failRate") { faults.failureRate = rate }
@@ -205,6 +206,16 @@ extension SimulatorConfiguration {
         }
         if let script = try object.objects("script") {
             faults.script = try script.map { entry throws(SimulatorError) in try Self.scriptEntry(entry) }
+        }
+        if let limit = try object.object("deviceLimit") {
+            try limit.allowOnly(["requests", "perMs"])
+            guard let requests = try limit.integer("requests", in: 1...Int.max) else {
+                throw limit.error("requests", "is required: requests a device may get per window")
+            }
+            guard let window = try limit.integer("perMs", in: 1...86_400_000) else {
+                throw limit.error("perMs", "is required: the window, in milliseconds")
+            }
+            faults.deviceLimit = DeviceRequestLimit(requests: requests, windowMilliseconds: window)
         }
         return faults
     }

@@ -30,6 +30,7 @@ final class SimulatorEngine: Sendable {
     /// Whether accepted notifications are kept at all (`acceptedCapacity` > 0); benchmarks turn it off.
     let keepsAccepted: Bool
     private let ledger: Mutex<SimulatorLedger>
+    private let deviceRequests = DeviceRequestCounter()
 
     init(configuration: SimulatorConfiguration, validator: RequestValidator) {
         seed = configuration.seed
@@ -116,6 +117,20 @@ final class SimulatorEngine: Sendable {
             }
             plan.answer = .respond(response)
         case .accepted(let accepted):
+            if let limit = context.faults.faults.deviceLimit, !accepted.deviceToken.isEmpty,
+                deviceRequests.countIsOverLimit(accepted.deviceToken, limit: limit, now: now)
+            {
+                let reason = APNsErrorReason.tooManyRequests.rawValue
+                ledger.withLock {
+                    $0.countRequest()
+                    $0.count(ResponseKind(status: 429, reason: reason))
+                }
+                plan.answer = .respond(
+                    SimulatorResponse(
+                        status: 429, apnsID: accepted.apnsID ?? newID(&context.random), reason: reason,
+                        idHeaderName: idHeaderName))
+                return plan
+            }
             let apnsID = accepted.apnsID ?? newID(&context.random)
             let uniqueID = includeUniqueID ? context.random.uuidString() : nil
             if keepsAccepted {

@@ -354,3 +354,43 @@ def test_a_large_backlog_on_one_slow_connection_fails_nothing(make_stack):
           f"peak concurrent streams {stats['peakConcurrentStreams']}")
     assert counts["failed"] == 0 and counts["lost"] == 0 and counts["other"] == Counter()
     assert counts["delivered"] == len(pairs)
+
+
+def test_a_storm_to_one_device_apns_throttles_is_paced_and_delays_no_other_device(make_stack):
+    """APNs limits pushes to one device (429 TooManyRequests). 300 events each go to one hot device (a
+    group chat's busiest member) and to a device of their own; the simulator lets the hot device have 5
+    requests per 250 ms. The worker paces the hot device instead of hammering it: every pair is
+    delivered, every other device's push on its first attempt, the breaker never opens, and after the
+    first bursts few 429s more come back; /metrics shows the paced device while it lasts."""
+    stack = make_stack(latency_ms="1-3", max_in_flight=1000, simulator_options=["--device-limit", "5/250"],
+                       overrides={"retry": {"max_attempts": 5}})
+    hot = "ab" * 32
+    events = make_events(300, "hot")
+    for event in events:
+        event["devices"] = [{"token": hot, "environment": "production"}, event["devices"][0]]
+    pairs = expected_pairs(events)
+    stack.produce(events)
+    worker = stack.start_worker("worker")
+    metrics = worker.metrics_url()
+    throttled_seen = 0
+    deadline = Deadline(120)
+    while len(stack.reader.per_pair) < len(pairs) and not deadline.passed():
+        throttled_seen = max(throttled_seen,
+                             metric_value(http_get(metrics + "/metrics")[1], "apns_worker_apns_devices_throttled") or 0)
+        stack.reader.poll(0.2)
+    counts, stats = finish(stack, worker, pairs, "a storm to one throttled device", 120)
+    refusals = stats["responses"].get("429 TooManyRequests", 0)
+    hot_outcomes = [o for o in stack.reader.outcomes if o["device_token"] == hot]
+    cold_outcomes = [o for o in stack.reader.outcomes if o["device_token"] != hot]
+    print(f"429 TooManyRequests: {refusals}; most attempts of a hot push {most_attempts(hot_outcomes)}; "
+          f"devices throttled at most {throttled_seen}; breaker opened "
+          f"{len(worker.find_prefix('APNs pool production/sim-key is down'))} times")
+    assert counts["delivered"] == len(pairs) and counts["failed"] == 0 and counts["lost"] == 0
+    assert counts["other"] == Counter()
+    assert all(len(outcome["attempts"]) == 1 for outcome in cold_outcomes)
+    assert len(hot_outcomes) >= len(events)
+    assert throttled_seen >= 1
+    assert not worker.find_prefix("APNs pool production/sim-key is down")
+    # Unpaced, 300 pushes to a device allowed 20 a second, each retried on its own back-off (at most 5
+    # attempts), meet well over a thousand 429s and fail by the dozen; paced, about one burst's worth.
+    assert refusals <= 2 * len(events)

@@ -51,6 +51,7 @@ import Testing
             "apns_requests_in_flight", "records_in_flight", "partitions_paused", "consumer_lag_records",
             "apns_connections_open", "provider_token_age_seconds", "certificate_expiry_timestamp_seconds",
             "apns_response_duration_seconds", "event_to_outcome_seconds", "apns_requests_queued", "build_info",
+            "apns_devices_throttled",
         ] {
             #expect(text.contains("# TYPE apns_worker_\(family) "), "missing \(family)")
         }

@@ -39,7 +39,28 @@ extension APNsClient {
         attempt.record.latency = attemptStart.duration(to: clock.now)
         observe(request, attempt)
         breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome), probe: probe)
+        pace(request, after: attempt)
         return attempt
+    }
+
+    /// Whether pushes to the request's device are paced (APNs answered it 429 TooManyRequests).
+    func isPaced(_ request: APNsRequest) -> Bool {
+        guard let token = request.deviceToken else { return false }
+        return deviceThrottle.isThrottled(token.hex)
+    }
+
+    /// Tells the device throttle what APNs said about the request's device: 429 TooManyRequests slows
+    /// it down, an acceptance speeds a paced device up again.
+    func pace(_ request: APNsRequest, after attempt: RecordedAttempt) {
+        guard let token = request.deviceToken, case .response(let response, let retryAfter) = attempt.outcome
+        else { return }
+        if response.isAccepted {
+            deviceThrottle.delivered(token.hex)
+        } else if response.reason == .tooManyRequests {
+            let now = MonotonicClock.now()
+            deviceThrottle.refused(
+                token.hex, retryAfter: retryAfter, sentAt: now &- attempt.record.latency.nanosecondsClamped, now: now)
+        }
     }
 
     /// Whether an attempt failed with a fault of its pool while the pool's breaker is not closed: the
@@ -183,6 +204,30 @@ extension APNsClient {
                             summary: "the notification expired while APNs could not be reached; it was not sent again")
                     }
                     return heldPastLimit(last, attempts, waited: excused, policy: policy)
+                }
+            }
+            if let token = request.deviceToken {
+                // The device's slot: time spent waiting for it is APNs' pacing of the device, like the
+                // breaker's hold, not time the push spent failing.
+                let wait = deviceThrottle.reserveSlot(for: token.hex)
+                if wait > .zero {
+                    if let left = timeToExpiration(of: request), wait >= left {
+                        return DeliveryResult(
+                            status: .expired, response: last?.response, attempts: attempts,
+                            summary: "the notification expires before APNs lets another push reach its device "
+                                + "(429 TooManyRequests); it was not sent again")
+                    }
+                    do {
+                        try await Task.sleep(for: wait)
+                    } catch {
+                        return DeliveryResult(
+                            status: .failed, response: last?.response, attempts: attempts,
+                            summary: "cancelled while waiting for APNs to accept pushes to its device again")
+                    }
+                    excused += wait
+                    if excused > policy.maximumHoldTime {
+                        return heldPastLimit(last, attempts, waited: excused, policy: policy)
+                    }
                 }
             }
             // Every attempt after the first carries a fresh apns-id; the first is the request's own.

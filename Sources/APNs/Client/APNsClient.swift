@@ -49,6 +49,8 @@ public final class APNsClient: Sendable {
         public var reconnectBackoff = ExponentialBackoff(initial: .milliseconds(100), maximum: .seconds(30))
         /// When each environment's pool counts as down, and how it is probed.
         public var breaker = CircuitBreaker.Configuration()
+        /// How pushes to a device APNs answered 429 TooManyRequests for are paced.
+        public var deviceThrottle = DeviceThrottle.Configuration()
         /// Told when an environment's breaker opens, half-opens or closes (for logs, metrics, readiness).
         public var onBreakerTransition: (@Sendable (APNsEnvironment, CircuitBreaker.Transition) -> Void)?
         /// Told about every attempt once, when it ends: answered, failed, or refused before it was sent.
@@ -96,6 +98,8 @@ public final class APNsClient: Sendable {
     private let productionPool: ConnectionPool
     private let sandboxBreaker: CircuitBreaker
     private let productionBreaker: CircuitBreaker
+    /// Paces the devices APNs throttled (429 TooManyRequests), in both environments.
+    public let deviceThrottle: DeviceThrottle
     let signer: ProviderTokenSigner?
 
     /// Checks the configuration for both environments (endpoint, CA file, client identity); connects
@@ -111,6 +115,7 @@ public final class APNsClient: Sendable {
         let onTransition = configuration.onBreakerTransition
         sandboxBreaker = CircuitBreaker(configuration: configuration.breaker) { onTransition?(.sandbox, $0) }
         productionBreaker = CircuitBreaker(configuration: configuration.breaker) { onTransition?(.production, $0) }
+        deviceThrottle = DeviceThrottle(configuration: configuration.deviceThrottle)
     }
 
     /// The circuit breaker of the pool serving `environment`.
@@ -181,9 +186,10 @@ public final class APNsClient: Sendable {
     {
         let clock = ContinuousClock()
         let firstStart = clock.now
-        // While the pool's breaker holds, the first attempt waits in the retry loop like any other.
+        // While the pool's breaker holds, or APNs throttles the device, the first attempt waits in the
+        // retry loop like any other.
         let first =
-            breaker(for: request.environment).isClosed
+            breaker(for: request.environment).isClosed && !isPaced(request)
             ? await attemptOnce(request, clock: clock, start: firstStart, probe: false) : nil
         return await finishSend(SendInProgress(request: request, first: first, firstStart: firstStart), policy: policy)
     }
@@ -211,7 +217,7 @@ public final class APNsClient: Sendable {
         let clock = ContinuousClock()
         let firstStart = clock.now
         let breaker = breaker(for: request.environment)
-        guard breaker.isClosed else {
+        guard breaker.isClosed && !isPaced(request) else {
             completion(SendInProgress(request: request, first: nil, firstStart: firstStart))
             return
         }
@@ -236,6 +242,7 @@ public final class APNsClient: Sendable {
             attempt.record.latency = firstStart.duration(to: clock.now)
             observe(request, attempt)
             breaker.record(CircuitBreaker.Verdict(attempt.outcome))
+            pace(request, after: attempt)
             completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
         }
     }

@@ -1,6 +1,6 @@
 // Tells a fault of APNs, or of the path to it, from a fault of one push. When most recent attempts on a
 // pool fail in ways that say nothing about the push itself (no connection, TLS failures, timeouts, 5xx,
-// 429), the pool's breaker opens: its pushes wait, spending no attempts, until a probe finds APNs
+// 429 TooManyProviderTokenUpdates), the pool's breaker opens: its pushes wait, spending no attempts, until a probe finds APNs
 // answering again. Kafka holds the rest of the work meanwhile, so waiting is cheap and nothing is burnt.
 
 public import HTTP2
@@ -344,6 +344,13 @@ extension CircuitBreaker.Verdict {
         case .response(let response, _):
             if response.isAccepted {
                 self = .healthy
+                return
+            }
+            // TooManyRequests is about one device ("too many requests ... to the same device token"): the
+            // client paces that device (DeviceThrottle), and a burst to one busy device must not stop
+            // every other device's pushes.
+            if response.reason == .tooManyRequests {
+                self = .neutral
                 return
             }
             switch response.reasonClass ?? .permanent {

@@ -161,6 +161,9 @@ public struct SimulatorFaults: Sendable, Hashable {
     public var maxConcurrentStreams: UInt32 = 1000
     /// Actions for particular requests or streams, applied before the rates. Default: none.
     public var script: [ScriptedFault] = []
+    /// APNs' limit on pushes to one device: a device token that got this many requests within the
+    /// window gets 429 TooManyRequests for the rest of it. Default: nil (no limit).
+    public var deviceLimit: DeviceRequestLimit?
 
     public init() {}
 
@@ -187,6 +190,11 @@ public struct SimulatorFaults: Sendable, Hashable {
         if maxConcurrentStreams == 0 {
             throw SimulatorError(.configuration, "faults.maxConcurrentStreams must be at least 1")
         }
+        if let deviceLimit, deviceLimit.requests < 1 || deviceLimit.windowMilliseconds < 1 {
+            throw SimulatorError(
+                .configuration, "faults.deviceLimit: requests and perMs must be at least 1, got "
+                    + "\(deviceLimit.requests) and \(deviceLimit.windowMilliseconds)")
+        }
         if !(latency.fixedMilliseconds >= 0) {
             throw SimulatorError(.configuration, "faults.latency.fixedMs must not be negative")
         }
@@ -211,5 +219,18 @@ public struct SimulatorFaults: Sendable, Hashable {
             default: break
             }
         }
+    }
+}
+
+/// At most `requests` requests to one device token per window of `windowMilliseconds` (fixed windows that
+/// start at a token's first request); requests beyond it are answered 429 TooManyRequests, and they
+/// count too, so a client that keeps sending stays refused until the window ends.
+public struct DeviceRequestLimit: Sendable, Hashable {
+    public var requests: Int
+    public var windowMilliseconds: Int
+
+    public init(requests: Int, windowMilliseconds: Int) {
+        self.requests = requests
+        self.windowMilliseconds = windowMilliseconds
     }
 }

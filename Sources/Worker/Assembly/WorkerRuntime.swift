@@ -228,6 +228,10 @@ public final class WorkerRuntime: Sendable {
         let pools = Self.poolsByLabel(configuration, transport.clients).map { label, pool in
             (open: metrics.connectionsOpen.labels(label), pool: pool)
         }
+        var seenClients: Set<ObjectIdentifier> = []
+        let throttles = transport.clients.values.flatMap(\.values).filter {
+            seenClients.insert(ObjectIdentifier($0)).inserted
+        }.map(\.deviceThrottle)
         metrics.registry.onCollect {
             metrics.recordsInFlight.set(pipeline.recordsInFlight)
             metrics.recordsInFlightLimit.set(pipeline.recordsInFlightLimit)
@@ -252,6 +256,7 @@ public final class WorkerRuntime: Sendable {
             }
             metrics.requestsInFlight.set(requestsInFlight)
             metrics.requestsQueued.set(requestsQueued)
+            metrics.devicesThrottled.set(throttles.reduce(0) { $0 + $1.throttledDevices })
         }
     }
 

@@ -53,6 +53,9 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_apns_requests_queued`: APNs requests waiting in a pool for a free stream, across every
     /// pool; set at scrape time. Rising while in-flight stays flat means the connections are full.
     public let requestsQueued: Gauge
+    /// `apns_worker_apns_devices_throttled`: device tokens whose pushes are paced because APNs answered
+    /// them 429 TooManyRequests (`DeviceThrottle`); set at scrape time.
+    public let devicesThrottled: Gauge
     /// `apns_worker_build_info{version}`: always 1; the label carries `WorkerVersion.current`.
     public let buildInfo: Gauge
     /// `apns_worker_provider_token_age_seconds{credential}`: age of the JWT currently in use; set it from
@@ -149,6 +152,10 @@ public final class WorkerMetrics: Sendable {
             labelNames: ["pool"])
         requestsQueued = try registry.gauge(
             p + "apns_requests_queued", help: "APNs requests waiting in a pool for a free HTTP/2 stream."
+        ).labels()
+        devicesThrottled = try registry.gauge(
+            p + "apns_devices_throttled",
+            help: "Device tokens whose pushes are paced after APNs answered them 429 TooManyRequests."
         ).labels()
         buildInfo = try registry.gauge(
             p + "build_info", help: "Always 1; the version label says which apns-worker this is.",

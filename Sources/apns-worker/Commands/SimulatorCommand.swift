@@ -45,6 +45,10 @@ struct SimulatorCommand: Command {
         .value("--go-away-after", "N", "Send GOAWAY after N streams on each connection."),
         .value("--max-concurrent-streams", "N", "SETTINGS_MAX_CONCURRENT_STREAMS. Default: 1000."),
         .value("--latency-ms", "SPEC", "Answer latency: FIXED, MIN-MAX, exp:MEAN or FIXED+exp:MEAN."),
+        .value(
+            "--device-limit", "N/MS",
+            "APNs' per-device limit: after N requests to one device token within MS milliseconds, 429 "
+                + "TooManyRequests for the rest of the window."),
         .value("--cert-file", "FILE", "Server certificate (PEM) instead of a generated one."),
         .value("--key-file", "FILE", "Private key (PEM) for --cert-file."),
         .value("--ca-out", "FILE", "Write the CA certificate to trust here (default: a temporary file)."),
@@ -143,6 +147,16 @@ struct SimulatorCommand: Command {
             configuration.faults.maxConcurrentStreams = UInt32(maximum)
         }
         if let spec = arguments.value("--latency-ms") { configuration.faults.latency = try latency(spec) }
+        if let spec = arguments.value("--device-limit") {
+            let parts = spec.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, let requests = Int(parts[0]), let window = Int(parts[1]), requests >= 1,
+                window >= 1
+            else {
+                throw UsageError(
+                    message: "--device-limit takes N/MS (requests per window in milliseconds, e.g. 5/1000), got '\(spec)'")
+            }
+            configuration.faults.deviceLimit = DeviceRequestLimit(requests: requests, windowMilliseconds: window)
+        }
         switch (arguments.value("--cert-file"), arguments.value("--key-file")) {
         case (let certificate?, let key?): configuration.tls = .files(certificate: certificate, privateKey: key)
         case (nil, nil): break
