@@ -459,6 +459,17 @@ def test_scripted_429_and_500_hit_only_their_requests(simulator):
     assert statuses == [200, 429, 500, 200]
 
 
+def test_device_limit_answers_429_toomanyrequests_to_one_busy_device_only(simulator):
+    """APNs' per-device limit: the third request to one token in the window is refused, another token's
+    request is not, and the refusals count within the window (hammering keeps the device refused)."""
+    sim = simulator(config={"faults": {"deviceLimit": {"requests": 2, "perMs": 60000}}})
+    client = H2Client(sim)
+    busy = [client.request() for _ in range(4)]
+    assert [response["status"] for response in busy] == [200, 200, 429, 429]
+    assert reason_of(busy[2]) == "TooManyRequests"
+    assert client.request(token="cd" * 32)["status"] == 200
+
+
 def test_goaway_after_n_streams_names_the_last_processed_stream(simulator):
     sim = simulator("--go-away-after", "3")
     client = H2Client(sim)
@@ -694,6 +705,8 @@ def run_worker(*args):
     (["--fail-status", "502"], "--fail-status must be 429, 500 or 503"),
     (["--fail-rate", "2"], "--fail-rate needs a number between 0 and 1"),
     (["--latency-ms", "fast"], "--latency-ms takes FIXED"),
+    (["--device-limit", "5"], "--device-limit takes N/MS (requests per window in milliseconds, e.g. 5/1000), got '5'"),
+    (["--device-limit", "0/100"], "--device-limit takes N/MS"),
     (["--key-id", KEY_ID], "one --public-key-file per --key-id"),
     (["--cert-file", "x.pem"], "both --cert-file and --key-file"),
     (["--prot", "1"], "did you mean --port?"),

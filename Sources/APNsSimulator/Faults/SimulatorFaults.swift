@@ -192,7 +192,8 @@ public struct SimulatorFaults: Sendable, Hashable {
         }
         if let deviceLimit, deviceLimit.requests < 1 || deviceLimit.windowMilliseconds < 1 {
             throw SimulatorError(
-                .configuration, "faults.deviceLimit: requests and perMs must be at least 1, got "
+                .configuration,
+                "faults.deviceLimit: requests and perMs must be at least 1, got "
                     + "\(deviceLimit.requests) and \(deviceLimit.windowMilliseconds)")
         }
         if !(latency.fixedMilliseconds >= 0) {

@@ -153,7 +153,8 @@ struct SimulatorCommand: Command {
                 window >= 1
             else {
                 throw UsageError(
-                    message: "--device-limit takes N/MS (requests per window in milliseconds, e.g. 5/1000), got '\(spec)'")
+                    message: "--device-limit takes N/MS (requests per window in milliseconds, e.g. 5/1000), "
+                        + "got '\(spec)'")
             }
             configuration.faults.deviceLimit = DeviceRequestLimit(requests: requests, windowMilliseconds: window)
         }
