@@ -110,10 +110,11 @@ public enum PipelineBenchmark {
                             String(
                                 format:
                                     "  %6.2f s: %6d records finished, %5d in flight (cap %5d), %6d notifications "
-                                    + "answered, %2d connections, %5d streams in flight, %5d requests queued",
+                                    + "answered, %2d connections, %5d streams in flight, %5d requests queued, "
+                                    + "%5d results unacknowledged",
                                 (ContinuousClock.now - started).seconds, runtime.pipeline.counters.recordsFinished,
                                 inFlight, cap, simulator.stats.requests, pools.connectionsOpen, pools.streamsInFlight,
-                                pools.requestsQueued))
+                                pools.requestsQueued, runtime.resultsUnacknowledged))
                     }
                     try? await Task.sleep(for: .milliseconds(50))
                 }

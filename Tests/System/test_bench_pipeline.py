@@ -93,12 +93,13 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
     # The timeline: records finished only grow, never past the backlog; in flight stays within the cap.
     timeline = [tuple(int(value) for value in match.groups()) for match in re.finditer(
         r"^ +[\d.]+ s: +(\d+) records finished, +(\d+) in flight \(cap +(\d+)\), +(\d+) notifications answered, "
-        r"+(\d+) connections, +(\d+) streams in flight, +(\d+) requests queued$", out, re.MULTILINE)]
+        r"+(\d+) connections, +(\d+) streams in flight, +(\d+) requests queued, +(\d+) results unacknowledged$",
+        out, re.MULTILINE)]
     assert timeline, out
     finished = [line[0] for line in timeline]
     assert finished == sorted(finished) and finished[-1] <= events
     assert all(in_flight <= 1000 and cap <= 1000 and answered <= notifications and 0 <= open_ <= 8 * pools
-               and streams <= open_ * 1000 for _, in_flight, cap, answered, open_, streams, _ in timeline)
+               and streams <= open_ * 1000 for _, in_flight, cap, answered, open_, streams, _, _ in timeline)
     # The latency reaches the live phase: no outcome can come back sooner than the simulator answers.
     p50, _ = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert p50 >= 40

@@ -32,8 +32,8 @@ struct BenchPipelineCommand: Command {
                 + "APNs pools). Default: the worker's default."),
         .value(
             "--timeline-ms", "MS",
-            "Print records finished, in flight, the in-flight cap and connections every MS milliseconds while "
-                + "the backlog drains. Default: off."),
+            "Every MS milliseconds while the backlog drains, print records finished and in flight, the cap, "
+                + "connections, streams in flight, requests queued and results unacknowledged. Default: off."),
         .value(
             "--apns-latency-ms", "SPEC",
             "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
