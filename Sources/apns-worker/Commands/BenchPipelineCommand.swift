@@ -31,6 +31,10 @@ struct BenchPipelineCommand: Command {
             "pipeline.max_in_flight_records, the bound on records in flight (below it the cap follows the "
                 + "APNs pools). Default: the worker's default."),
         .value(
+            "--threads", "N",
+            "pipeline.threads, the worker's event loops (records, rules and APNs connections). Default: the "
+                + "worker's default, one per CPU the process may use."),
+        .value(
             "--apns-latency-ms", "SPEC",
             "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
                 + "FIXED+exp:MEAN. Prints the rate the streams and the in-flight cap allow at it. Default: 0."),
@@ -48,6 +52,7 @@ struct BenchPipelineCommand: Command {
         options.latencySeconds = Double(try arguments.integer("--latency-seconds", default: 5, range: 1...600) ?? 5)
         options.idleSeconds = Double(try arguments.integer("--idle-seconds", default: 12, range: 0...600) ?? 12)
         options.maxInFlight = try arguments.integer("--max-in-flight", range: 1...1_000_000)
+        options.threads = try arguments.integer("--threads", range: 1...64)
         if let spec = arguments.value("--apns-latency-ms") {
             options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
         }
