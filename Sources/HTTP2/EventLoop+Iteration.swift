@@ -131,7 +131,8 @@ extension EventLoop {
             case .task(let task):
                 task.runSynchronously(on: asUnownedTaskExecutor())
                 taskBudget -= 1
-                // Let the server start on the first requests while later tasks still render theirs.
+                // Reached as the budget runs out (the iteration's own flush follows) or by a stopping loop, which
+                // runs everything it holds and so flushes as it goes rather than piling it all up.
                 tasksSinceFlush += 1
                 if tasksSinceFlush == Self.tasksPerFlush {
                     tasksSinceFlush = 0

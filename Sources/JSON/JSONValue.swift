@@ -49,8 +49,13 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
 
     public subscript(key: String) -> JSONValue? {
         get {
-            for member in members where member.key == key { return member.value }
-            return nil
+            // Keys compared in place: `for member in members` copies each member it passes (a retain and a
+            // release of its value's storage, the whole `devices` array or `data` object of an event), and
+            // events are read by key dozens of times each (figures: docs/performance.md).
+            members.withUnsafeBufferPointer { buffer in
+                for index in buffer.indices where buffer[index].key == key { return buffer[index].value }
+                return nil
+            }
         }
         set {
             if let index = members.firstIndex(where: { $0.key == key }) {

@@ -114,7 +114,7 @@ final class DevStack: Sendable {
 
     init(
         failureRate: Double, latency: LatencyDistribution, metricsListen: String, group: String,
-        maxInFlight: Int? = nil, unregisteredEvery: Int = 25, malformedEvery: Int = 50,
+        maxInFlight: Int? = nil, threads: Int? = nil, unregisteredEvery: Int = 25, malformedEvery: Int = 50,
         keepsAcceptedNotifications: Bool = true
     ) throws {
         cluster = try MockKafkaCluster(brokers: 3)
@@ -160,7 +160,10 @@ final class DevStack: Sendable {
         document["apps"] = .object(apps)
         let endpoints: JSONValue = ["production": .string(simulator.baseURL), "sandbox": .string(simulator.baseURL)]
         document["apns"] = ["endpoints": endpoints, "ca_file": .string(simulator.caFilePath), "connections": 2]
-        if let maxInFlight { document["pipeline"] = ["max_in_flight_records": .int(Int64(maxInFlight))] }
+        var pipeline = JSONObject()
+        if let maxInFlight { pipeline["max_in_flight_records"] = .int(Int64(maxInFlight)) }
+        if let threads { pipeline["threads"] = .int(Int64(threads)) }
+        if !pipeline.isEmpty { document["pipeline"] = .object(pipeline) }
         document["retry"] = ["max_attempts": 5, "base_backoff": "50ms", "max_backoff": "1s", "max_total_time": "30s"]
         document["shutdown"] = ["drain_timeout": "10s"]
         document["metrics"] = ["listen": .string(metricsListen)]

@@ -22,6 +22,8 @@ public enum PipelineBenchmark {
         public var latencySeconds = 5.0
         /// `pipeline.max_in_flight_records`; nil keeps the worker's default.
         public var maxInFlight: Int?
+        /// `pipeline.threads`, the worker's event loops; nil keeps the worker's default (one per CPU).
+        public var threads: Int?
         /// How long the benchmark idles after the live phase before it reads the RSS again. Default: 12 s.
         public var idleSeconds = 12.0
         /// How long the simulator waits before answering each request. Default: none.
@@ -68,7 +70,7 @@ public enum PipelineBenchmark {
         do {
             let stack = try DevStack(
                 failureRate: 0, latency: options.apnsLatency, metricsListen: "127.0.0.1:0", group: "bench",
-                maxInFlight: options.maxInFlight, unregisteredEvery: 0, malformedEvery: 0,
+                maxInFlight: options.maxInFlight, threads: options.threads, unregisteredEvery: 0, malformedEvery: 0,
                 keepsAcceptedNotifications: false)
             defer { stack.simulator.stop() }
             var generator = stack.generator
@@ -147,6 +149,9 @@ public enum PipelineBenchmark {
                     format: "  the worker's part by thread: event loops %.1f, Kafka clients %.1f, other %.1f",
                     perNotification(parts.eventLoops), perNotification(parts.kafkaClients),
                     perNotification(parts.worker - parts.eventLoops - parts.kafkaClients)))
+            print(
+                "  event loops \(parts.eventLoopThreads) (pipeline.threads "
+                    + "\(stack.configuration.pipeline.effectiveThreads))")
             let peak = peaks.peak
             print(
                 "  APNs connections at most \(peak.connections) across \(runtime.apnsPoolCount) pools (each: apns.connections "
@@ -290,6 +295,8 @@ struct ThreadCPU {
     // consumer's and producer's poll threads, and the rest (Swift's pool: the consumer hand-off).
     var eventLoops = 0.0
     var kafkaClients = 0.0
+    /// How many event-loop threads there are (not a difference: `subtracting` keeps the later count).
+    var eventLoopThreads = 0
 
     static func byPart() -> ThreadCPU {
         var parts = ThreadCPU()
@@ -312,6 +319,7 @@ struct ThreadCPU {
                 parts.worker += seconds
                 if name.hasPrefix("h2-loop") {
                     parts.eventLoops += seconds
+                    parts.eventLoopThreads += 1
                 } else if name.hasPrefix("rdk:") || name.hasPrefix("kafka-") {
                     parts.kafkaClients += seconds
                 }
@@ -324,6 +332,6 @@ struct ThreadCPU {
         ThreadCPU(
             worker: worker - earlier.worker, simulator: simulator - earlier.simulator,
             mockKafka: mockKafka - earlier.mockKafka, eventLoops: eventLoops - earlier.eventLoops,
-            kafkaClients: kafkaClients - earlier.kafkaClients)
+            kafkaClients: kafkaClients - earlier.kafkaClients, eventLoopThreads: eventLoopThreads)
     }
 }

@@ -105,6 +105,15 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
     assert p50 >= 40
 
 
+def test_bench_pipeline_runs_the_worker_on_the_event_loops_threads_asks_for():
+    run = subprocess.run([BIN, "bench", "pipeline", "--count", "300", "--latency-seconds", "1", "--idle-seconds", "0",
+                          "--threads", "1"], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"^  event loops 1 \(pipeline.threads 1\)$", run.stdout, re.MULTILINE), run.stdout
+    (finished,) = number(r"phase 1 \(backlog\): (\d+) events", run.stdout)
+    assert finished == 300
+
+
 def test_bench_pipeline_refuses_a_malformed_latency_naming_its_option():
     run = subprocess.run([BIN, "bench", "pipeline", "--apns-latency-ms", "fast"], capture_output=True, text=True,
                          timeout=60)

@@ -35,6 +35,10 @@ struct BenchPipelineCommand: Command {
             "Every MS milliseconds while the backlog drains, print records finished and in flight, the cap, "
                 + "connections, streams in flight, requests queued and results unacknowledged. Default: off."),
         .value(
+            "--threads", "N",
+            "pipeline.threads, the worker's event loops (records, rules and APNs connections). Default: the "
+                + "worker's default, one per CPU the process may use."),
+        .value(
             "--apns-latency-ms", "SPEC",
             "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
                 + "FIXED+exp:MEAN. Prints the rate the streams and the in-flight cap allow at it. Default: 0."),
@@ -55,6 +59,7 @@ struct BenchPipelineCommand: Command {
         if let milliseconds = try arguments.integer("--timeline-ms", range: 10...60_000) {
             options.timelineInterval = .milliseconds(milliseconds)
         }
+        options.threads = try arguments.integer("--threads", range: 1...64)
         if let spec = arguments.value("--apns-latency-ms") {
             options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
         }
