@@ -139,7 +139,7 @@ final class InMemoryTransactionalSink: TransactionalResultSink {
 
     func sources(_ outcomes: [OutboundRecord]) -> [(Int32, Int64)] {
         outcomes.compactMap { record in
-            guard let value = record.value, let json = try? JSONParser.parse(value),
+            guard let value = record.value, let json = try? JSONValue(parsing: value),
                 let source = json["source"], let partition = source["partition"]?.intValue,
                 let offset = source["offset"]?.intValue
             else { return nil }

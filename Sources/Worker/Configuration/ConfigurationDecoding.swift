@@ -404,7 +404,7 @@ extension WorkerConfiguration {
     /// Properties the worker sets itself for its delivery guarantees.
     static let ownedProperties: Set<String> = [
         "bootstrap.servers", "metadata.broker.list", "group.id", "group.instance.id", "enable.auto.commit",
-        "enable.auto.offset.store", "enable.idempotence",
+        "enable.auto.offset.store", "enable.idempotence", "transactional.id",
     ]
 
     static func isSecretProperty(_ name: String) -> Bool {
