@@ -30,7 +30,8 @@ import pytest
 import test_kafka_redo as redo
 import test_tansu as tansu
 from worker_process_support import (
-    OUTCOMES, REQUESTS, Deadline, Simulator, Stack, expected_pairs, http_get, metric_series, metric_value)
+    OUTCOMES, REQUESTS, Deadline, Simulator, Stack, expected_pairs, http_get, make_events, metric_series,
+    metric_value)
 
 CAP = 1000
 EVENTS = 10_000
@@ -236,3 +237,28 @@ def test_two_sigkills_lose_nothing_on_the_mock_cluster(mock_stack):
     phases, pairs, transactions = run_with_two_kills(stack, finished)
     library = "librdkafka 2.16" if "2.16" in os.environ.get("LD_LIBRARY_PATH", "") else "librdkafka (system)"
     report(f"kafka-mock, {library}", capabilities, phases, pairs, transactions)
+
+
+def test_a_worker_fenced_by_a_newer_producer_stops_without_committing_on_tansu(tansu_stack):
+    """A producer that registers the worker's transactional.id again (what a second instance with the same
+    id does) fences the worker: its next transaction fails fatally, it commits nothing more and exits 1,
+    saying why."""
+    from confluent_kafka import Producer
+    stack = tansu_stack
+    stack.produce(make_events(200, "before-fence"))
+    worker = stack.start_worker("fenced")
+    ready = worker.wait_for_log("kafka transactions ready (exactly-once results)", 30)
+    stack.reader.wait_for(lambda: len(stack.reader.per_pair) > 0, 60, "the first outcomes")
+    newer = Producer({"bootstrap.servers": stack.cluster.bootstrap,
+                      "transactional.id": ready["fields"]["transactional_id"]})
+    newer.init_transactions(30)
+    committed_at_fence = stack.committed()
+    # Work for another transaction, which the fenced producer cannot commit.
+    stack.produce(make_events(200, "after-fence"))
+    assert worker.process.wait(timeout=60) == 1, worker.tail(30)
+    stopped = worker.find("results could not be published; stopping without committing past them")
+    assert len(stopped) == 1, worker.tail(30)
+    reason = stopped[0]["fields"]["error"]
+    assert reason.startswith("Kafka transactions stopped for good: ") and "fenced" in reason.lower(), reason
+    assert stack.committed() == committed_at_fence, "nothing was committed after the fence"
+    print(f"\nfenced worker: exit 1, {reason}")

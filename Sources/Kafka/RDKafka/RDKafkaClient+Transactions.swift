@@ -72,11 +72,20 @@ extension RDKafkaClient {
         Self.transactionError("aborting the transaction", rd_kafka_abort_transaction(handle, milliseconds))
     }
 
+    /// Answers that mean a newer instance took over: whatever librdkafka's flags say (it reports a fence seen
+    /// in a TxnOffsetCommit answer as abortable, and the abort that follows then never completes on some
+    /// brokers), this producer must stop.
+    static let fencingCodes: Set<Int32> = Set(
+        [
+            RD_KAFKA_RESP_ERR__FENCED, RD_KAFKA_RESP_ERR_PRODUCER_FENCED, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+            RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID, RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ].map(\.rawValue))
+
     /// Classifies and destroys an `rd_kafka_error_t`; nil for none.
     private static func transactionError(_ context: String, _ error: OpaquePointer?) -> KafkaTransactionError? {
         guard let error else { return nil }
         let kind: KafkaTransactionError.Kind =
-            rd_kafka_error_is_fatal(error) != 0
+            rd_kafka_error_is_fatal(error) != 0 || fencingCodes.contains(rd_kafka_error_code(error).rawValue)
             ? .fatal
             : rd_kafka_error_txn_requires_abort(error) != 0
                 ? .abortable : rd_kafka_error_is_retriable(error) != 0 ? .retriable : .other

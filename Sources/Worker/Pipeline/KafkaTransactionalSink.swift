@@ -46,6 +46,9 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
     private struct Waiter {
         let once: ResumeOnce<Bool>
         let deadline: ContinuousClock.Instant
+        /// Whether a transaction for it aborted already: it gets one more, not a loop of aborts (offsets of
+        /// partitions lost in a rebalance fail every time until they are released).
+        var retried = false
     }
 
     private struct State {
@@ -198,9 +201,15 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
             case .aborted(let cause):
                 abortedCount.add(1, ordering: .relaxed)
                 onEvent(.aborted(cause: cause))
-                // A revoke or shutdown waiting for this commit gets another try within its deadline.
-                if !waiters.isEmpty {
-                    state.withLock { $0.waiters.append(contentsOf: waiters) }
+                // A revoke or shutdown waiting for this commit gets one more try within its deadline.
+                let again = waiters.filter { !$0.retried }.map { waiter in
+                    var waiter = waiter
+                    waiter.retried = true
+                    return waiter
+                }
+                for waiter in waiters where waiter.retried { waiter.once.resume(returning: false) }
+                if !again.isEmpty {
+                    state.withLock { $0.waiters.append(contentsOf: again) }
                     wake.signal()
                 }
             case .fatal(let cause):
