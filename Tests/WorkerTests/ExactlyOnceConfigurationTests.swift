@@ -9,7 +9,7 @@ import Testing
 @Suite struct ExactlyOnceConfigurationTests {
     func configuration(_ settings: JSONObject) throws -> WorkerConfiguration {
         var kafka: JSONObject = ["brokers": ["k1:9092"]]
-        for (key, value) in settings { kafka[key] = value }
+        for member in settings { kafka[member.key] = member.value }
         let document: JSONValue = [
             "kafka": .object(kafka),
             "credentials": [
