@@ -26,7 +26,9 @@ import Testing
 
     @Test func aBatchCarriesExactlyTheRecordsBeforeTheCommittableOffsetInOffsetOrder() throws {
         var ledger = TransactionLedger<Int64>()
-        for offset in [Int64(12), 10, 11, 14] { ledger.hold(result(offset), partition: partition, offset: offset, token: offset) }
+        for offset in [Int64(12), 10, 11, 14] {
+            ledger.hold(result(offset), partition: partition, offset: offset, token: offset)
+        }
         #expect(ledger.nextBatch() == nil, "no committable offset yet")
         ledger.committable(partition, nextOffset: 13)
         #expect(ledger.readyRecords == 3)
@@ -101,7 +103,8 @@ final class InMemoryTransactionalSink: TransactionalResultSink {
     var heldRecords: Int { ledger.withLock { $0.heldRecords } }
 
     func hold(
-        _ outputs: [OutboundRecord], partition: TopicPartition, offset: Int64, settled: @escaping @Sendable (Bool) -> Void
+        _ outputs: [OutboundRecord], partition: TopicPartition, offset: Int64,
+        settled: @escaping @Sendable (Bool) -> Void
     ) {
         ledger.withLock { $0.hold(outputs, partition: partition, offset: offset, token: settled) }
     }
@@ -150,7 +153,9 @@ final class InMemoryTransactionalSink: TransactionalResultSink {
     @Test func resultsAreCommittedOnceWithTheirOffsetsAndCountInFlightUntilThen() async throws {
         var records: [SourceRecord] = []
         for partition in Int32(0)..<2 {
-            for offset in Int64(0)..<100 { records.append(makeRecord(partition: partition, offset: offset, devices: Self.tokens)) }
+            for offset in Int64(0)..<100 {
+                records.append(makeRecord(partition: partition, offset: offset, devices: Self.tokens))
+            }
         }
         let random = Mutex(SeededGenerator.replayable("exactlyOnceResultsCommittedOnce"))
         let source = InMemoryEventSource(records: records)
@@ -184,7 +189,9 @@ final class InMemoryTransactionalSink: TransactionalResultSink {
             let sourced = Set(sources(committed.records).map { "\($0.0)/\($0.1)" })
             for (partition, next) in committed.offsets where next > 0 {
                 for offset in Int64(0)..<next {
-                    #expect(sourced.contains("\(partition.partition)/\(offset)"), "offset \(offset) committed without its results")
+                    #expect(
+                        sourced.contains("\(partition.partition)/\(offset)"),
+                        "offset \(offset) committed without its results")
                 }
             }
             checked += 1

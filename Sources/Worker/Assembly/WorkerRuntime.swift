@@ -69,10 +69,7 @@ public final class WorkerRuntime: Sendable {
         // backstop here) then left ~2,000 finished records uncommitted a second after the restart.
         consumerConfiguration.autoCommitInterval = .seconds(1)
         if configuration.kafka.exactlyOnce {
-            // Offsets are committed only inside the transactions that write the results (see KafkaTransactionalSink);
-            // parked records on the retry topic are read only once their transaction committed.
-            consumerConfiguration.enableAutoCommit = false
-            consumerConfiguration.client.properties["isolation.level"] = "read_committed"
+            Self.commitOnlyInTransactions(&consumerConfiguration)
         } else if configuration.kafka.commitInterval > 0 {
             consumerConfiguration.commitInterval = .milliseconds(Int64(configuration.kafka.commitInterval * 1000))
             consumerConfiguration.commitAfterRecords =
@@ -163,9 +160,11 @@ public final class WorkerRuntime: Sendable {
         self.sink = sink
         sinkSlot.sink = sink
         metrics.registry.onCollect { metrics.resultsUnacknowledged.set(sink.unacknowledged) }
-        let transactions = configuration.kafka.exactlyOnce ? Self.transactionalSink(
-            configuration, producer: producer, consumer: source.consumer, metrics: metrics, readiness: readiness,
-            logger: kafkaLogger) : nil
+        let transactions =
+            configuration.kafka.exactlyOnce
+            ? Self.transactionalSink(
+                configuration, producer: producer, consumer: source.consumer, metrics: metrics, readiness: readiness,
+                logger: kafkaLogger) : nil
         self.transactions = transactions
         if let transactions { metrics.registry.onCollect { metrics.resultsHeld.set(transactions.heldRecords) } }
         pipeline = Pipeline(
@@ -312,13 +311,7 @@ public final class WorkerRuntime: Sendable {
         for problem in problems ?? [] {
             logger.warning("output topic not ready: \(problem)", [:])
         }
-        if let transactions {
-            // Fences an earlier instance with this transactional.id and aborts what it left open.
-            try await transactions.start(timeout: .seconds(30))
-            logger.info(
-                "kafka transactions ready (exactly-once results)",
-                ["transactional_id": .string(Self.transactionalID(configuration.kafka))])
-        }
+        try await startTransactions()
         try pipeline.start()
         logger.info(
             "worker started",
@@ -426,46 +419,6 @@ public final class WorkerRuntime: Sendable {
                 "shutdown_seconds": .double(deadline.secondsElapsed),
             ])
         return report
-    }
-
-    /// The producer's `transactional.id`: one per worker instance, and the same again when that instance
-    /// restarts, so that the restarted producer's `init_transactions` fences its predecessor at once and aborts
-    /// the transaction the predecessor left open (read_committed readers would otherwise wait for it up to
-    /// `transaction.timeout.ms`). Built from the group and `kafka.group_instance_id` (the pod name in the
-    /// chart) when set, else the host name (a pod's name too). Zombies are fenced in any case by the group
-    /// metadata that goes with the offsets (KIP-447): this id only has to be unique among live instances.
-    static func transactionalID(_ kafka: WorkerConfiguration.Kafka) -> String {
-        let instance = kafka.groupInstanceID.isEmpty ? ProcessInfo.processInfo.hostName : kafka.groupInstanceID
-        return "apns-worker-\(kafka.group)-\(instance)"
-    }
-
-    static func transactionalSink(
-        _ configuration: WorkerConfiguration, producer: KafkaProducer, consumer: KafkaConsumer,
-        metrics: WorkerMetrics, readiness: Readiness, logger: Logger
-    ) -> KafkaTransactionalSink {
-        let committed = metrics.kafkaTransactions.labels("committed")
-        let aborted = metrics.kafkaTransactions.labels("aborted")
-        let fatal = metrics.kafkaTransactions.labels("fatal")
-        let interval = Duration.milliseconds(Int64(configuration.kafka.transactionInterval * 1000))
-        return KafkaTransactionalSink(
-            producer: producer, groupMetadata: { consumer.groupMetadata() }, interval: interval,
-            afterRecords: configuration.kafka.commitAfterRecords
-                ?? max(1, configuration.pipeline.maxInFlightRecords / 20),
-            onEvent: { event in
-                switch event {
-                case .committed:
-                    committed.increment()
-                case .aborted(let cause):
-                    aborted.increment()
-                    // Each abort once, with its cause; the same held results go in the next transaction.
-                    logger.warning(
-                        "kafka transaction aborted; its results are produced again in the next one: \(cause)", [:])
-                case .fatal(let reason):
-                    fatal.increment()
-                    // Logged once, by the worker's stop on the pipeline's fatal error (the sink's `failure`).
-                    readiness.setNotReady(Readiness.Condition.kafkaProducer, reason: reason)
-                }
-            })
     }
 
     /// Updates readiness and metrics from a change of the consumer's status, and logs what changed.

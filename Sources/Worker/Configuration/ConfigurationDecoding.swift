@@ -224,7 +224,8 @@ extension WorkerConfiguration {
             kafka.commitAfterRecords = decoder.integer(object, "commit_after_records", "kafka", range: 1...1_000_000)
             kafka.exactlyOnce = decoder.bool(object, "exactly_once", "kafka") ?? kafka.exactlyOnce
             kafka.transactionInterval =
-                decoder.duration(object, "transaction_interval", "kafka", range: 0.001...60) ?? kafka.transactionInterval
+                decoder.duration(object, "transaction_interval", "kafka", range: 0.001...60)
+                ?? kafka.transactionInterval
             if let topics = decoder.object(object["topics"], "kafka.topics") {
                 decoder.checkKeys(
                     topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])

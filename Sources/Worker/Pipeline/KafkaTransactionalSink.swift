@@ -103,7 +103,8 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
     public var maximumRecordBytes: Int? { producer.maximumMessageBytes }
 
     public func hold(
-        _ outputs: [OutboundRecord], partition: TopicPartition, offset: Int64, settled: @escaping @Sendable (Bool) -> Void
+        _ outputs: [OutboundRecord], partition: TopicPartition, offset: Int64,
+        settled: @escaping @Sendable (Bool) -> Void
     ) {
         state.withLock { $0.ledger.hold(outputs, partition: partition, offset: offset, token: settled) }
     }
@@ -176,7 +177,8 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
         while true {
             _ = wake.wait(timeout: .now() + .milliseconds(max(1, milliseconds)))
             let now = ContinuousClock.now
-            let (batch, waiters, stopped) = state.withLock { state -> (TransactionLedger<Settle>.Batch?, [Waiter], Bool) in
+            let (batch, waiters, stopped) = state.withLock {
+                state -> (TransactionLedger<Settle>.Batch?, [Waiter], Bool) in
                 state.woken = false
                 // Waiters past their deadline were answered by their timers.
                 let waiters = state.waiters.filter { $0.deadline > now }

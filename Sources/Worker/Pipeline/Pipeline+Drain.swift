@@ -28,7 +28,8 @@ extension Pipeline {
         // Within the drain's time only: what is still unfinished at its end stays uncommitted anyway.
         let remaining = max(0, deadline - MonotonicClock.seconds())
         if let transactions {
-            _ = await transactions.commit(until: ContinuousClock.now.advanced(by: .milliseconds(Int64(remaining * 1000))))
+            _ = await transactions.commit(
+                until: ContinuousClock.now.advanced(by: .milliseconds(Int64(remaining * 1000))))
         } else {
             _ = await sink.flush(timeout: remaining)
         }
