@@ -132,7 +132,7 @@ final class InMemoryTransactionalSink: TransactionalResultSink {
         return true
     }
 
-    func release(_ partitions: [TopicPartition]) {
+    func release(_ partitions: [TopicPartition], waitingUntil deadline: ContinuousClock.Instant) async {
         for settle in ledger.withLock({ $0.release(partitions) }) { settle(false) }
     }
 }

@@ -59,6 +59,8 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
         var woken = false
         /// An abort that did not finish (it timed out): tried again before the next transaction begins.
         var abortPending = false
+        /// A transaction is under way (its batch was taken and its outcome is not settled yet).
+        var transacting = false
     }
 
     private let state = Mutex(State())
@@ -139,7 +141,10 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
         }
     }
 
-    public func release(_ partitions: [TopicPartition]) {
+    public func release(_ partitions: [TopicPartition], waitingUntil deadline: ContinuousClock.Instant) async {
+        while state.withLock({ $0.transacting }) && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
         let dropped = state.withLock { $0.ledger.release(partitions) }
         for settle in dropped { settle(false) }
     }
@@ -183,7 +188,9 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
                 // Waiters past their deadline were answered by their timers.
                 let waiters = state.waiters.filter { $0.deadline > now }
                 state.waiters = []
-                return (state.ledger.nextBatch(), waiters, state.stopped || state.failure != nil)
+                let batch = state.ledger.nextBatch()
+                state.transacting = batch != nil && !state.stopped && state.failure == nil
+                return (batch, waiters, state.stopped || state.failure != nil)
             }
             if stopped {
                 for waiter in waiters { waiter.once.resume(returning: false) }
@@ -193,9 +200,14 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
                 for waiter in waiters { waiter.once.resume(returning: true) }
                 continue
             }
-            switch transact(batch, deadline: waiters.map(\.deadline).min()) {
+            let attempt = transact(batch, deadline: waiters.map(\.deadline).min())
+            if case .committed = attempt {} else { state.withLock { $0.transacting = false } }
+            switch attempt {
             case .committed:
-                let settled = state.withLock { $0.ledger.committed(batch) }
+                let settled = state.withLock { state in
+                    state.transacting = false
+                    return state.ledger.committed(batch)
+                }
                 committedCount.add(1, ordering: .relaxed)
                 for settle in settled { settle(true) }
                 onEvent(.committed(records: batch.heldRecords))

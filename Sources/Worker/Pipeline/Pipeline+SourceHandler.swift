@@ -97,7 +97,8 @@ extension Pipeline {
             // Before the partitions go: what finished is committed with its offsets; the results of records
             // behind an unfinished one are dropped, and the next owner does those records again.
             _ = await transactions.commit(until: deadline)
-            transactions.release(partitions)
+            // A transaction under way when the commit's time ran out gets up to 2 s more to end.
+            await transactions.release(partitions, waitingUntil: deadline.advanced(by: .seconds(2)))
         }
     }
 }

@@ -241,8 +241,10 @@ public protocol TransactionalResultSink: Sendable {
     func committable(_ partition: TopicPartition, nextOffset: Int64)
     /// Commits what is committable now, by `deadline`; true when it did (or there was nothing to commit).
     func commit(until deadline: ContinuousClock.Instant) async -> Bool
-    /// Drops what is held for `partitions` (revoked): their records' `settled` runs with `false`.
-    func release(_ partitions: [TopicPartition])
+    /// Drops what is held for `partitions` (revoked): their records' `settled` runs with `false`. Waits first
+    /// (until `deadline`) for a transaction under way, which may carry their offsets: once this returns, no
+    /// offset of theirs is committed any more, so their next owner starts where this one's last commit ended.
+    func release(_ partitions: [TopicPartition], waitingUntil deadline: ContinuousClock.Instant) async
     /// Why the sink stopped for good (fenced, a fatal producer error); the worker must stop.
     var failure: String? { get }
 }
