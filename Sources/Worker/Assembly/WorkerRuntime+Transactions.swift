@@ -33,15 +33,17 @@ extension WorkerRuntime {
         return "apns-worker-\(kafka.group)-\(instance)"
     }
 
+    /// The transactional sink in exactly-once mode (its gauge registered), nil in the default mode.
     static func transactionalSink(
         _ configuration: WorkerConfiguration, producer: KafkaProducer, consumer: KafkaConsumer,
         metrics: WorkerMetrics, readiness: Readiness, logger: Logger
-    ) -> KafkaTransactionalSink {
+    ) -> KafkaTransactionalSink? {
+        guard configuration.kafka.exactlyOnce else { return nil }
         let committed = metrics.kafkaTransactions.labels("committed")
         let aborted = metrics.kafkaTransactions.labels("aborted")
         let fatal = metrics.kafkaTransactions.labels("fatal")
         let interval = Duration.milliseconds(Int64(configuration.kafka.transactionInterval * 1000))
-        return KafkaTransactionalSink(
+        let sink = KafkaTransactionalSink(
             producer: producer, groupMetadata: { consumer.groupMetadata() }, interval: interval,
             afterRecords: configuration.kafka.commitAfterRecords
                 ?? max(1, configuration.pipeline.maxInFlightRecords / 20),
@@ -60,5 +62,7 @@ extension WorkerRuntime {
                     readiness.setNotReady(Readiness.Condition.kafkaProducer, reason: reason)
                 }
             })
+        metrics.registry.onCollect { metrics.resultsHeld.set(sink.heldRecords) }
+        return sink
     }
 }

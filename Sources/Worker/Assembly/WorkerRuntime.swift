@@ -160,13 +160,10 @@ public final class WorkerRuntime: Sendable {
         self.sink = sink
         sinkSlot.sink = sink
         metrics.registry.onCollect { metrics.resultsUnacknowledged.set(sink.unacknowledged) }
-        let transactions =
-            configuration.kafka.exactlyOnce
-            ? Self.transactionalSink(
-                configuration, producer: producer, consumer: source.consumer, metrics: metrics, readiness: readiness,
-                logger: kafkaLogger) : nil
+        let transactions = Self.transactionalSink(
+            configuration, producer: producer, consumer: source.consumer, metrics: metrics, readiness: readiness,
+            logger: kafkaLogger)
         self.transactions = transactions
-        if let transactions { metrics.registry.onCollect { metrics.resultsHeld.set(transactions.heldRecords) } }
         pipeline = Pipeline(
             configuration: pipelineConfiguration, source: source, sink: sink,
             planner: planner, transport: transport, observer: metricsObserver,
@@ -196,32 +193,6 @@ public final class WorkerRuntime: Sendable {
             metrics.credentialsRefused.set(credentialHealth.refusedPools)
         }
     }
-
-    /// The librdkafka properties: the configured ones plus those read from files (secrets).
-    static func kafkaProperties(_ kafka: WorkerConfiguration.Kafka) throws -> [String: String] {
-        var properties = kafka.properties
-        var problems: [ConfigurationProblem] = []
-        for (name, path) in kafka.propertyFiles {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                problems.append(
-                    ConfigurationProblem(
-                        path: "kafka.property_files." + name,
-                        message: "the file \(path) does not exist or cannot be read"))
-                continue
-            }
-            var value = String(decoding: data, as: UTF8.self)
-            while value.hasSuffix("\n") || value.hasSuffix("\r") { value.removeLast() }
-            properties[name] = value
-        }
-        guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
-        return properties
-    }
-
-    /// Result records handed to the producer that Kafka has not acknowledged yet (librdkafka's queue).
-    public var resultsUnacknowledged: Int { producer.queuedMessageCount }
-
-    /// The APNs pools pushes go through (environment × credential in use).
-    public var apnsPoolCount: Int { transport.pools.count }
 
     /// APNs connections open (ready or draining) across every pool.
     public var apnsConnectionsOpen: Int { apnsPoolTotals.connectionsOpen }
