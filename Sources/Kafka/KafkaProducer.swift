@@ -29,7 +29,7 @@
 /// event handler as ``KafkaEvent/fatal(_:)``, are readable as ``fatalError``, and make every later
 /// send throw; the producer must then be recreated.
 public final class KafkaProducer: Sendable {
-    private let client: RDKafkaClient
+    let client: RDKafkaClient
     private let core: ProducerCore
     private let enqueueTimeout: Duration?
     private let queueCapacity: Int

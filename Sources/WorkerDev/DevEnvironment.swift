@@ -115,7 +115,7 @@ final class DevStack: Sendable {
     init(
         failureRate: Double, latency: LatencyDistribution, metricsListen: String, group: String,
         maxInFlight: Int? = nil, threads: Int? = nil, unregisteredEvery: Int = 25, malformedEvery: Int = 50,
-        keepsAcceptedNotifications: Bool = true
+        keepsAcceptedNotifications: Bool = true, exactlyOnce: Bool = false
     ) throws {
         cluster = try MockKafkaCluster(brokers: 3)
         let topics = ["push.requests": 6, "push.outcomes": 6, "push.invalid-tokens": 3, "push.dlq": 1, "push.retry": 2]
@@ -149,6 +149,7 @@ final class DevStack: Sendable {
         document["kafka"] = [
             "brokers": .array(brokers), "group": .string(group),
             "properties": ["reconnect.backoff.max.ms": "1000", "fetch.wait.max.ms": "10"],
+            "exactly_once": .bool(exactlyOnce),
         ]
         let credential: JSONValue = [
             "type": "token", "key_file": "(generated in memory)", "key_id": .string(key.keyID),

@@ -31,6 +31,8 @@ public enum PipelineBenchmark {
         /// Prints a line every this often while the backlog drains (records finished, in flight, the cap,
         /// connections): how the cap and the pools follow the load. Default: never.
         public var timelineInterval: Duration?
+        /// `kafka.exactly_once`: results and offsets in Kafka transactions. Default: false.
+        public var exactlyOnce = false
         public init() {}
     }
 
@@ -71,7 +73,7 @@ public enum PipelineBenchmark {
             let stack = try DevStack(
                 failureRate: 0, latency: options.apnsLatency, metricsListen: "127.0.0.1:0", group: "bench",
                 maxInFlight: options.maxInFlight, threads: options.threads, unregisteredEvery: 0, malformedEvery: 0,
-                keepsAcceptedNotifications: false)
+                keepsAcceptedNotifications: false, exactlyOnce: options.exactlyOnce)
             defer { stack.simulator.stop() }
             var generator = stack.generator
             let producer = try KafkaProducer(

@@ -17,6 +17,8 @@ public final class WorkerRuntime: Sendable {
     let source: KafkaEventSource
     let producer: KafkaProducer
     let sink: KafkaResultSink
+    /// Exactly-once mode's transactional sink (`kafka.exactly_once`), else nil.
+    let transactions: KafkaTransactionalSink?
     let transport: APNsPushTransport
     let group: EventLoopGroup
     let logger: Logger
@@ -66,7 +68,9 @@ public final class WorkerRuntime: Sendable {
         // the backlog its outage left at several times the input rate, and librdkafka's 1 s auto-commit (a
         // backstop here) then left ~2,000 finished records uncommitted a second after the restart.
         consumerConfiguration.autoCommitInterval = .seconds(1)
-        if configuration.kafka.commitInterval > 0 {
+        if configuration.kafka.exactlyOnce {
+            Self.commitOnlyInTransactions(&consumerConfiguration)
+        } else if configuration.kafka.commitInterval > 0 {
             consumerConfiguration.commitInterval = .milliseconds(Int64(configuration.kafka.commitInterval * 1000))
             consumerConfiguration.commitAfterRecords =
                 configuration.kafka.commitAfterRecords ?? max(1, configuration.pipeline.maxInFlightRecords / 20)
@@ -122,8 +126,12 @@ public final class WorkerRuntime: Sendable {
         // The sink needs the producer; the status handler reads the sink's count (which includes records
         // waiting to be sent again) once the sink exists.
         let sinkSlot = ResultSinkSlot()
+        var producerConfiguration = KafkaProducerConfiguration(client: client)
+        if configuration.kafka.exactlyOnce {
+            producerConfiguration.client.properties["transactional.id"] = Self.transactionalID(configuration.kafka)
+        }
         producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: client), eventHandler: eventHandler,
+            configuration: producerConfiguration, eventHandler: eventHandler,
             statusHandler: { status in
                 Self.report(
                     status, unacknowledged: sinkSlot.sink?.unacknowledged ?? status.unacknowledged,
@@ -152,10 +160,14 @@ public final class WorkerRuntime: Sendable {
         self.sink = sink
         sinkSlot.sink = sink
         metrics.registry.onCollect { metrics.resultsUnacknowledged.set(sink.unacknowledged) }
+        let transactions = Self.transactionalSink(
+            configuration, producer: producer, consumer: source.consumer, metrics: metrics, readiness: readiness,
+            logger: kafkaLogger)
+        self.transactions = transactions
         pipeline = Pipeline(
             configuration: pipelineConfiguration, source: source, sink: sink,
             planner: planner, transport: transport, observer: metricsObserver,
-            processingExecutor: recordExecutor)
+            processingExecutor: recordExecutor, transactions: transactions)
 
         registerScrapeTimeMetrics()
         registerPoolHealthMetrics(clients, credentialHealth: credentialHealth)
@@ -181,32 +193,6 @@ public final class WorkerRuntime: Sendable {
             metrics.credentialsRefused.set(credentialHealth.refusedPools)
         }
     }
-
-    /// The librdkafka properties: the configured ones plus those read from files (secrets).
-    static func kafkaProperties(_ kafka: WorkerConfiguration.Kafka) throws -> [String: String] {
-        var properties = kafka.properties
-        var problems: [ConfigurationProblem] = []
-        for (name, path) in kafka.propertyFiles {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                problems.append(
-                    ConfigurationProblem(
-                        path: "kafka.property_files." + name,
-                        message: "the file \(path) does not exist or cannot be read"))
-                continue
-            }
-            var value = String(decoding: data, as: UTF8.self)
-            while value.hasSuffix("\n") || value.hasSuffix("\r") { value.removeLast() }
-            properties[name] = value
-        }
-        guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
-        return properties
-    }
-
-    /// Result records handed to the producer that Kafka has not acknowledged yet (librdkafka's queue).
-    public var resultsUnacknowledged: Int { producer.queuedMessageCount }
-
-    /// The APNs pools pushes go through (environment × credential in use).
-    public var apnsPoolCount: Int { transport.pools.count }
 
     /// APNs connections open (ready or draining) across every pool.
     public var apnsConnectionsOpen: Int { apnsPoolTotals.connectionsOpen }
@@ -296,6 +282,7 @@ public final class WorkerRuntime: Sendable {
         for problem in problems ?? [] {
             logger.warning("output topic not ready: \(problem)", [:])
         }
+        try await startTransactions()
         try pipeline.start()
         logger.info(
             "worker started",
@@ -361,6 +348,8 @@ public final class WorkerRuntime: Sendable {
         // before the APNs connections, so that no abandoned record publishes an outcome (`failed`, as
         // the connections close under its pushes) for work that the group's next owner does again.
         shutdownProgress.enter("closing the producer")
+        // What is held now stays uncommitted: the group does those records again.
+        transactions?.stop()
         let producer = self.producer
         let unacknowledged = sink.unacknowledged
         let producerStatus = producer.status

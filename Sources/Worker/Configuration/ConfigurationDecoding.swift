@@ -196,7 +196,7 @@ extension WorkerConfiguration {
                 object, at: "kafka",
                 known: [
                     "brokers", "group", "group_instance_id", "commit_interval", "commit_after_records", "topics",
-                    "properties", "property_files",
+                    "properties", "property_files", "exactly_once", "transaction_interval",
                 ])
             switch object["brokers"] {
             case .array(let list)?:
@@ -222,6 +222,10 @@ extension WorkerConfiguration {
             kafka.commitInterval =
                 decoder.duration(object, "commit_interval", "kafka", range: 0...60) ?? kafka.commitInterval
             kafka.commitAfterRecords = decoder.integer(object, "commit_after_records", "kafka", range: 1...1_000_000)
+            kafka.exactlyOnce = decoder.bool(object, "exactly_once", "kafka") ?? kafka.exactlyOnce
+            kafka.transactionInterval =
+                decoder.duration(object, "transaction_interval", "kafka", range: 0.001...60)
+                ?? kafka.transactionInterval
             if let topics = decoder.object(object["topics"], "kafka.topics") {
                 decoder.checkKeys(
                     topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])
@@ -401,7 +405,7 @@ extension WorkerConfiguration {
     /// Properties the worker sets itself for its delivery guarantees.
     static let ownedProperties: Set<String> = [
         "bootstrap.servers", "metadata.broker.list", "group.id", "group.instance.id", "enable.auto.commit",
-        "enable.auto.offset.store", "enable.idempotence",
+        "enable.auto.offset.store", "enable.idempotence", "transactional.id",
     ]
 
     static func isSecretProperty(_ name: String) -> Bool {

@@ -19,6 +19,12 @@ public struct WorkerConfiguration: Sendable {
         /// Finished records after which the worker commits without waiting for `commitInterval`; nil: 5 %
         /// of `pipeline.max_in_flight_records` (see `effectiveCommitAfterRecords`).
         public var commitAfterRecords: Int?
+        /// Results (outcomes, invalid tokens, dead letters, retry-topic records) are produced in Kafka
+        /// transactions together with the input offsets (see README's "Exactly-once results"). Default: `false`.
+        public var exactlyOnce = false
+        /// Seconds between transactions in exactly-once mode (one starts sooner once `commitAfterRecords`
+        /// records are ready). Default: `0.25`.
+        public var transactionInterval = 0.25
         public var requestsTopic = "push.requests"
         public var outcomesTopic = "push.outcomes"
         public var invalidTokensTopic = "push.invalid-tokens"

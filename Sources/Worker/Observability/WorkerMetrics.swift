@@ -93,6 +93,11 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_results_unacknowledged`: result records (outcomes, invalid tokens, dead letters) handed
     /// to the producer whose delivery Kafka has not acknowledged yet.
     public let resultsUnacknowledged: Gauge
+    /// `apns_worker_kafka_transactions_total{result}`: exactly-once mode's transactions, by how they ended
+    /// (`committed`, `aborted`: its results are produced again in the next; `fatal`: the worker stops).
+    public let kafkaTransactions: CounterFamily
+    /// `apns_worker_results_held`: exactly-once mode: records whose results wait for their transaction.
+    public let resultsHeld: Gauge
 
     /// Response times of APNs: a few ms on a warm connection, up to the request timeout.
     public static let responseDurationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -201,6 +206,13 @@ public final class WorkerMetrics: Sendable {
         resultsUnacknowledged = try registry.gauge(
             p + "results_unacknowledged",
             help: "Result records handed to the Kafka producer and not acknowledged by Kafka yet."
+        ).labels()
+        kafkaTransactions = try registry.counter(
+            p + "kafka_transactions_total",
+            help: "Exactly-once mode: Kafka transactions by result (committed, aborted, fatal).",
+            labelNames: ["result"])
+        resultsHeld = try registry.gauge(
+            p + "results_held", help: "Exactly-once mode: records whose results wait for their Kafka transaction."
         ).labels()
     }
 

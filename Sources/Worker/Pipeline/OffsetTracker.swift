@@ -123,6 +123,11 @@ public struct OffsetTracker: Sendable {
         return result
     }
 
+    /// Whether `generation` is the partition's current one (it was not forgotten since the record was taken).
+    public func isCurrent(_ partition: TopicPartition, generation: UInt64) -> Bool {
+        ledgers[partition]?.generation == generation
+    }
+
     /// Records of `partition` taken and not yet committable (finished ones waiting behind an unfinished one
     /// included).
     public func held(_ partition: TopicPartition) -> Int { ledgers[partition]?.held ?? 0 }

@@ -13,7 +13,8 @@ extension Pipeline {
         state.withLock { $0.receiving = false }
         source.stopReceiving()
         let deadline = MonotonicClock.seconds() + timeout
-        while MonotonicClock.seconds() < deadline, recordsInFlight > 0 {
+        // A transactional sink that stopped for good commits nothing more: waiting would only delay the exit.
+        while MonotonicClock.seconds() < deadline, recordsInFlight > 0, transactions?.failure == nil {
             try? await Task.sleep(for: .milliseconds(5))
         }
         let (left, unfinished) = state.withLock { state -> (Int, [TopicPartition: Int]) in
@@ -25,7 +26,13 @@ extension Pipeline {
         }
         leftBehind?(unfinished)
         // Within the drain's time only: what is still unfinished at its end stays uncommitted anyway.
-        _ = await sink.flush(timeout: max(0, deadline - MonotonicClock.seconds()))
+        let remaining = max(0, deadline - MonotonicClock.seconds())
+        if let transactions {
+            _ = await transactions.commit(
+                until: ContinuousClock.now.advanced(by: .milliseconds(Int64(remaining * 1000))))
+        } else {
+            _ = await sink.flush(timeout: remaining)
+        }
         try? await source.close()
         // Idle lanes end now; a lane still busy with an abandoned record ends when that record does.
         lanes.stop()

@@ -9,6 +9,12 @@ extension Pipeline {
         _ outputs: [OutboundRecord], of record: SourceRecord, generation: UInt64, outcomes: [OutcomeRecord],
         eventTime: Double?
     ) {
+        if let transactions {
+            publishHeld(
+                outputs, of: record, generation: generation, outcomes: outcomes, eventTime: eventTime,
+                into: transactions)
+            return
+        }
         let countdown = AcknowledgementCountdown(count: outputs.count)
         let invalidTokens = outputs.reduce(0) { $0 + ($1.topic == configuration.invalidTokensTopic ? 1 : 0) }
         let parked = outputs.last?.topic == configuration.retryTopic

@@ -72,7 +72,9 @@ extension Pipeline {
 
     public func revoking(_ partitions: [TopicPartition], deadline: ContinuousClock.Instant) async {
         state.withLock { $0.revoking.formUnion(partitions) }
-        while ContinuousClock.now < deadline {
+        // Exactly-once: the last second is the transaction's that commits what finished.
+        let waitUntil = transactions == nil ? deadline : deadline.advanced(by: .seconds(-1))
+        while ContinuousClock.now < waitUntil {
             let unfinished = state.withLock { state in partitions.reduce(0) { $0 + state.tracker.unfinished($1) } }
             if unfinished == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
@@ -91,5 +93,12 @@ extension Pipeline {
         }
         // Gone with the revoke (a new assignment starts fetching afresh), so no longer paused here.
         if !noLongerStopped.isEmpty { observer?.flowChanged(paused: false, partitions: noLongerStopped) }
+        if let transactions {
+            // Before the partitions go: what finished is committed with its offsets; the results of records
+            // behind an unfinished one are dropped, and the next owner does those records again.
+            _ = await transactions.commit(until: deadline)
+            // A transaction under way when the commit's time ran out gets up to 2 s more to end.
+            await transactions.release(partitions, waitingUntil: deadline.advanced(by: .seconds(2)))
+        }
     }
 }

@@ -89,6 +89,8 @@ public final class Pipeline: SourceHandler {
     public let configuration: PipelineConfiguration
     let source: any EventSource
     let sink: any ResultSink
+    /// Set in exactly-once mode: results and offsets go here instead of to `sink` and the source.
+    let transactions: (any TransactionalResultSink)?
     let planner: any NotificationPlanner
     let transport: any PushTransport
     let observer: (any PipelineObserver)?
@@ -111,11 +113,17 @@ public final class Pipeline: SourceHandler {
     ///   lane): the worker passes its event loops, so that a record's sends and their responses stay on
     ///   one thread. Only non-blocking work runs on a lane. Nil runs records on the global concurrent
     ///   executor.
+    /// - Parameter transactions: exactly-once mode: each record's results are held until the record and
+    ///   every earlier one of its partition are finished, then written in a transaction with the offset
+    ///   (`sink` and the source's offset storage are then unused). A record counts against the in-flight
+    ///   cap until its transaction commits, so the cap bounds the results held.
     public init(
         configuration: PipelineConfiguration, source: any EventSource, sink: any ResultSink,
         planner: any NotificationPlanner, transport: any PushTransport, observer: (any PipelineObserver)? = nil,
-        processingExecutor: (@Sendable () -> any TaskExecutor)? = nil
+        processingExecutor: (@Sendable () -> any TaskExecutor)? = nil,
+        transactions: (any TransactionalResultSink)? = nil
     ) {
+        self.transactions = transactions
         self.configuration = configuration
         self.source = source
         self.sink = sink
@@ -153,5 +161,5 @@ public final class Pipeline: SourceHandler {
     /// The in-flight cap now: what the transport can carry, within `maxRecordsInFlight`.
     public var recordsInFlightLimit: Int { state.withLock { $0.flow.capacity } }
     /// Set when results could not be published; the worker must stop without committing past it.
-    public var fatalError: String? { state.withLock { $0.fatalError } }
+    public var fatalError: String? { state.withLock { $0.fatalError } ?? transactions?.failure }
 }

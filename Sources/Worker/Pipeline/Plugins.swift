@@ -221,3 +221,30 @@ public struct PlanningError: Error, Sendable {
         self.message = message
     }
 }
+
+/// Where results go when they must be written together with the input offsets, atomically
+/// (`kafka.exactly_once`: Kafka transactions). It replaces both the ``ResultSink`` and the source's offset
+/// storage: a record's results are held until the record and every earlier one of its partition are
+/// finished, and then written in one transaction with the offset after them.
+public protocol TransactionalResultSink: Sendable {
+    /// The most bytes one record may have (key, value and headers); a larger one is replaced by a smaller
+    /// dead letter before it is held. Nil: no limit known.
+    var maximumRecordBytes: Int? { get }
+    /// Holds the results of the record at `offset` of `partition`. `settled` runs once: `true` when they
+    /// were committed with an offset past the record, `false` when they were dropped because the partition
+    /// was released (its next owner does the record again). Non-blocking.
+    func hold(
+        _ outputs: [OutboundRecord], partition: TopicPartition, offset: Int64,
+        settled: @escaping @Sendable (Bool) -> Void)
+    /// Every record of `partition` before `nextOffset` is finished: their held results and this offset go
+    /// in the next transaction. Non-blocking.
+    func committable(_ partition: TopicPartition, nextOffset: Int64)
+    /// Commits what is committable now, by `deadline`; true when it did (or there was nothing to commit).
+    func commit(until deadline: ContinuousClock.Instant) async -> Bool
+    /// Drops what is held for `partitions` (revoked): their records' `settled` runs with `false`. Waits first
+    /// (until `deadline`) for a transaction under way, which may carry their offsets: once this returns, no
+    /// offset of theirs is committed any more, so their next owner starts where this one's last commit ended.
+    func release(_ partitions: [TopicPartition], waitingUntil deadline: ContinuousClock.Instant) async
+    /// Why the sink stopped for good (fenced, a fatal producer error); the worker must stop.
+    var failure: String? { get }
+}

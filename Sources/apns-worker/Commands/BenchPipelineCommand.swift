@@ -42,6 +42,10 @@ struct BenchPipelineCommand: Command {
             "--apns-latency-ms", "SPEC",
             "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
                 + "FIXED+exp:MEAN. Prints the rate the streams and the in-flight cap allow at it. Default: 0."),
+        .flag(
+            "--exactly-once",
+            "kafka.exactly_once: results and offsets in Kafka transactions (the mock cluster's, which cost no "
+                + "broker time: a lower bound of the cost)."),
     ]
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
@@ -60,6 +64,7 @@ struct BenchPipelineCommand: Command {
             options.timelineInterval = .milliseconds(milliseconds)
         }
         options.threads = try arguments.integer("--threads", range: 1...64)
+        options.exactlyOnce = arguments.has("--exactly-once")
         if let spec = arguments.value("--apns-latency-ms") {
             options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
         }

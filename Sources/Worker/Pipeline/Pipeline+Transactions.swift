@@ -1,0 +1,145 @@
+// Exactly-once mode (`kafka.exactly_once`): a record's results are held by the transactional sink instead
+// of being published at once. Finishing then has two steps: held (the record is finished for its partition's
+// offset, which the sink commits with the results of every record before it) and settled (its transaction
+// committed, or its partition was released): only then does it stop counting against the in-flight cap.
+
+import Synchronization
+
+extension Pipeline {
+    func publishHeld(
+        _ outputs: [OutboundRecord], of record: SourceRecord, generation: UInt64, outcomes: [OutcomeRecord],
+        eventTime: Double?, into transactions: any TransactionalResultSink
+    ) {
+        // A result Kafka could never take is replaced by a smaller dead letter, as in the default mode; the
+        // collector answers at once, so every output is settled when the loop ends.
+        let collector = HeldOutputs(limitBytes: transactions.maximumRecordBytes)
+        let deadLetters = DeadLetterReplacement(sink: collector, topic: configuration.deadLetterTopic)
+        var published = true
+        for output in outputs {
+            guard let limit = collector.limitBytes, output.byteCount > limit else {
+                collector.keep(output)
+                continue
+            }
+            let refusal = RecordTooLargeError(
+                topic: output.topic, limitBytes: limit,
+                detail: "\(output.byteCount) bytes, more than message.max.bytes (\(limit))")
+            let replaced = Mutex<Result<DeadLetter, any Error>?>(nil)
+            deadLetters.publish(replacing: output, of: record, after: refusal) { result in
+                replaced.withLock { $0 = result }
+            }
+            switch replaced.withLock({ $0 }) {
+            case .success(let letter)?:
+                if letter.resultTopic != nil {
+                    observer?.deadLettered(record, errorClass: letter.errorClass, message: letter.message)
+                }
+            case .failure(let error)?:
+                published = false
+                state.withLock {
+                    $0.fatalError =
+                        $0.fatalError
+                        ?? "results of \(record.topicPartition) offset \(record.offset) could not be published: \(error)"
+                }
+            case nil:
+                published = false
+            }
+        }
+        let invalidTokens = outputs.reduce(0) { $0 + ($1.topic == configuration.invalidTokensTopic ? 1 : 0) }
+        let parked = outputs.last?.topic == configuration.retryTopic
+        let partition = record.topicPartition
+        let settle: @Sendable (Bool) -> Void = { [self] committed in
+            settleHeld(
+                committed: committed, outcomes: outcomes, invalidTokens: invalidTokens, parked: parked,
+                eventTime: eventTime)
+        }
+        let changes = state.withLock { state -> FlowChanges? in
+            guard published else {
+                // Never held: its offset is never committed, and it holds its partition back until the restart.
+                state.counters.publishFailures += 1
+                return FlowChanges()
+            }
+            // A record of a partition revoked since it was taken: the next owner does it again.
+            guard state.tracker.isCurrent(partition, generation: generation) else { return nil }
+            // Held before its offset can become committable, both under the pipeline's lock: a transaction
+            // never takes an offset past a record whose results it does not carry.
+            transactions.hold(collector.records, partition: partition, offset: record.offset, settled: settle)
+            let (committable, released) = state.tracker.finishReleasing(
+                partition, offset: record.offset, generation: generation)
+            if let committable { transactions.committable(partition, nextOffset: committable) }
+            var result = FlowChanges()
+            if released > 0, state.fetchStopped.contains(partition),
+                state.tracker.held(partition) <= resumeHolding(partition, state.flow)
+            {
+                state.fetchStopped.remove(partition)
+                result.resumeFetching = partition
+                result.running = [partition]
+            }
+            return result
+        }
+        guard let changes else {
+            settle(false)
+            return
+        }
+        if let partition = changes.resumeFetching { source.resumeFetching([partition]) }
+        if !changes.running.isEmpty { observer?.flowChanged(paused: false, partitions: changes.running) }
+    }
+
+    /// A held record's transaction committed (`committed`), or its partition was released: it stops counting
+    /// against the in-flight cap, and a committed one is counted and observed as published.
+    func settleHeld(committed: Bool, outcomes: [OutcomeRecord], invalidTokens: Int, parked: Bool, eventTime: Double?) {
+        let changes = state.withLock { state -> FlowChanges in
+            var result = FlowChanges()
+            if committed {
+                state.counters.recordsFinished += 1
+                state.counters.outcomes += outcomes.count
+                if !outcomes.isEmpty { state.sizing.recordFinished(pushes: outcomes.count) }
+                result.resizeDue = state.sizing.tick()
+                state.counters.invalidTokens += invalidTokens
+                for index in outcomes.indices { state.counters.byStatus[outcomes[index].status, default: 0] += 1 }
+                if parked {
+                    state.counters.parked += 1
+                } else if outcomes.isEmpty {
+                    state.counters.deadLettered += 1
+                }
+            }
+            if state.flow.recordsFinished(1) == .resume {
+                result.resume = Array(state.assigned)
+                result.running = result.resume.filter { !state.fetchStopped.contains($0) }
+            }
+            return result
+        }
+        if !changes.resume.isEmpty { source.resume(changes.resume) }
+        if !changes.running.isEmpty { observer?.flowChanged(paused: false, partitions: changes.running) }
+        if committed, let observer {
+            for index in outcomes.indices { observer.outcomePublished(outcomes[index], eventTime: eventTime) }
+        }
+        if changes.resizeDue { resizeInFlightCap() }
+    }
+}
+
+/// Collects one record's results for the transactional sink: a record within the size limit is kept and
+/// acknowledged at once; a larger one is refused as too large, as Kafka would refuse it.
+final class HeldOutputs: ResultSink {
+    let limitBytes: Int?
+    private let kept = Mutex<[OutboundRecord]>([])
+
+    init(limitBytes: Int?) { self.limitBytes = limitBytes }
+
+    var records: [OutboundRecord] { kept.withLock { $0 } }
+
+    func keep(_ record: OutboundRecord) { kept.withLock { $0.append(record) } }
+
+    func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        if let limitBytes, record.byteCount > limitBytes {
+            acknowledged(
+                .failure(
+                    RecordTooLargeError(
+                        topic: record.topic, limitBytes: limitBytes,
+                        detail: "\(record.byteCount) bytes, more than message.max.bytes (\(limitBytes))")))
+            return
+        }
+        keep(record)
+        acknowledged(.success(()))
+    }
+
+    func flush(timeout: Double) async -> Bool { true }
+}

@@ -1,0 +1,52 @@
+// kafka.exactly_once and kafka.transaction_interval: off and 250 ms by default, taken when set, an interval
+// out of range refused with its key, and kafka.properties.transactional.id refused (the worker derives it).
+
+import JSON
+import Testing
+
+@testable import Worker
+
+@Suite struct ExactlyOnceConfigurationTests {
+    func configuration(_ settings: JSONObject) throws -> WorkerConfiguration {
+        var kafka: JSONObject = ["brokers": ["k1:9092"]]
+        for member in settings { kafka[member.key] = member.value }
+        let document: JSONValue = [
+            "kafka": .object(kafka),
+            "credentials": [
+                "team-key": [
+                    "type": "token", "key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ",
+                ]
+            ],
+            "apps": ["com.example.chat": ["credential": "team-key"]],
+        ]
+        return try WorkerConfiguration(decoding: document)
+    }
+
+    @Test func isOffByDefaultWithAQuarterSecondInterval() throws {
+        let kafka = try configuration([:]).kafka
+        #expect(!kafka.exactlyOnce)
+        #expect(kafka.transactionInterval == 0.25)
+    }
+
+    @Test func takesBothKeys() throws {
+        let kafka = try configuration(["exactly_once": true, "transaction_interval": "100ms"]).kafka
+        #expect(kafka.exactlyOnce)
+        #expect(kafka.transactionInterval == 0.1)
+    }
+
+    @Test func refusesAnIntervalOutOfRangeAndATransactionalIDOfItsOwn() {
+        let interval = #expect(throws: ConfigurationError.self) { try configuration(["transaction_interval": "0s"]) }
+        #expect("\(interval.map { "\($0)" } ?? "")".contains("kafka.transaction_interval"))
+        let property = #expect(throws: ConfigurationError.self) {
+            try configuration(["properties": ["transactional.id": "mine"]])
+        }
+        #expect("\(property.map { "\($0)" } ?? "")".contains("kafka.properties.transactional.id"))
+    }
+
+    @Test func theTransactionalIDIsTheGroupAndTheInstance() throws {
+        var kafka = try configuration(["group": "push", "group_instance_id": "apns-worker-3"]).kafka
+        #expect(WorkerRuntime.transactionalID(kafka) == "apns-worker-push-apns-worker-3")
+        kafka.groupInstanceID = ""
+        #expect(WorkerRuntime.transactionalID(kafka).hasPrefix("apns-worker-push-"))
+    }
+}
