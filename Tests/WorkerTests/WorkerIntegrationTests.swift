@@ -31,7 +31,13 @@ final class WorkerHarness: Sendable {
     let cluster: MockKafkaCluster
     let simulator: APNsSimulator
     let key: ProviderTokenKey
-    let logWriter = LogWriter(configuration: .init(level: .critical))
+    /// The workers' log, quiet unless APNS_WORKER_TEST_LOG_LEVEL names a level (`info` shows every rebalance
+    /// and commit failure, to find out why a run redid what it did).
+    let logWriter = LogWriter(
+        configuration: .init(
+            level: ProcessInfo.processInfo.environment["APNS_WORKER_TEST_LOG_LEVEL"].flatMap { name in
+                LogLevel.allCases.first { $0.name == name }
+            } ?? .critical, rateLimitBurst: 1000))
 
     init(simulator configure: (inout SimulatorConfiguration) -> Void = { _ in }) throws {
         cluster = try MockKafkaCluster(brokers: 3)
@@ -264,8 +270,17 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         #expect(worker.pipeline.counters.recordsFinished == 1500)
         await worker.shutdown(timeout: 10)
         let outcomes = try await harness.outcomes(atLeast: first.count + second.count)
-        #expect(Set(pairs(outcomes).keys) == first.union(second))
-        #expect(try await harness.committedTotal() == 1500)
+        let counts = pairs(outcomes)
+        let expected = first.union(second)
+        let missing = expected.subtracting(counts.keys)
+        let committed = try await harness.committedTotal()
+        print(
+            "broker-down test: \(worker.pipeline.counters.recordsFinished) records finished, \(outcomes.count) outcomes, "
+                + "\(counts.count) of \(expected.count) pairs, \(missing.count) missing, "
+                + "\(counts.values.reduce(0) { $0 + $1 - 1 }) duplicates, \(committed) committed; missing: "
+                + missing.sorted().prefix(20).joined(separator: " "))
+        #expect(Set(counts.keys) == expected)
+        #expect(committed == 1500)
         await harness.stop()
     }
 
@@ -314,7 +329,15 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         // commits while a rebalance is open, so here it is what was finished since the last auto-commit
         // (every second) at each of the eager protocol's rebalances.
         let duplicates = counts.values.reduce(0) { $0 + $1 - 1 }
-        print("rebalance test: \(outcomes.count) outcomes for \(expected.count) pairs, \(duplicates) duplicates")
+        print(
+            "rebalance test: \(outcomes.count) outcomes for \(expected.count) pairs, \(duplicates) duplicates, "
+                + "\(expected.subtracting(counts.keys).count) missing, most seen \(counts.values.max() ?? 0) times, "
+                + "\(counts.values.filter { $0 > 2 }.count) pairs seen more than twice; finished by the first worker "
+                + "\(first.pipeline.counters.recordsFinished), by the second \(second.pipeline.counters.recordsFinished)")
+        for outcome in outcomes where counts[
+            "\(outcome["event_id"]?.stringValue ?? "?")/\(outcome["device_token"]?.stringValue ?? "?")"] ?? 0 > 2 {
+            print("seen more than twice: \(outcome["source"]?.compactString ?? "?")")
+        }
         #expect(counts.values.allSatisfy { $0 <= 3 }, "no record is redone at more than each of the two rebalances")
         await harness.stop()
     }
