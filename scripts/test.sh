@@ -30,8 +30,8 @@ grep -E 'Test run with|Executed [0-9]+ tests' /tmp/apns-worker-swift-test.log | 
 # The Kafka suites again on librdkafka 2.16 (confluent-kafka's wheel, same SONAME as Debian's 2.0.2, loaded in
 # its place at run time): its own mock cluster, its consumer group protocol, its fixes. With them every worker
 # test that runs librdkafka: the whole worker on the mock cluster (WorkerIntegrationTests: outage, rebalance,
-# 10,000 events), parking through the retry topic, and librdkafka's refusal of bad properties. The worker
-# suites add ~100 s here (docs/performance.md).
+# 10,000 events), parking through the retry topic, and librdkafka's refusal of bad properties (their time
+# here: docs/performance.md).
 rdkafka216=$(scripts/librdkafka-2.16.sh)
 set +e
 LD_LIBRARY_PATH="$rdkafka216" swift test --skip-build \
