@@ -326,7 +326,8 @@ import Testing
         #expect(await eventually(timeout: .seconds(20)) { source.stored[partition] == 2 })
         // The reader holds offset 5 of the first assignment when the partition is revoked and, as an eager
         // rebalance may do, assigned straight back; the commit before the revoke did not land, so the
-        // partition is read again from offset 2.
+        // partition is read again from offset 2 (offsets 2 to 4 had not reached this worker, or were dropped
+        // while the revoke was under way).
         source.revoke(partition)
         await pipeline.revoking([partition], deadline: .now + .seconds(1))
         source.assign(partition, number: 2)
