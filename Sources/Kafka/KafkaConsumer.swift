@@ -115,6 +115,13 @@ public final class KafkaConsumer: Sendable {
     /// Several tasks may iterate at once; each record goes to one of them.
     public var messages: KafkaConsumerMessages { KafkaConsumerMessages(client: client, core: core) }
 
+    /// Whether `partition` is still assigned under `assignment` (a record's ``KafkaConsumerMessage/assignment``):
+    /// false once it was revoked, even if it was assigned again since. A record that is no longer current
+    /// must not be processed: its partition's owner reads it again. Non-blocking (one short lock); any thread.
+    public func isCurrent(_ partition: KafkaTopicPartition, assignment: UInt64) -> Bool {
+        core.state.withLock { $0.assignmentNumbers[partition] == assignment }
+    }
+
     /// How many received records wait in the hand-off (at most `bufferCapacity`, see ``KafkaConsumer``).
     public var bufferedMessageCount: Int { core.bufferedCount }
 

@@ -34,10 +34,14 @@ extension ConsumerCore {
     // MARK: Poll-thread side
 
     /// Hands a received record to a waiting reader or buffers it.
-    func deliver(_ message: KafkaConsumerMessage) {
+    func deliver(_ received: KafkaConsumerMessage) {
         state.withLock { state in
             // A record of a partition revoked meanwhile is dropped: it is redelivered to its new owner.
-            guard state.assignment.contains(message.topicPartition) else { return }
+            guard state.assignment.contains(received.topicPartition),
+                let assignment = state.assignmentNumbers[received.topicPartition]
+            else { return }
+            var message = received
+            message.assignment = assignment
             if !state.waiters.isEmpty {
                 state.waiters.removeFirst().continuation.resume(returning: message)
                 return

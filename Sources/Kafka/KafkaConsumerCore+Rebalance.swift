@@ -35,10 +35,13 @@ extension ConsumerCore {
         state.withLock { state in
             if !cooperative {
                 state.assignment = []
+                state.assignmentNumbers = [:]
                 state.pausedByOwner = []
                 state.pausedForBuffer = []
             }
             state.assignment.formUnion(partitions)
+            state.assignmentsMade += 1
+            for partition in partitions { state.assignmentNumbers[partition] = state.assignmentsMade }
             let fresh = Set(partitions)
             if state.isThrottled {
                 Self.setPaused(true, fresh, handle: rebalance.handle)
@@ -137,6 +140,7 @@ extension ConsumerCore {
         let revoked = Set(partitions)
         state.withLock { state in
             state.assignment.subtract(revoked)
+            for partition in revoked { state.assignmentNumbers[partition] = nil }
             state.pausedByOwner.subtract(revoked)
             state.pausedForBuffer.subtract(revoked)
             state.buffer.removeAll { revoked.contains($0.topicPartition) }

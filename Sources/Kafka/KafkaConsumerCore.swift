@@ -20,6 +20,10 @@ final class ConsumerCore: Sendable {
         /// A fatal error: every later `next()` throws it.
         var failure: KafkaError?
         var assignment: Set<KafkaTopicPartition> = []
+        /// The number of each assigned partition's assignment (see `KafkaConsumerMessage.assignment`).
+        var assignmentNumbers: [KafkaTopicPartition: UInt64] = [:]
+        /// Assignments made so far: the last one's number.
+        var assignmentsMade: UInt64 = 0
         /// Paused by the owner through `KafkaConsumer.pause`.
         var pausedByOwner: Set<KafkaTopicPartition> = []
         /// Paused by the hand-off because it was full (and not also paused by the owner).
@@ -141,6 +145,7 @@ final class ConsumerCore: Sendable {
             state.closeError = error
             state.buffer.removeAll { _ in true }
             state.assignment = []
+            state.assignmentNumbers = [:]
             state.status.partitionsAssigned = 0
             for waiter in state.waiters { waiter.continuation.resume(returning: nil) }
             state.waiters = []

@@ -61,6 +61,12 @@ public struct KafkaConsumerMessage: Sendable {
     public var value: [UInt8]?
     public var headers: [KafkaHeader]
     public var timestamp: KafkaTimestamp?
+    /// Which assignment of its partition to this consumer the record was received under (a number the
+    /// consumer gives each assignment; 0 in a test double's records). A record taken from ``KafkaConsumer/messages``
+    /// just before its partition was revoked may reach its reader after that, even after the partition
+    /// came back (an eager rebalance hands a member its partitions straight back), which then reads it
+    /// again from the committed offset: ``KafkaConsumer/isCurrent(_:assignment:)`` tells the two apart.
+    public var assignment: UInt64 = 0
 
     public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
 

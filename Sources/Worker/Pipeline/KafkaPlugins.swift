@@ -86,6 +86,10 @@ public final class KafkaEventSource: EventSource {
         }
     }
 
+    public func isCurrent(_ record: SourceRecord) -> Bool {
+        consumer.isCurrent(KafkaTopicPartition(record.topicPartition), assignment: record.assignment)
+    }
+
     public func pause(_ partitions: [TopicPartition]) {
         gate.close(partitions)
     }
@@ -292,5 +296,6 @@ extension SourceRecord {
             topic: message.topic, partition: message.partition, offset: message.offset, key: message.key,
             value: message.value, headers: message.headers.map { RecordHeader(name: $0.name, value: $0.value) },
             timestamp: message.timestamp.map { Double($0.millisecondsSince1970) / 1000 })
+        assignment = message.assignment
     }
 }

@@ -6,7 +6,11 @@ extension Pipeline {
         let partition = record.topicPartition
         let (generation, pausePartitions, stopFetching, resizeDue) = state.withLock {
             state -> (UInt64?, [TopicPartition]?, Bool, Bool) in
-            guard state.receiving, !state.revoking.contains(partition) else { return (nil, nil, false, false) }
+            // Checked under the lock, so that a revoke's `forget` comes either before (the record is not
+            // current) or after (the record is in flight, and the revoke waits for it).
+            guard state.receiving, !state.revoking.contains(partition), source.isCurrent(record) else {
+                return (nil, nil, false, false)
+            }
             state.assigned.insert(partition)
             guard let generation = state.tracker.take(partition, offset: record.offset) else {
                 return (nil, nil, false, false)

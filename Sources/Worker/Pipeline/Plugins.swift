@@ -27,6 +27,9 @@ public struct SourceRecord: Sendable {
     public var headers: [RecordHeader]
     /// The record's timestamp in UNIX seconds, when the broker gave one.
     public var timestamp: Double?
+    /// Which assignment of its partition the source received the record under (the source's number;
+    /// 0 from a source whose partitions never move): see ``EventSource/isCurrent(_:)``.
+    public var assignment: UInt64 = 0
 
     public init(
         topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]?,
@@ -88,6 +91,19 @@ public protocol EventSource: Sendable {
     func stopReceiving()
     /// Commits stored offsets and leaves the group.
     func close() async throws
+    /// Whether the record's partition is still assigned as it was when the record was received. A record
+    /// handed over after its partition was revoked (even if it was assigned again since) must not be
+    /// taken: the partition's owner reads it again from the committed offset, and taking it would make
+    /// this worker process a record it does not own, or, with the partition back, start the partition's
+    /// bookkeeping past the records read again, which would then be dropped as already taken and their
+    /// offsets stored while their first processing (abandoned at the revoke) may still be running.
+    /// Called under the pipeline's lock: non-blocking.
+    func isCurrent(_ record: SourceRecord) -> Bool
+}
+
+extension EventSource {
+    /// For sources whose partitions never move.
+    public func isCurrent(_ record: SourceRecord) -> Bool { true }
 }
 
 /// Where results go (Kafka in production). Acknowledgements arrive asynchronously.
