@@ -50,7 +50,7 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     assert abs(loops + kafka_clients + other - worker) <= 0.3
     p50, p99 = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert 0 < p50 <= p99 < 30_000
-    (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 5000\)", out)
+    (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 8000\)", out)
     assert 0 < rss < 256
     idle, rss_idle = number(r"RSS after (\d+) s idle: (\d+) MB", out)
     assert idle == 1 and 0 < rss_idle <= rss
@@ -58,7 +58,7 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     connections, pools, initial, ceiling, cap, in_flight, bound = number(
         r"APNs connections at most (\d+) across (\d+) pools \(each: apns.connections (\d+), max_connections (\d+)\); "
         r"in-flight cap at most (\d+), records in flight at most (\d+) \(max_in_flight_records (\d+)\)", out)
-    assert (initial, ceiling, bound) == (2, 8, 5000)
+    assert (initial, ceiling, bound) == (2, 8, 8000)
     # The dev stack's devices are in both environments: a pool each, each within its own limits.
     assert pools >= 1 and initial <= connections <= ceiling * pools
     assert 256 <= cap <= bound and 0 < in_flight <= cap

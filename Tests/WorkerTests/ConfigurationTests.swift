@@ -31,7 +31,7 @@ import Testing
             configuration.credentials["team-key"]
                 == .token(keyFile: "/s/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
         #expect(configuration.apps["com.example.chat"]?.credentialName(for: .sandbox) == "team-key")
-        #expect(configuration.pipeline.maxInFlightRecords == 5000)
+        #expect(configuration.pipeline.maxInFlightRecords == 8000)
         #expect(configuration.retry.maxAttempts == 5)
         #expect(configuration.retry.baseBackoff == 0.25)
         #expect(configuration.apns.connections == 2)

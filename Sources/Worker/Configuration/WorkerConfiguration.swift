@@ -103,9 +103,10 @@ public struct WorkerConfiguration: Sendable {
     public struct Pipeline: Sendable {
         /// The most records in flight. Below it the cap follows what the APNs pools can carry (their
         /// connections × the server's stream limit, ÷ the pushes per record seen), so that a long round
-        /// trip still fills them; this bound is what limits memory and the work a crash redoes.
-        /// Default: `5000`.
-        public var maxInFlightRecords = 5000
+        /// trip still fills them; this bound is what limits memory and the work a crash redoes. At the
+        /// default a 300 ms round trip still runs at the rate of a 1 ms one (docs/performance.md).
+        /// Default: `8000`.
+        public var maxInFlightRecords = 8000
         /// Default: half of `maxInFlightRecords`.
         public var resumeBelow: Int?
         /// Seconds a revoke waits for in-flight records of the revoked partitions. Default: `10`.
