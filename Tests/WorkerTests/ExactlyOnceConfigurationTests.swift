@@ -8,18 +8,7 @@ import Testing
 
 @Suite struct ExactlyOnceConfigurationTests {
     func configuration(_ settings: JSONObject) throws -> WorkerConfiguration {
-        var kafka: JSONObject = ["brokers": ["k1:9092"]]
-        for member in settings { kafka[member.key] = member.value }
-        let document: JSONValue = [
-            "kafka": .object(kafka),
-            "credentials": [
-                "team-key": [
-                    "type": "token", "key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ",
-                ]
-            ],
-            "apps": ["com.example.chat": ["credential": "team-key"]],
-        ]
-        return try WorkerConfiguration(decoding: document)
+        try KafkaSectionConfiguration.decode(kafka: settings)
     }
 
     @Test func isOffByDefaultWithAQuarterSecondInterval() throws {

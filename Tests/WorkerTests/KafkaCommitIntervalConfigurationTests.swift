@@ -10,19 +10,10 @@ import Testing
     func configuration(commitInterval: JSONValue? = nil, commitAfterRecords: JSONValue? = nil) throws
         -> WorkerConfiguration
     {
-        var kafka: JSONObject = ["brokers": ["k1:9092"]]
+        var kafka: JSONObject = [:]
         kafka["commit_interval"] = commitInterval
         kafka["commit_after_records"] = commitAfterRecords
-        let document: JSONValue = [
-            "kafka": .object(kafka),
-            "credentials": [
-                "team-key": [
-                    "type": "token", "key_file": "/s/AuthKey.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ",
-                ]
-            ],
-            "apps": ["com.example.chat": ["credential": "team-key"]],
-        ]
-        return try WorkerConfiguration(decoding: document)
+        return try KafkaSectionConfiguration.decode(kafka: kafka)
     }
 
     @Test func defaultsToAQuarterSecondAndTakesADurationWithItsUnit() throws {

@@ -78,19 +78,8 @@ extension Pipeline {
                     ?? "results of \(partition) offset \(record.offset) could not be published"
                 return FlowChanges()
             }
-            state.counters.recordsFinished += 1
-            state.counters.outcomes += outcomes.count
-            if !outcomes.isEmpty { state.sizing.recordFinished(pushes: outcomes.count) }
             var result = FlowChanges()
-            result.resizeDue = state.sizing.tick()
-            state.counters.invalidTokens += invalidTokens
-            // By index: `for outcome in` copies each record (a dozen references) just to read its status.
-            for index in outcomes.indices { state.counters.byStatus[outcomes[index].status, default: 0] += 1 }
-            if parked {
-                state.counters.parked += 1
-            } else if outcomes.isEmpty {
-                state.counters.deadLettered += 1
-            }
+            result.resizeDue = state.countFinished(outcomes: outcomes, invalidTokens: invalidTokens, parked: parked)
             // The in-flight cap counts this record until now; the records it releases (itself and those
             // finished behind it) stop counting towards its partition's limit of held records.
             let (committable, released) = state.tracker.finishReleasing(
@@ -146,5 +135,24 @@ final class AcknowledgementCountdown: Sendable {
         let left = remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue
         guard left == 0 else { return nil }
         return !failed.load(ordering: .relaxed)
+    }
+}
+
+extension Pipeline.State {
+    /// Counts a record whose results are safely in Kafka, and its pushes for the in-flight sizing; true
+    /// when the cap is due to be computed again.
+    mutating func countFinished(outcomes: [OutcomeRecord], invalidTokens: Int, parked: Bool) -> Bool {
+        counters.recordsFinished += 1
+        counters.outcomes += outcomes.count
+        if !outcomes.isEmpty { sizing.recordFinished(pushes: outcomes.count) }
+        counters.invalidTokens += invalidTokens
+        // By index: `for outcome in` copies each record (a dozen references) just to read its status.
+        for index in outcomes.indices { counters.byStatus[outcomes[index].status, default: 0] += 1 }
+        if parked {
+            counters.parked += 1
+        } else if outcomes.isEmpty {
+            counters.deadLettered += 1
+        }
+        return sizing.tick()
     }
 }

@@ -89,17 +89,8 @@ extension Pipeline {
         let changes = state.withLock { state -> FlowChanges in
             var result = FlowChanges()
             if committed {
-                state.counters.recordsFinished += 1
-                state.counters.outcomes += outcomes.count
-                if !outcomes.isEmpty { state.sizing.recordFinished(pushes: outcomes.count) }
-                result.resizeDue = state.sizing.tick()
-                state.counters.invalidTokens += invalidTokens
-                for index in outcomes.indices { state.counters.byStatus[outcomes[index].status, default: 0] += 1 }
-                if parked {
-                    state.counters.parked += 1
-                } else if outcomes.isEmpty {
-                    state.counters.deadLettered += 1
-                }
+                result.resizeDue = state.countFinished(
+                    outcomes: outcomes, invalidTokens: invalidTokens, parked: parked)
             }
             if state.flow.recordsFinished(1) == .resume {
                 result.resume = Array(state.assigned)
