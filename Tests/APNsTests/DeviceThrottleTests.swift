@@ -16,7 +16,7 @@ struct DeviceThrottleTests {
     @Test func aDeviceAPNsNeverThrottledIsNotPaced() {
         let throttle = DeviceThrottle()
         #expect(!throttle.isThrottled(hot))
-        #expect(throttle.reserveSlot(for: hot, now: 0) == .zero)
+        #expect(throttle.wait(for: hot, now: 0) == .zero)
         throttle.delivered(hot)
         #expect(throttle.throttledDevices == 0)
     }
@@ -26,24 +26,24 @@ struct DeviceThrottleTests {
         throttle.refused(hot, retryAfter: nil, now: 0)
         #expect(throttle.isThrottled(hot) && !throttle.isThrottled("bb"))
         // 10 a second: one slot every 100 ms, the first one interval after the refusal.
-        #expect(throttle.reserveSlot(for: hot, now: 0) == .milliseconds(100))
-        #expect(throttle.reserveSlot(for: hot, now: 0) == .milliseconds(200))
-        #expect(throttle.reserveSlot(for: hot, now: 250 * Self.millisecond) == .milliseconds(50))
-        #expect(throttle.reserveSlot(for: "bb", now: 0) == .zero)
+        #expect(throttle.wait(for: hot, now: 0) == .milliseconds(100))
+        #expect(throttle.wait(for: hot, now: 0) == .milliseconds(200))
+        #expect(throttle.wait(for: hot, now: 250 * Self.millisecond) == .milliseconds(50))
+        #expect(throttle.wait(for: "bb", now: 0) == .zero)
     }
 
     @Test func eachFurtherRefusalHalvesTheRateAndRetryAfterIsHonoured() {
         let throttle = DeviceThrottle()
         throttle.refused(hot, retryAfter: nil, now: 0)
         throttle.refused(hot, retryAfter: nil, now: 0)  // 5 a second
-        #expect(throttle.reserveSlot(for: hot, now: 0) == .milliseconds(200))
-        #expect(throttle.reserveSlot(for: hot, now: 0) == .milliseconds(400))
+        #expect(throttle.wait(for: hot, now: 0) == .milliseconds(200))
+        #expect(throttle.wait(for: hot, now: 0) == .milliseconds(400))
         throttle.refused(hot, retryAfter: .seconds(5), now: 0)
-        #expect(throttle.reserveSlot(for: hot, now: 0) == .seconds(5))
+        #expect(throttle.wait(for: hot, now: 0) == .seconds(5))
         for _ in 0..<20 { throttle.refused(hot, retryAfter: nil, now: 0) }
         // Never slower than one a minute.
-        let late = throttle.reserveSlot(for: hot, now: 3_600_000 * Self.millisecond)
-        let later = throttle.reserveSlot(for: hot, now: 3_600_000 * Self.millisecond)
+        let late = throttle.wait(for: hot, now: 3_600_000 * Self.millisecond)
+        let later = throttle.wait(for: hot, now: 3_600_000 * Self.millisecond)
         #expect(later - late == .seconds(60))
     }
 
@@ -52,14 +52,28 @@ struct DeviceThrottleTests {
         // A burst sent at 0 ms: its first 429 arrives at 10 ms, the other 49 right after.
         throttle.refused(hot, retryAfter: nil, sentAt: 0, now: 10 * Self.millisecond)
         for _ in 0..<49 { throttle.refused(hot, retryAfter: nil, sentAt: 0, now: 11 * Self.millisecond) }
-        let first = throttle.reserveSlot(for: hot, now: 20 * Self.millisecond)
-        let second = throttle.reserveSlot(for: hot, now: 20 * Self.millisecond)
+        let first = throttle.wait(for: hot, now: 20 * Self.millisecond)
+        let second = throttle.wait(for: hot, now: 20 * Self.millisecond)
         #expect(second - first == .milliseconds(100), "still 10 a second")
         // A push sent after that decrease and refused halves it.
         throttle.refused(hot, retryAfter: nil, sentAt: 30 * Self.millisecond, now: 40 * Self.millisecond)
-        let third = throttle.reserveSlot(for: hot, now: 40 * Self.millisecond)
-        let fourth = throttle.reserveSlot(for: hot, now: 40 * Self.millisecond)
+        let third = throttle.wait(for: hot, now: 40 * Self.millisecond)
+        let fourth = throttle.wait(for: hot, now: 40 * Self.millisecond)
         #expect(fourth - third == .milliseconds(200))
+    }
+
+    @Test func aRateCutVoidsTheSlotsTakenAtTheOldRate() {
+        let throttle = DeviceThrottle()
+        throttle.refused(hot, retryAfter: nil, now: 0)
+        let early = throttle.reserveSlot(for: hot, now: 0)
+        let late = throttle.reserveSlot(for: hot, now: 0)
+        #expect(throttle.isCurrent(early) && throttle.isCurrent(late))
+        // A push sent at 100 ms (the early slot) is refused: the rate halves, and the late slot, taken at the
+        // old rate, is void; taken again, it is one new interval (200 ms) from the refusal.
+        throttle.refused(hot, retryAfter: nil, sentAt: 100 * Self.millisecond, now: 110 * Self.millisecond)
+        #expect(!throttle.isCurrent(late))
+        #expect(throttle.reserveSlot(for: hot, now: 110 * Self.millisecond).delay == .milliseconds(200))
+        #expect(throttle.isCurrent(throttle.reserveSlot(for: "bb", now: 0)), "a device not paced")
     }
 
     @Test func deliveriesSpeedTheDeviceUpUntilItIsForgotten() {
@@ -69,7 +83,7 @@ struct DeviceThrottleTests {
         #expect(throttle.isThrottled(hot))
         throttle.delivered(hot)
         #expect(!throttle.isThrottled(hot) && throttle.throttledDevices == 0)
-        #expect(throttle.reserveSlot(for: hot, now: 0) == .zero)
+        #expect(throttle.wait(for: hot, now: 0) == .zero)
     }
 
     @Test func memoryIsBoundedByForgettingTheIdlestDevice() {
@@ -135,4 +149,9 @@ extension ClientSendTests {
         await client.shutdown()
         simulator.stop()
     }
+}
+
+extension DeviceThrottle {
+    /// The wait of the next slot for `token`, taking it.
+    fileprivate func wait(for token: String, now: UInt64) -> Duration { reserveSlot(for: token, now: now).delay }
 }

@@ -208,9 +208,12 @@ extension APNsClient {
             }
             if let token = request.deviceToken {
                 // The device's slot: time spent waiting for it is APNs' pacing of the device, like the
-                // breaker's hold, not time the push spent failing.
-                let wait = deviceThrottle.reserveSlot(for: token.hex)
-                if wait > .zero {
+                // breaker's hold, not time the push spent failing. A slot voided by a rate cut while the
+                // push waited is taken again at the new rate.
+                while true {
+                    let slot = deviceThrottle.reserveSlot(for: token.hex)
+                    let wait = slot.delay
+                    if wait == .zero { break }
                     if let left = timeToExpiration(of: request), wait >= left {
                         return DeliveryResult(
                             status: .expired, response: last?.response, attempts: attempts,
@@ -228,6 +231,7 @@ extension APNsClient {
                     if excused > policy.maximumHoldTime {
                         return heldPastLimit(last, attempts, waited: excused, policy: policy)
                     }
+                    if deviceThrottle.isCurrent(slot) { break }
                 }
             }
             // Every attempt after the first carries a fresh apns-id; the first is the request's own.

@@ -6,7 +6,10 @@
 // it, retries and new pushes alike, takes the next slot; a 429 halves the device's rate (and honours
 // Retry-After), each delivery adds one push a second, and a device back at full rate is forgotten. As in
 // TCP, the rate is halved once per round: 429s for pushes sent before the last decrease were answers
-// to the old rate, so a burst's refusals arriving together do not halve it again and again.
+// to the old rate, so a burst's refusals arriving together do not halve it again and again. A decrease
+// also voids the slots taken at the old rate: a push waiting for one takes a new slot when it wakes, so
+// that what goes out after a decrease is spaced at the new rate (else those pushes, refused in turn,
+// would each halve the rate again).
 // Devices APNs never throttled pay one atomic load per push.
 
 import Platform
@@ -39,6 +42,17 @@ public final class DeviceThrottle: Sendable {
         var lastUsed: UInt64
         /// When the rate was last halved: refusals of pushes sent before it do not halve it again.
         var lastDecrease: UInt64
+        /// Counts the decreases: a slot taken in an earlier one is void.
+        var epoch: UInt64 = 0
+        /// No push before this (APNs' Retry-After), whatever the rate.
+        var notBefore: UInt64 = 0
+    }
+
+    /// A reserved slot: wait `delay`, then check `isCurrent` before sending.
+    public struct Slot: Sendable {
+        public let delay: Duration
+        let token: String
+        let epoch: UInt64
     }
 
     public let configuration: Configuration
@@ -60,16 +74,25 @@ public final class DeviceThrottle: Sendable {
 
     /// Takes the next slot for a push to `token`: how long to wait before sending it (zero when the
     /// device is not paced, or its slot is now). `now`: monotonic nanoseconds, for tests.
-    public func reserveSlot(for token: String, now: UInt64? = nil) -> Duration {
-        guard throttledCount.load(ordering: .relaxed) > 0 else { return .zero }
+    public func reserveSlot(for token: String, now: UInt64? = nil) -> Slot {
+        guard throttledCount.load(ordering: .relaxed) > 0 else { return Slot(delay: .zero, token: token, epoch: 0) }
         let now = now ?? MonotonicClock.now()
-        return paces.withLock { paces -> Duration in
-            guard var pace = paces[token] else { return .zero }
-            let start = max(now, pace.nextSlot)
+        return paces.withLock { paces -> Slot in
+            guard var pace = paces[token] else { return Slot(delay: .zero, token: token, epoch: 0) }
+            let start = max(now, pace.nextSlot, pace.notBefore)
             pace.nextSlot = start &+ Self.interval(pace.rate)
             pace.lastUsed = now
             paces[token] = pace
-            return .nanoseconds(Int64(clamping: start &- now))
+            return Slot(delay: .nanoseconds(Int64(clamping: start &- now)), token: token, epoch: pace.epoch)
+        }
+    }
+
+    /// Whether a slot reserved earlier still stands: false once the device's rate was cut since (take a
+    /// new one). A device forgotten meanwhile is no longer paced: its slot stands.
+    public func isCurrent(_ slot: Slot) -> Bool {
+        paces.withLock { paces in
+            guard let pace = paces[slot.token] else { return true }
+            return pace.epoch == slot.epoch
         }
     }
 
@@ -86,6 +109,9 @@ public final class DeviceThrottle: Sendable {
                 if sentAt >= pace.lastDecrease {
                     pace.rate = max(configuration.slowestRate, pace.rate / 2)
                     pace.lastDecrease = now
+                    pace.epoch &+= 1
+                    // The slots taken at the old rate are void; the next goes one new interval from now.
+                    pace.nextSlot = now
                 }
             } else {
                 if paces.count >= configuration.capacity { forgetIdlest(&paces) }
@@ -94,7 +120,7 @@ public final class DeviceThrottle: Sendable {
             // The next push waits at least one interval at the new rate from this refusal.
             pace.nextSlot = max(pace.nextSlot, now &+ Self.interval(pace.rate))
             if let retryAfter, retryAfter > .zero {
-                pace.nextSlot = max(pace.nextSlot, now &+ retryAfter.nanosecondsClamped)
+                pace.notBefore = max(pace.notBefore, now &+ retryAfter.nanosecondsClamped)
             }
             pace.lastUsed = now
             paces[token] = pace
