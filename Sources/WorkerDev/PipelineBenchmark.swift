@@ -28,8 +28,8 @@ public enum PipelineBenchmark {
         public var idleSeconds = 12.0
         /// How long the simulator waits before answering each request. Default: none.
         public var apnsLatency = LatencyDistribution.none
-        /// Prints a line every this often while the backlog drains (records finished, in flight, the cap,
-        /// connections): how the cap and the pools follow the load. Default: never.
+        /// Prints a line every this often while the backlog drains: records finished and in flight, the cap,
+        /// and where the records are (streams at APNs, requests queued, results unacknowledged). Default: never.
         public var timelineInterval: Duration?
         /// `kafka.exactly_once`: results and offsets in Kafka transactions. Default: false.
         public var exactlyOnce = false

@@ -15,6 +15,8 @@ public final class APNsPushTransport: PushTransport {
     /// Each pool that pushes go through, once: a client sends to its own environment's pool, and apps
     /// that share a credential share their clients. Fixed at init, so sizing reads only their statistics.
     let pools: [ConnectionPool]
+    /// Each client once (apps that share a credential share its clients), fixed at init.
+    let distinctClients: [APNsClient]
 
     public init(
         clients: [String: [APNsEnvironment: APNsClient]], policy: RetryPolicy,
@@ -27,6 +29,12 @@ public final class APNsPushTransport: PushTransport {
         pools = clients.values.flatMap { byEnvironment in
             byEnvironment.map { environment, client in client.pool(for: environment) }
         }.filter { seen.insert(ObjectIdentifier($0)).inserted }
+        distinctClients = clients.values.flatMap(\.values).filter { seen.insert(ObjectIdentifier($0)).inserted }
+    }
+
+    /// Device tokens whose pushes are paced after 429 TooManyRequests, across every client.
+    public var throttledDevices: Int {
+        distinctClients.reduce(0) { $0 + $1.deviceThrottle.throttledDevices }
     }
 
     /// Every pool's streams, with room to grow (`ConnectionPool.Statistics.streamCapacityWithGrowth`).
@@ -180,12 +188,7 @@ public final class APNsPushTransport: PushTransport {
 
     /// Closes every connection, letting in-flight requests finish within `gracePeriod`.
     public func shutdown(gracePeriod: Duration) async {
-        var seen = Set<ObjectIdentifier>()
-        for byEnvironment in clients.values {
-            for client in byEnvironment.values where seen.insert(ObjectIdentifier(client)).inserted {
-                await client.shutdown(gracePeriod: gracePeriod)
-            }
-        }
+        for client in distinctClients { await client.shutdown(gracePeriod: gracePeriod) }
     }
 }
 

@@ -22,10 +22,4 @@ extension WorkerRuntime {
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return properties
     }
-
-    /// Result records handed to the producer that Kafka has not acknowledged yet (librdkafka's queue).
-    public var resultsUnacknowledged: Int { producer.queuedMessageCount }
-
-    /// The APNs pools pushes go through (environment × credential in use).
-    public var apnsPoolCount: Int { transport.pools.count }
 }

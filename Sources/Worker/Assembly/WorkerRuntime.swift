@@ -72,8 +72,7 @@ public final class WorkerRuntime: Sendable {
             Self.commitOnlyInTransactions(&consumerConfiguration)
         } else if configuration.kafka.commitInterval > 0 {
             consumerConfiguration.commitInterval = .milliseconds(Int64(configuration.kafka.commitInterval * 1000))
-            consumerConfiguration.commitAfterRecords =
-                configuration.kafka.commitAfterRecords ?? max(1, configuration.pipeline.maxInFlightRecords / 20)
+            consumerConfiguration.commitAfterRecords = configuration.effectiveCommitAfterRecords
         }
         // The consumer's hand-off holds records the pipeline has not taken yet; keep it small beside the
         // cap so that records held in memory stay within cap + cap/4.
@@ -194,33 +193,15 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
-    /// APNs connections open (ready or draining) across every pool.
-    public var apnsConnectionsOpen: Int { apnsPoolTotals.connectionsOpen }
-
-    /// Every pool's connections open (ready or draining), streams in flight and requests waiting for a
-    /// stream, summed: where a record in flight is (at APNs, or queued in front of it).
-    public var apnsPoolTotals: (connectionsOpen: Int, streamsInFlight: Int, requestsQueued: Int) {
-        transport.pools.reduce((0, 0, 0)) { sum, pool in
-            let statistics = pool.statistics
-            return (
-                sum.0 + statistics.readyConnections + statistics.drainingConnections,
-                sum.1 + statistics.streamsInFlight, sum.2 + statistics.queuedRequests
-            )
-        }
-    }
-
     private func registerScrapeTimeMetrics() {
         let metrics = self.metrics
         let pipeline = self.pipeline
         let source = self.source
         let credentials = self.credentials
+        let transport = self.transport
         let pools = Self.poolsByLabel(configuration, transport.clients).map { label, pool in
             (open: metrics.connectionsOpen.labels(label), pool: pool)
         }
-        var seenClients: Set<ObjectIdentifier> = []
-        let throttles = transport.clients.values.flatMap(\.values).filter {
-            seenClients.insert(ObjectIdentifier($0)).inserted
-        }.map(\.deviceThrottle)
         metrics.registry.onCollect {
             metrics.recordsInFlight.set(pipeline.recordsInFlight)
             metrics.recordsInFlightLimit.set(pipeline.recordsInFlightLimit)
@@ -245,7 +226,7 @@ public final class WorkerRuntime: Sendable {
             }
             metrics.requestsInFlight.set(requestsInFlight)
             metrics.requestsQueued.set(requestsQueued)
-            metrics.devicesThrottled.set(throttles.reduce(0) { $0 + $1.throttledDevices })
+            metrics.devicesThrottled.set(transport.throttledDevices)
         }
     }
 
