@@ -45,8 +45,7 @@ extension WorkerRuntime {
         let interval = Duration.milliseconds(Int64(configuration.kafka.transactionInterval * 1000))
         let sink = KafkaTransactionalSink(
             producer: producer, groupMetadata: { consumer.groupMetadata() }, interval: interval,
-            afterRecords: configuration.kafka.commitAfterRecords
-                ?? max(1, configuration.pipeline.maxInFlightRecords / 20),
+            afterRecords: configuration.effectiveCommitAfterRecords,
             onEvent: { event in
                 switch event {
                 case .committed:

@@ -138,4 +138,10 @@ public struct WorkerConfiguration: Sendable {
     public var metricsListen = "0.0.0.0:9090"
     /// trace, debug, info, notice, warning, error or critical. Default: `info`.
     public var logLevel = "info"
+
+    /// `kafka.commitAfterRecords`, or 5 % of `pipeline.maxInFlightRecords` when it is not set: the finished
+    /// records after which the worker commits (or, in exactly-once mode, starts a transaction) early.
+    public var effectiveCommitAfterRecords: Int {
+        kafka.commitAfterRecords ?? max(1, pipeline.maxInFlightRecords / 20)
+    }
 }
