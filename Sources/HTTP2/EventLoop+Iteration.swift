@@ -131,8 +131,9 @@ extension EventLoop {
             case .task(let task):
                 task.runSynchronously(on: asUnownedTaskExecutor())
                 taskBudget -= 1
-                // Reached as the budget runs out (the iteration's own flush follows) or by a stopping loop, which
-                // runs everything it holds and so flushes as it goes rather than piling it all up.
+                // Only a stopping loop, which runs everything it holds, flushes as it goes rather than piling it
+                // all up; a bounded run ends within the budget, and the iteration's own flush follows.
+                guard unbounded else { continue }
                 tasksSinceFlush += 1
                 if tasksSinceFlush == Self.tasksPerFlush {
                     tasksSinceFlush = 0

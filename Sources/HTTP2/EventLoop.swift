@@ -32,10 +32,10 @@ final class EventLoop: @unchecked Sendable {
     let ownerThread = Atomic<UInt>(0)
     /// True while the loop runs jobs (and so may take submissions inline).
     @exclusivity(unchecked) var runningJobs = false
-    /// Tasks run between two flushes while jobs run. As many as an iteration runs: a flush after half of
-    /// them split each connection's requests over two TLS writes (two syscalls, two records, and a wake-up
-    /// more on the server), which on a busy loop cost more CPU per request than it saved in latency
-    /// (figures: docs/performance.md).
+    /// Tasks a stopping loop runs between two flushes. A running loop flushes once per iteration: a flush
+    /// after half of its tasks split each connection's requests over two TLS writes (two syscalls, two
+    /// records, and a wake-up more on the server), which on a busy loop cost more CPU per request than it
+    /// saved in latency (figures: docs/performance.md).
     static let tasksPerFlush = tasksPerIteration
     /// Tasks run per iteration before the loop polls its sockets again.
     static let tasksPerIteration = 64
