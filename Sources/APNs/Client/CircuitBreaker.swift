@@ -1,7 +1,7 @@
 // Tells a fault of APNs, or of the path to it, from a fault of one push. When most recent attempts on a
 // pool fail in ways that say nothing about the push itself (no connection, TLS failures, timeouts, 5xx,
-// 429 TooManyProviderTokenUpdates), the pool's breaker opens: its pushes wait, spending no attempts, until a probe finds APNs
-// answering again. Kafka holds the rest of the work meanwhile, so waiting is cheap and nothing is burnt.
+// 429 TooManyProviderTokenUpdates), the pool's breaker opens: its pushes wait, spending no attempts,
+// until a probe finds APNs answering again. Kafka holds the rest of the work meanwhile, so waiting is cheap and nothing is burnt.
 
 public import HTTP2
 import Platform

@@ -201,7 +201,6 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
                 continue
             }
             let attempt = transact(batch, deadline: waiters.map(\.deadline).min())
-            if case .committed = attempt {} else { state.withLock { $0.transacting = false } }
             switch attempt {
             case .committed:
                 let settled = state.withLock { state in
@@ -213,6 +212,7 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
                 onEvent(.committed(records: batch.heldRecords))
                 for waiter in waiters { waiter.once.resume(returning: true) }
             case .aborted(let cause):
+                state.withLock { $0.transacting = false }
                 abortedCount.add(1, ordering: .relaxed)
                 onEvent(.aborted(cause: cause))
                 // A revoke or shutdown waiting for this commit gets one more try within its deadline.
@@ -228,7 +228,10 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
                 }
             case .fatal(let cause):
                 let reason = "Kafka transactions stopped for good: \(cause)"
-                state.withLock { $0.failure = $0.failure ?? reason }
+                state.withLock { state in
+                    state.transacting = false
+                    state.failure = state.failure ?? reason
+                }
                 onEvent(.fatal(reason: reason))
                 for waiter in waiters { waiter.once.resume(returning: false) }
                 return
