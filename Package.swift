@@ -74,7 +74,7 @@ let package = Package(
         .target(
             name: "TestSupport", dependencies: ["Platform", "ChildProcesses", "CNghttp2", "COpenSSL"],
             path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "PlatformTests", dependencies: ["Platform"], swiftSettings: strict),
+        .testTarget(name: "PlatformTests", dependencies: ["Platform", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(
             name: "HTTP2Tests", dependencies: ["HTTP2", "Platform", "TestSupport", "ChildProcesses"],
@@ -88,7 +88,8 @@ let package = Package(
             dependencies: ["APNsSimulator", "APNs", "JSON", "Platform", "TestSupport", "COpenSSL"],
             swiftSettings: strict),
         .testTarget(
-            name: "PushRulesTests", dependencies: ["PushRules", "APNs", "JSON", "TestSupport"], swiftSettings: strict),
+            name: "PushRulesTests", dependencies: ["PushRules", "APNs", "JSON", "TestSupport", "WorkerDev"],
+            swiftSettings: strict),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "WorkerTests",

@@ -19,6 +19,8 @@ struct ConnectionContext: Sendable {
     var streamOrdinal = 0
     var authentication = ConnectionAuthentication()
     var faults = FaultSnapshot()
+    /// Counted on this connection's thread since its last report to the engine (`report`).
+    var tally = LedgerTally()
 }
 
 /// - Important: thread-safe; every connection thread calls into it.
@@ -54,33 +56,24 @@ final class SimulatorEngine: Sendable {
         switch decision.outcome {
         case .dropConnection:
             plan.dropConnection = true
-            ledger.withLock {
-                $0.countRequest()
-                $0.countDrop()
-            }
+            context.tally.requests += 1
+            context.tally.drops += 1
             return plan
         case .goAwayBeforeThisStream:
             plan.goAway = .beforeThisStream
             plan.answer = .unprocessed
-            ledger.withLock {
-                $0.countRequest()
-                $0.countUnprocessed()
-            }
+            context.tally.requests += 1
+            context.tally.unprocessed += 1
             return plan
         case .stall:
-            ledger.withLock {
-                $0.countRequest()
-                $0.countStall()
-            }
+            context.tally.requests += 1
+            context.tally.stalls += 1
             return plan
         case .fail(let failure):
             let response = SimulatorResponse(
                 status: failure.status, apnsID: echoedOrNewID(request, &context.random), reason: failure.reason,
                 retryAfterSeconds: failure.retryAfterSeconds)
-            ledger.withLock {
-                $0.countRequest()
-                $0.count(ResponseKind(status: failure.status, reason: failure.reason))
-            }
+            context.tally.count(ResponseKind(status: failure.status, reason: failure.reason))
             plan.answer = .respond(response)
             return plan
         case .process:
@@ -95,10 +88,7 @@ final class SimulatorEngine: Sendable {
                 status: answer.status, apnsID: answer.requestID ?? newID(&context.random),
                 reason: answer.reason?.rawValue, idHeaderName: "apns-request-id", successBody: answer.body)
             if let channel = answer.channelID { response.extraHeaders = [APNsHeaderField("apns-channel-id", channel)] }
-            ledger.withLock {
-                $0.countRequest()
-                $0.count(ResponseKind(status: answer.status, reason: answer.reason?.rawValue))
-            }
+            context.tally.count(ResponseKind(status: answer.status, reason: answer.reason?.rawValue))
             plan.answer = .respond(response)
             return plan
         }
@@ -111,20 +101,14 @@ final class SimulatorEngine: Sendable {
             let response = SimulatorResponse(
                 status: status, apnsID: apnsID ?? newID(&context.random), reason: reason.rawValue,
                 timestampMilliseconds: timestamp, idHeaderName: idHeaderName)
-            ledger.withLock {
-                $0.countRequest()
-                $0.count(ResponseKind(status: status, reason: reason.rawValue))
-            }
+            context.tally.count(ResponseKind(status: status, reason: reason.rawValue))
             plan.answer = .respond(response)
         case .accepted(let accepted):
             if let limit = context.faults.faults.deviceLimit, !accepted.deviceToken.isEmpty,
                 deviceRequests.countIsOverLimit(accepted.deviceToken, limit: limit, now: now)
             {
                 let reason = APNsErrorReason.tooManyRequests.rawValue
-                ledger.withLock {
-                    $0.countRequest()
-                    $0.count(ResponseKind(status: 429, reason: reason))
-                }
+                context.tally.count(ResponseKind(status: 429, reason: reason))
                 plan.answer = .respond(
                     SimulatorResponse(
                         status: 429, apnsID: accepted.apnsID ?? newID(&context.random), reason: reason,
@@ -142,18 +126,10 @@ final class SimulatorEngine: Sendable {
                     headers: request.hasAuthorization
                         ? request.headers.filter { $0.name != "authorization" } : request.headers,
                     payload: request.body, receivedAtMilliseconds: now)
-                // The record pushed out of the full ring is released after the lock, not under it.
-                let pushedOut = ledger.withLock { ledger in
-                    ledger.countAccepted()
-                    return ledger.record(record)
-                }
-                _ = pushedOut
+                context.tally.accept(record)
             } else {
                 // Nothing is kept, so no record is made: counted as one the ring dropped.
-                ledger.withLock { ledger in
-                    ledger.countAccepted()
-                    ledger.countUnkept()
-                }
+                context.tally.acceptUnkept()
             }
             plan.answer = .respond(
                 SimulatorResponse(status: 200, apnsID: apnsID, uniqueID: uniqueID, idHeaderName: idHeaderName))
@@ -184,15 +160,27 @@ final class SimulatorEngine: Sendable {
             if refused { ledger.connectionRefused() }
         }
     }
+
+    /// Adds what a connection counted since its last report to the stats, in one locked step: a
+    /// connection reports once per read of its socket rather than once per request, since 16 connection
+    /// threads taking this lock per request on 2 cores spun on it (about one `bench pipeline` run in
+    /// eight spent a third of the simulator's CPU there, docs/performance.md). The connection reports
+    /// before it writes the answers, so no client sees an answer the stats do not count yet.
+    func report(_ context: inout ConnectionContext) {
+        guard !context.tally.isEmpty else { return }
+        let tally = context.tally
+        context.tally = LedgerTally()
+        // The records pushed out of the full ring are released after the lock, not under it.
+        let pushedOut = ledger.withLock { $0.add(tally, connection: context.id) }
+        _ = pushedOut
+    }
+
     func connectionEstablished(id: Int) { ledger.withLock { $0.connectionOpened() } }
     func connectionClosed(id: Int, wasEstablished: Bool) {
         ledger.withLock { $0.connectionClosed(wasOpen: wasEstablished) }
     }
     func handshakeFailed(reason: String) { ledger.withLock { $0.handshakeFailed(reason: reason) } }
     func goAwaySent() { ledger.withLock { $0.countGoAway() } }
-    func peakConcurrentStreams(connection: Int, peak: Int) {
-        ledger.withLock { $0.peak(connection: connection, streams: peak) }
-    }
 
     var stats: SimulatorStats { ledger.withLock { $0.stats } }
     var accepted: [AcceptedNotification] { ledger.withLock { $0.accepted } }

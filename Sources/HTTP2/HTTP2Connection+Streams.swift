@@ -60,6 +60,7 @@ extension HTTP2Connection {
             return
         }
         ticket.streamID = streamID
+        ticket.request.fields = PackedHeaderList([])
         streams[streamID] = ticket
         streamsOpened += 1
         loop.markDirty(self)

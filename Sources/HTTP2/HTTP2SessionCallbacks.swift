@@ -54,6 +54,8 @@ enum HTTP2SessionCallbacks {
         ticket.bodyOffset += count
         if ticket.bodyOffset == ticket.request.body.count {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            ticket.request.body = []
+            ticket.bodyOffset = 0
         }
         return count
     }

@@ -18,7 +18,10 @@ final class HTTP2StreamTicket: @unchecked Sendable {
         case done
     }
 
-    let request: HTTP2Request
+    /// What is left to send. The fields go once nghttp2 has copied them (at submit), the body once its
+    /// last byte is handed over: a request waiting for its answer (thousands of them over a long round
+    /// trip) then holds neither. Loop-confined once dispatched.
+    @exclusivity(unchecked) var request: HTTP2Request
     /// Called once with the result instead of resuming a continuation (`ConnectionPool.start`). Set at
     /// creation, so finishing needs no lock: the flag below makes it exactly once.
     private let onFinish: (@Sendable (Result<HTTP2Response, any Error>) -> Void)?

@@ -146,20 +146,40 @@ import Testing
         #expect(ledger.accepted.map(\.streamID) == [6])
     }
 
-    @Test func answersAreCountedByStatusAndReason() {
+    @Test func answersAreCountedByStatusAndReasonFromTwoConnectionsTallies() {
         var ledger = SimulatorLedger(capacity: 0)
-        ledger.countAccepted()
-        ledger.countAccepted()
-        ledger.countRequest()
-        ledger.count(ResponseKind(status: 410, reason: "Unregistered"))
-        ledger.countRequest()
-        ledger.count(ResponseKind(status: 400, reason: "BadDeviceToken"))
+        var first = LedgerTally()
+        first.acceptUnkept()
+        first.acceptUnkept()
+        first.count(ResponseKind(status: 410, reason: "Unregistered"))
+        first.peakStreams = 3
+        var second = LedgerTally()
+        second.count(ResponseKind(status: 400, reason: "BadDeviceToken"))
+        second.count(ResponseKind(status: 410, reason: "Unregistered"))
+        second.requests += 1
+        second.stalls += 1
+        _ = ledger.add(first, connection: 1)
+        _ = ledger.add(second, connection: 2)
         let stats = ledger.stats
-        #expect(stats.requests == 4)
+        #expect(stats.requests == 6)
         #expect(stats.count(status: 200) == 2)
-        #expect(stats.count(reason: "Unregistered") == 1)
+        #expect(stats.count(reason: "Unregistered") == 2)
         #expect(stats.count(status: 400) == 1)
-        #expect(stats.json["responses"]?["410 Unregistered"] == .int(1))
+        #expect(stats.stalledStreams == 1)
+        #expect(stats.acceptedDropped == 2)
+        #expect(stats.peakConcurrentStreams == [1: 3])
+        #expect(stats.json["responses"]?["410 Unregistered"] == .int(2))
+    }
+
+    @Test func aTallysRecordsGoToTheRingInOrderAndPushOutTheOldest() {
+        var ledger = SimulatorLedger(capacity: 2)
+        var tally = LedgerTally()
+        for stream in 1...3 { tally.accept(record(stream)) }
+        let pushedOut = ledger.add(tally, connection: 1)
+        #expect(pushedOut.map(\.streamID) == [1])
+        #expect(ledger.accepted.map(\.streamID) == [2, 3])
+        #expect(ledger.stats.requests == 3)
+        #expect(ledger.stats.count(status: 200) == 3)
     }
 
     @Test func peakStreamsAreKeptPerConnectionAndBounded() {

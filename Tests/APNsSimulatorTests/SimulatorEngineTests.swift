@@ -36,7 +36,7 @@ import Testing
             ("apns-id", id), ("x-custom", "1"),
         ])
         var connection = context(7)
-        let plan = engine.plan(request, streamID: 3, context: &connection)
+        let plan = engine.planAndReport(request, streamID: 3, context: &connection)
         guard case .respond(let response) = plan.answer else {
             Issue.record("expected an answer, got \(plan.answer)")
             return
@@ -57,7 +57,7 @@ import Testing
     @Test func aRejectionIsCountedNotRecordedAndGetsAnUppercaseIdWhenTheClientSentNone() {
         let engine = engine()
         var connection = context()
-        let plan = engine.plan(alertRequest(body: ""), streamID: 1, context: &connection)
+        let plan = engine.planAndReport(alertRequest(body: ""), streamID: 1, context: &connection)
         guard case .respond(let response) = plan.answer else {
             Issue.record("expected an answer")
             return
@@ -81,20 +81,20 @@ import Testing
         }
         var connection = context()
         let invalid = alertRequest(method: "GET")
-        let failed = engine.plan(invalid, streamID: 1, context: &connection)
+        let failed = engine.planAndReport(invalid, streamID: 1, context: &connection)
         guard case .respond(let response) = failed.answer else {
             Issue.record("expected the injected failure")
             return
         }
         #expect(response.status == 503 && response.reason == "ServiceUnavailable" && response.retryAfterSeconds == 2)
-        guard case .stall = engine.plan(invalid, streamID: 3, context: &connection).answer else {
+        guard case .stall = engine.planAndReport(invalid, streamID: 3, context: &connection).answer else {
             Issue.record("expected a stall")
             return
         }
-        #expect(engine.plan(invalid, streamID: 5, context: &connection).dropConnection)
-        let unprocessed = engine.plan(invalid, streamID: 7, context: &connection)
+        #expect(engine.planAndReport(invalid, streamID: 5, context: &connection).dropConnection)
+        let unprocessed = engine.planAndReport(invalid, streamID: 7, context: &connection)
         #expect(unprocessed.goAway == .beforeThisStream)
-        let processed = engine.plan(alertRequest(), streamID: 9, context: &connection)
+        let processed = engine.planAndReport(alertRequest(), streamID: 9, context: &connection)
         #expect(processed.goAway == .includingThisStream)
         let stats = engine.stats
         #expect(stats.stalledStreams == 1 && stats.droppedConnections == 1 && stats.unprocessedStreams == 1)
@@ -104,13 +104,15 @@ import Testing
     @Test func latencyBecomesTheAnswersDelay() {
         let engine = engine { $0.faults.latency = LatencyDistribution(fixedMilliseconds: 40) }
         var connection = context()
-        #expect(engine.plan(alertRequest(), streamID: 1, context: &connection).delayNanoseconds == 40_000_000)
+        #expect(engine.planAndReport(alertRequest(), streamID: 1, context: &connection).delayNanoseconds == 40_000_000)
     }
 
     @Test func theRecordRingIsBoundedByTheConfiguredCapacity() {
         let engine = engine { $0.acceptedCapacity = 2 }
         var connection = context()
-        for stream in [1, 3, 5] { _ = engine.plan(alertRequest(), streamID: Int32(stream), context: &connection) }
+        for stream in [1, 3, 5] {
+            _ = engine.planAndReport(alertRequest(), streamID: Int32(stream), context: &connection)
+        }
         #expect(engine.accepted.map(\.streamID) == [3, 5])
         #expect(engine.stats.acceptedDropped == 1)
     }
@@ -119,7 +121,7 @@ import Testing
         let engine = engine { $0.acceptedCapacity = 0 }
         var connection = context()
         for stream in [1, 3, 5] {
-            let plan = engine.plan(alertRequest(), streamID: Int32(stream), context: &connection)
+            let plan = engine.planAndReport(alertRequest(), streamID: Int32(stream), context: &connection)
             guard case .respond(let response) = plan.answer else {
                 Issue.record("no answer")
                 continue
@@ -137,5 +139,14 @@ import Testing
         let started = clock.now
         let none = await simulator.waitForAccepted(count: 1, timeout: .milliseconds(50))
         #expect(none.isEmpty && clock.now - started >= .milliseconds(50))
+    }
+}
+
+extension SimulatorEngine {
+    /// `plan`, then the connection's report to the stats, as a connection does after each read.
+    func planAndReport(_ request: IncomingRequest, streamID: Int32, context: inout ConnectionContext) -> StreamPlan {
+        let plan = self.plan(request, streamID: streamID, context: &context)
+        report(&context)
+        return plan
     }
 }

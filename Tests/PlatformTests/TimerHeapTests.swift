@@ -1,6 +1,7 @@
 // The timer heap pops in deadline order and only what is due.
 
 import Platform
+import TestSupport
 import Testing
 
 @Suite struct TimerHeapTests {
@@ -17,5 +18,29 @@ import Testing
         #expect(order == [3, 7, 9, 5, 1])  // ties keep insertion order
         #expect(heap.isEmpty)
         #expect(heap.millisecondsUntilNext(now: 0) == -1)
+    }
+
+    /// Pushes and pops interleaved, so that slots are taken, freed and reused, against a sorted reference.
+    @Test func interleavedPushesAndPopsMatchASortedReference() {
+        var random = SeededGenerator.replayable("TimerHeapTests")
+        let seed = random.state
+        var heap = TimerHeap<String>()
+        var reference: [(deadline: UInt64, sequence: Int, value: String)] = []
+        var now: UInt64 = 0
+        for sequence in 0..<5_000 {
+            if random.next() % 3 != 0 {
+                let deadline = now + random.next() % 100
+                heap.push(deadline: deadline, "value \(sequence)")
+                reference.append((deadline, sequence, "value \(sequence)"))
+            } else {
+                now += random.next() % 20
+                reference.sort { ($0.deadline, $0.sequence) < ($1.deadline, $1.sequence) }
+                while let due = heap.popDue(now: now) {
+                    #expect(due == reference.removeFirst().value, "seed \(seed)")
+                }
+                #expect(reference.first.map { $0.deadline > now } ?? true, "seed \(seed)")
+            }
+            #expect(heap.count == reference.count)
+        }
     }
 }

@@ -121,6 +121,41 @@ public struct SimulatorStats: Sendable, Hashable {
     }
 }
 
+/// What one connection counted since its last report (`SimulatorEngine.report`), kept on its thread.
+struct LedgerTally: Sendable {
+    var requests = 0
+    /// Answered 200; `unkept` of them with no record made (the ring has no room at all).
+    var accepted = 0
+    var unkept = 0
+    var stalls = 0
+    var unprocessed = 0
+    var drops = 0
+    /// Answers other than 200, by kind.
+    var responses: [ResponseKind: Int] = [:]
+    var records: [AcceptedNotification] = []
+    /// The most streams the connection had open at once, when that rose since the last report.
+    var peakStreams: Int?
+
+    var isEmpty: Bool { requests == 0 && peakStreams == nil }
+
+    mutating func count(_ kind: ResponseKind) {
+        requests += 1
+        responses[kind, default: 0] += 1
+    }
+
+    mutating func accept(_ record: AcceptedNotification) {
+        requests += 1
+        accepted += 1
+        records.append(record)
+    }
+
+    mutating func acceptUnkept() {
+        requests += 1
+        accepted += 1
+        unkept += 1
+    }
+}
+
 /// The ring of accepted notifications plus the counters; guarded by the engine's lock.
 struct SimulatorLedger {
     private var counters = SimulatorStats()
@@ -183,16 +218,25 @@ struct SimulatorLedger {
         next = 0
     }
 
-    mutating func count(_ kind: ResponseKind) { counters.responses[kind, default: 0] += 1 }
-    /// A request answered 200.
-    mutating func countAccepted() {
-        counters.requests += 1
-        acceptedAnswers += 1
+    /// Adds a connection's tally; returns the records pushed out of the full ring (for the caller to
+    /// release outside the lock).
+    mutating func add(_ tally: LedgerTally, connection: Int) -> [AcceptedNotification] {
+        counters.requests += tally.requests
+        acceptedAnswers += tally.accepted
+        counters.acceptedRecorded += tally.unkept
+        counters.acceptedDropped += tally.unkept
+        counters.stalledStreams += tally.stalls
+        counters.unprocessedStreams += tally.unprocessed
+        counters.droppedConnections += tally.drops
+        for (kind, count) in tally.responses { counters.responses[kind, default: 0] += count }
+        if let peak = tally.peakStreams { self.peak(connection: connection, streams: peak) }
+        var pushedOut: [AcceptedNotification] = []
+        for record in tally.records {
+            if let old = self.record(record) { pushedOut.append(old) }
+        }
+        return pushedOut
     }
-    mutating func countRequest() { counters.requests += 1 }
-    mutating func countStall() { counters.stalledStreams += 1 }
-    mutating func countUnprocessed() { counters.unprocessedStreams += 1 }
-    mutating func countDrop() { counters.droppedConnections += 1 }
+
     mutating func countGoAway() { counters.goAwaysSent += 1 }
     mutating func connectionAccepted() { counters.connectionsAccepted += 1 }
     mutating func connectionRefused() { counters.connectionsRefused += 1 }

@@ -52,7 +52,7 @@ extension SimulatorConnection {
         openStreams += 1
         if openStreams > peakOpenStreams {
             peakOpenStreams = openStreams
-            engine.peakConcurrentStreams(connection: self.id, peak: peakOpenStreams)
+            context.tally.peakStreams = peakOpenStreams
         }
         return 0
     }

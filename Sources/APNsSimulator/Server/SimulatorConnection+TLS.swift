@@ -35,6 +35,8 @@ extension SimulatorConnection {
     /// that does not read its answers cannot grow memory.
     func readAvailable() {
         guard let ssl, let session else { return }
+        // What the requests read here counted goes to the stats before their answers are written.
+        defer { engine.report(&context) }
         sslWantsWrite = false
         readAgain = false
         var rounds = 0

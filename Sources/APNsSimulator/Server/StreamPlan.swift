@@ -51,6 +51,14 @@ struct IncomingRequest: Sendable {
         if room > 0 { body.append(contentsOf: bytes.prefix(room)) }
     }
 
+    /// Frees the headers and the body once the request has been planned.
+    mutating func discardContent() {
+        method = nil
+        path = nil
+        headers = []
+        body = []
+    }
+
     /// The value of a regular header (the first, if repeated).
     func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
 }
