@@ -35,7 +35,7 @@ import Testing
         #expect(configuration.retry.maxAttempts == 5)
         #expect(configuration.retry.baseBackoff == 0.25)
         #expect(configuration.apns.connections == 2)
-        #expect(configuration.apns.maxConnections == 8)
+        #expect(configuration.apns.maxConnections == 16)
         #expect(configuration.drainTimeout == 25)
         #expect(configuration.rulesFile == "/etc/apns-worker/rules.yaml")
         #expect(configuration.metricsListen == "0.0.0.0:9090")

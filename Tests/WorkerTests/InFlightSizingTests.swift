@@ -58,6 +58,13 @@ import Testing
         }
     }
 
+    @Test func defaultLowWaterMarkIsAnEighthBelowTheCap() {
+        #expect(FlowControl.defaultLowWaterMark(capacity: 8000) == 7000)
+        #expect(FlowControl.defaultLowWaterMark(capacity: 300) == 263)
+        #expect(FlowControl.defaultLowWaterMark(capacity: 4) == 3, "at least one record below the cap")
+        #expect(FlowControl.defaultLowWaterMark(capacity: 1) == 0)
+    }
+
     @Test func pipelineCapFollowsTheTransportsCapacity() async throws {
         let token = String(repeating: "ab", count: 32)
         let records = (Int64(0)..<1200).map { makeRecord(partition: Int32($0 % 4), offset: $0, devices: [token]) }

@@ -25,8 +25,15 @@ final class InMemoryEventSource: EventSource {
     let records: [SourceRecord]
     let log = Mutex(Log())
     let stopFlag = Atomic<Bool>(false)
+    /// Runs inside the first `pause`, before it takes effect: a test widens the window in which a
+    /// resume decided later could overtake it.
+    let whileFirstPauseApplies: (@Sendable (InMemoryEventSource) -> Void)?
+    private let firstPauseSeen = Atomic<Bool>(false)
 
-    init(records: [SourceRecord]) { self.records = records }
+    init(records: [SourceRecord], whileFirstPauseApplies: (@Sendable (InMemoryEventSource) -> Void)? = nil) {
+        self.records = records
+        self.whileFirstPauseApplies = whileFirstPauseApplies
+    }
 
     func start(handler: any SourceHandler) throws {
         let records = self.records
@@ -82,6 +89,9 @@ final class InMemoryEventSource: EventSource {
         }
     }
     func pause(_ partitions: [TopicPartition]) {
+        if let whileFirstPauseApplies, !firstPauseSeen.exchange(true, ordering: .relaxed) {
+            whileFirstPauseApplies(self)
+        }
         log.withLock {
             $0.pauses += 1
             $0.paused.formUnion(partitions)
@@ -159,7 +169,9 @@ final class InMemoryResultSink: ResultSink {
 
     func flush(timeout: Double) async -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
-        while pending.load(ordering: .relaxed) > 0 && Date() < deadline { usleep(1000) }
+        // Sleeps as a task, not with usleep: blocking one of the cooperative pool's two threads here
+        // stalled every other test's tasks in the parallel suite for as long as the flush waited.
+        while pending.load(ordering: .relaxed) > 0 && Date() < deadline { try? await Task.sleep(for: .milliseconds(1)) }
         return pending.load(ordering: .relaxed) == 0
     }
 

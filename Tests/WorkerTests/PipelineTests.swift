@@ -126,6 +126,32 @@ import Testing
         #expect(log.paused.isEmpty, "every pause was followed by a resume")
     }
 
+    @Test func aResumeDecidedWhileAPauseIsStillBeingAppliedReachesTheSourceAfterIt() async throws {
+        let records = (Int64(0)..<200).map {
+            makeRecord(partition: Int32($0 % 2), offset: $0 / 2, devices: [Self.tokens[0]])
+        }
+        // The first pause (at the cap) takes its time reaching the source, as a preempted thread's would;
+        // meanwhile the records in flight finish and the pipeline decides to resume. Applied in the order
+        // decided, the resume waits for the pause; applied as each thread got to it, the resume came first
+        // and the late pause then closed the source for good, with nothing left in flight to reopen it.
+        let source = InMemoryEventSource(records: records) { source in
+            let resumesBefore = source.log.withLock { $0.resumes }
+            eventuallyBlocking(timeout: .milliseconds(500)) { source.log.withLock { $0.resumes > resumesBefore } }
+        }
+        let sink = InMemoryResultSink()
+        var configuration = PipelineConfiguration()
+        configuration.maxRecordsInFlight = 4
+        let pipeline = Pipeline(
+            configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: ClosureTransport { push in apnsAnswer(push, status: 200) })
+        try pipeline.start()
+        let finished = await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 200 }
+        let log = source.log.withLock { $0 }
+        #expect(finished, "\(pipeline.counters.recordsFinished) of 200 records finished; source paused: \(log.paused)")
+        #expect(log.pauses > 0)
+        #expect(log.paused.isEmpty, "the last step to reach the source was a resume")
+    }
+
     /// A gate the slow pushes wait behind until the test opens it.
     final class Release: Sendable {
         private let opened = Atomic<Bool>(false)

@@ -43,7 +43,9 @@ import Testing
             }
         }
         // Cancelled once the operation is under way, so the cancellation must end a wait already begun.
-        #expect(await eventually { started.load(ordering: .relaxed) })
+        // The operation's task may start late on a loaded machine (CI once waited over 5 s for it): the
+        // timeout only bounds a broken build.
+        #expect(await eventually(timeout: .seconds(60)) { started.load(ordering: .relaxed) })
         waiting.cancel()
         // Broken, it would return the operation's 1 once its 30 s are over.
         #expect(await waiting.value == nil)

@@ -37,17 +37,21 @@ final class WorkerHarness: Sendable {
     let simulator: APNsSimulator
     let key: ProviderTokenKey
     let revocations = RevocationLog()
+    /// The workers' last log lines, printed when a wait fails (`printRecentLog`): what they were doing then.
+    let recentLog = RecentLines(capacity: 300)
     /// The workers' log at `info`, read for their revocations (see `RevocationLog`); printed too when
     /// APNS_WORKER_TEST_LOG is set (every rebalance and commit failure: why a run redid what it did).
     let logWriter: LogWriter
 
     init(simulator configure: (inout SimulatorConfiguration) -> Void = { _ in }) throws {
         let revocations = self.revocations
+        let recentLog = self.recentLog
         let printing = ProcessInfo.processInfo.environment["APNS_WORKER_TEST_LOG"] != nil
         logWriter = LogWriter(
             configuration: .init(level: .info, rateLimitBurst: 1000),
             output: { bytes in
                 revocations.read(bytes)
+                recentLog.append(bytes)
                 if printing { LogWriter.standardOutput(bytes) }
             })
         cluster = try MockKafkaCluster(brokers: 3)
@@ -166,6 +170,28 @@ final class WorkerHarness: Sendable {
         simulator.stop()
         await cluster.stop()
         logWriter.close()
+    }
+}
+
+/// The last lines of a log, kept for a failing test to print.
+final class RecentLines: Sendable {
+    private let lines = Mutex<[String]>([])
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func append(_ bytes: [UInt8]) {
+        let new = bytes.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
+        lines.withLock { lines in
+            lines.append(contentsOf: new)
+            if lines.count > capacity { lines.removeFirst(lines.count - capacity) }
+        }
+    }
+
+    /// Prints the kept lines under `heading`.
+    func print(_ heading: String) {
+        let kept = lines.withLock { $0 }
+        Swift.print("\(heading): the workers' last \(kept.count) log lines:\n" + kept.joined(separator: "\n"))
     }
 }
 
@@ -336,8 +362,14 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         let events = 5000
         let expected = try await harness.produce(count: events, devicesPerEvent: 1)
         let first = try harness.makeWorker(maxInFlight: 20)
+        let started = ContinuousClock.now
         try await first.start()
-        #expect(await eventually(timeout: .seconds(60)) { first.pipeline.counters.recordsFinished >= 300 })
+        let reached300 = await eventually(timeout: .seconds(60)) { first.pipeline.counters.recordsFinished >= 300 }
+        print(
+            "rebalance test: the first worker had \(first.pipeline.counters.recordsFinished) records finished "
+                + "\(ContinuousClock.now - started) after its start")
+        if !reached300 { harness.recentLog.print("rebalance test, the first worker short of 300 records") }
+        #expect(reached300)
         let second = try harness.makeWorker(maxInFlight: 20)
         try await second.start()
         #expect(await eventually(timeout: .seconds(60)) { second.pipeline.counters.recordsFinished > 0 })

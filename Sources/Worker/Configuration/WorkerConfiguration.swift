@@ -83,8 +83,9 @@ public struct WorkerConfiguration: Sendable {
         /// Connections per (environment, credential) pool, opened on first use and kept. Default: `2`.
         public var connections = 2
         /// A pool opens more connections, one at a time up to this many, while its pushes wait for a free
-        /// stream (a long round trip to APNs needs more streams for the same rate). Default: `8`.
-        public var maxConnections = 8
+        /// stream (a long round trip to APNs needs more streams for the same rate). Default: `16`, what a
+        /// 300 ms round trip takes at full rate (docs/performance.md).
+        public var maxConnections = 16
         /// Streams per connection at most (the server's setting may lower it). Default: `1000`.
         public var maxStreams = 1000
         /// Seconds. Default: `10`.
@@ -107,7 +108,9 @@ public struct WorkerConfiguration: Sendable {
         /// default a 300 ms round trip still runs at the rate of a 1 ms one (docs/performance.md).
         /// Default: `8000`.
         public var maxInFlightRecords = 8000
-        /// Default: half of `maxInFlightRecords`.
+        /// Records in flight at or below which paused partitions resume; a partition stopped behind a
+        /// slow record fetches again when it holds no more than this. Default: an eighth below the cap in
+        /// force for the first, half of it for the second.
         public var resumeBelow: Int?
         /// Seconds a revoke waits for in-flight records of the revoked partitions. Default: `10`.
         public var revokeTimeout = 10.0

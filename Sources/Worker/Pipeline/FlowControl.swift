@@ -42,6 +42,15 @@ public struct FlowControl: Sendable {
         return .none
     }
 
+    /// The low-water mark when the configuration sets none: an eighth below the cap. A pause only closes
+    /// the gate in front of the consumer (records librdkafka prefetched stay where they are), so resuming
+    /// costs nearly nothing, while every record below the cap is one less waiting its round trip: with
+    /// the mark at half the cap, the records in flight swung between the two over a 300 ms round trip,
+    /// well below what the cap allows on average (docs/performance.md).
+    public static func defaultLowWaterMark(capacity: Int) -> Int {
+        capacity - max(1, capacity / 8)
+    }
+
     public mutating func recordTaken() -> Action {
         inFlight += 1
         if !isPaused && inFlight >= capacity {

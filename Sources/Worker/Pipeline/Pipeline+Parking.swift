@@ -33,9 +33,13 @@ extension Pipeline {
         partition.topic == configuration.retryTopic ? max(1, flow.capacity / 4) : flow.capacity
     }
 
-    /// Held records at or below which a partition that stopped fetching fetches again.
+    /// Held records at or below which a partition that stopped fetching fetches again: `resume_below`, or
+    /// half the limit. Not the in-flight gate's default mark, an eighth below the cap: a partition that
+    /// stopped fetching stopped librdkafka's fetch too, and fetching again costs a new fetch, so it waits
+    /// for room worth one.
     func resumeHolding(_ partition: TopicPartition, _ flow: FlowControl) -> Int {
-        partition.topic == configuration.retryTopic ? heldLimit(partition, flow) / 2 : flow.lowWaterMark
+        if partition.topic == configuration.retryTopic { return heldLimit(partition, flow) / 2 }
+        return configuration.resumeBelow ?? flow.capacity / 2
     }
 
     /// Waits until a parked record's time has come.

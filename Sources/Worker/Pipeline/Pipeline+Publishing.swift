@@ -68,7 +68,7 @@ extension Pipeline {
         parked: Bool = false, eventTime: Double?
     ) {
         let partition = record.topicPartition
-        let changes = state.withLock { state -> FlowChanges in
+        let (resizeDue, appliesSteps) = state.withLock { state -> (Bool, Bool) in
             guard published else {
                 // The record's results are not safely written: its offset must never be stored,
                 // so it stays unfinished and holds its partition back until the worker restarts.
@@ -76,10 +76,9 @@ extension Pipeline {
                 state.fatalError =
                     state.fatalError
                     ?? "results of \(partition) offset \(record.offset) could not be published"
-                return FlowChanges()
+                return (false, false)
             }
-            var result = FlowChanges()
-            result.resizeDue = state.countFinished(outcomes: outcomes, invalidTokens: invalidTokens, parked: parked)
+            let resizeDue = state.countFinished(outcomes: outcomes, invalidTokens: invalidTokens, parked: parked)
             // The in-flight cap counts this record until now; the records it releases (itself and those
             // finished behind it) stop counting towards its partition's limit of held records.
             let (committable, released) = state.tracker.finishReleasing(
@@ -87,38 +86,18 @@ extension Pipeline {
             // Stored under the lock: two finishes storing outside it could reach the source in the
             // opposite order and move the stored offset back. Storing is a non-blocking librdkafka call.
             if let committable { source.store(partition, nextOffset: committable) }
-            if released > 0, state.fetchStopped.contains(partition),
-                state.tracker.held(partition) <= resumeHolding(partition, state.flow)
-            {
-                state.fetchStopped.remove(partition)
-                result.resumeFetching = partition
-                result.running = [partition]
-            }
-            if state.flow.recordsFinished(1) == .resume {
-                result.resume = Array(state.assigned)
-                // Those still stopped behind a slow record do not run again with the rest.
-                result.running = result.resume.filter { !state.fetchStopped.contains($0) }
-            }
-            return result
+            var running = state.fetchAgainIfRoom(
+                partition, released: released, limit: resumeHolding(partition, state.flow))
+            let resumed = state.recordStoppedCounting()
+            if !resumed.isEmpty { running = resumed }
+            state.reportRunning(running)
+            return (resizeDue, state.hasFlowSteps)
         }
-        if let partition = changes.resumeFetching { source.resumeFetching([partition]) }
-        if !changes.resume.isEmpty { source.resume(changes.resume) }
-        if !changes.running.isEmpty { observer?.flowChanged(paused: false, partitions: changes.running) }
+        if appliesSteps { applyFlowSteps() }
         if published, let observer {
             for index in outcomes.indices { observer.outcomePublished(outcomes[index], eventTime: eventTime) }
         }
-        if changes.resizeDue { resizeInFlightCap() }
-    }
-
-    /// What a finished record changes in the flow: every partition resumes (the in-flight count fell to
-    /// the low-water mark) and/or its own partition fetches again (it holds few enough records).
-    struct FlowChanges {
-        var resume: [TopicPartition] = []
-        var resumeFetching: TopicPartition?
-        /// The partitions that run again, for the observer.
-        var running: [TopicPartition] = []
-        /// Time to size the in-flight cap again (`InFlightSizing.tick`).
-        var resizeDue = false
+        if resizeDue { resizeInFlightCap() }
     }
 }
 

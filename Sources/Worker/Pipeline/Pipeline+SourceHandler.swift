@@ -4,35 +4,30 @@
 extension Pipeline {
     public func received(_ record: SourceRecord) {
         let partition = record.topicPartition
-        let (generation, pausePartitions, stopFetching, resizeDue) = state.withLock {
-            state -> (UInt64?, [TopicPartition]?, Bool, Bool) in
+        let (generation, appliesSteps, resizeDue) = state.withLock { state -> (UInt64?, Bool, Bool) in
             // Checked under the lock, so that a revoke's `forget` comes either before (the record is not
             // current) or after (the record is in flight, and the revoke waits for it).
             guard state.receiving, !state.revoking.contains(partition), source.isCurrent(record) else {
-                return (nil, nil, false, false)
+                return (nil, false, false)
             }
             state.assigned.insert(partition)
             guard let generation = state.tracker.take(partition, offset: record.offset) else {
-                return (nil, nil, false, false)
+                return (nil, false, false)
             }
             state.counters.recordsTaken += 1
             let resizeDue = state.sizing.tick()
-            let action = state.flow.recordTaken()
+            if state.flow.recordTaken() == .pause { state.closeGateForAll() }
             // One partition holding the cap's worth of records (a slow one and those finished behind it)
             // stops fetching alone; the others go on.
-            let stopFetching =
-                state.tracker.held(partition) >= heldLimit(partition, state.flow)
-                && state.fetchStopped.insert(partition).inserted
-            return (generation, action == .pause ? Array(state.assigned) : nil, stopFetching, resizeDue)
+            if state.tracker.held(partition) >= heldLimit(partition, state.flow),
+                state.fetchStopped.insert(partition).inserted
+            {
+                state.flowSteps.append(.stopFetching([partition]))
+                state.flowSteps.append(.report(paused: true, [partition]))
+            }
+            return (generation, state.hasFlowSteps, resizeDue)
         }
-        if let pausePartitions {
-            source.pause(pausePartitions)
-            observer?.flowChanged(paused: true, partitions: pausePartitions)
-        }
-        if stopFetching {
-            source.stopFetching([partition])
-            observer?.flowChanged(paused: true, partitions: [partition])
-        }
+        if appliesSteps { applyFlowSteps() }
         guard let generation else { return }
         observer?.recordReceived(record)
         lanes.submit(TakenRecord(record: record, generation: generation))
@@ -43,35 +38,29 @@ extension Pipeline {
     /// pools' locks), pausing or resuming consumption when the new cap calls for it.
     func resizeInFlightCap() {
         let streams = transport.streamCapacity
-        let (action, assigned, running) = state.withLock {
-            state -> (FlowControl.Action, [TopicPartition], [TopicPartition]) in
+        let appliesSteps = state.withLock { state -> Bool in
             let capacity = state.sizing.capacity(streams: streams)
-            guard capacity != state.flow.capacity else { return (.none, [], []) }
-            let lowWaterMark = configuration.resumeBelow ?? capacity / 2
-            let action = state.flow.resize(capacity: capacity, lowWaterMark: lowWaterMark)
-            let assigned = Array(state.assigned)
-            return (action, assigned, assigned.filter { !state.fetchStopped.contains($0) })
+            guard capacity != state.flow.capacity else { return false }
+            let lowWaterMark = configuration.resumeBelow ?? FlowControl.defaultLowWaterMark(capacity: capacity)
+            switch state.flow.resize(capacity: capacity, lowWaterMark: lowWaterMark) {
+            case .none: break
+            case .pause: state.closeGateForAll()
+            case .resume: state.reportRunning(state.openGateForAll())
+            }
+            return state.hasFlowSteps
         }
-        switch action {
-        case .none:
-            break
-        case .pause:
-            source.pause(assigned)
-            observer?.flowChanged(paused: true, partitions: assigned)
-        case .resume:
-            source.resume(assigned)
-            if !running.isEmpty { observer?.flowChanged(paused: false, partitions: running) }
-        }
+        if appliesSteps { applyFlowSteps() }
     }
 
     public func assigned(_ partitions: [TopicPartition]) {
-        let paused = state.withLock { state -> Bool in
+        let appliesSteps = state.withLock { state -> Bool in
             state.assigned.formUnion(partitions)
-            return state.flow.isPaused
+            // Newly assigned partitions join a paused pipeline paused, and a running one running (the
+            // source starts them fetching: a revoke ends their earlier pauses).
+            state.flowSteps.append(state.flow.isPaused ? .closeGate(partitions) : .openGate(partitions))
+            return state.hasFlowSteps
         }
-        // Newly assigned partitions join a paused pipeline paused, and a running one running (the source
-        // starts them fetching: a revoke ends their earlier pauses).
-        if paused { source.pause(partitions) } else { source.resume(partitions) }
+        if appliesSteps { applyFlowSteps() }
     }
 
     public func revoking(_ partitions: [TopicPartition], deadline: ContinuousClock.Instant) async {
@@ -83,7 +72,7 @@ extension Pipeline {
             if unfinished == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
-        let noLongerStopped = state.withLock { state -> [TopicPartition] in
+        let appliesSteps = state.withLock { state -> Bool in
             var noLongerStopped: [TopicPartition] = []
             for partition in partitions {
                 // Unfinished records still run, and their finishes count down the cap.
@@ -93,10 +82,11 @@ extension Pipeline {
                 state.revoking.remove(partition)
                 if state.fetchStopped.remove(partition) != nil { noLongerStopped.append(partition) }
             }
-            return noLongerStopped
+            // Gone with the revoke (a new assignment starts fetching afresh), so no longer paused here.
+            state.reportRunning(noLongerStopped)
+            return state.hasFlowSteps
         }
-        // Gone with the revoke (a new assignment starts fetching afresh), so no longer paused here.
-        if !noLongerStopped.isEmpty { observer?.flowChanged(paused: false, partitions: noLongerStopped) }
+        if appliesSteps { applyFlowSteps() }
         if let transactions {
             // Before the partitions go: what finished is committed with its offsets; the results of records
             // behind an unfinished one are dropped, and the next owner does those records again.

@@ -51,11 +51,11 @@ extension Pipeline {
                 committed: committed, outcomes: outcomes, invalidTokens: invalidTokens, parked: parked,
                 eventTime: eventTime)
         }
-        let changes = state.withLock { state -> FlowChanges? in
+        let appliesSteps = state.withLock { state -> Bool? in
             guard published else {
                 // Never held: its offset is never committed, and it holds its partition back until the restart.
                 state.counters.publishFailures += 1
-                return FlowChanges()
+                return false
             }
             // A record of a partition revoked since it was taken: the next owner does it again.
             guard state.tracker.isCurrent(partition, generation: generation) else { return nil }
@@ -65,45 +65,33 @@ extension Pipeline {
             let (committable, released) = state.tracker.finishReleasing(
                 partition, offset: record.offset, generation: generation)
             if let committable { transactions.committable(partition, nextOffset: committable) }
-            var result = FlowChanges()
-            if released > 0, state.fetchStopped.contains(partition),
-                state.tracker.held(partition) <= resumeHolding(partition, state.flow)
-            {
-                state.fetchStopped.remove(partition)
-                result.resumeFetching = partition
-                result.running = [partition]
-            }
-            return result
+            state.reportRunning(
+                state.fetchAgainIfRoom(partition, released: released, limit: resumeHolding(partition, state.flow)))
+            return state.hasFlowSteps
         }
-        guard let changes else {
+        guard let appliesSteps else {
             settle(false)
             return
         }
-        if let partition = changes.resumeFetching { source.resumeFetching([partition]) }
-        if !changes.running.isEmpty { observer?.flowChanged(paused: false, partitions: changes.running) }
+        if appliesSteps { applyFlowSteps() }
     }
 
     /// A held record's transaction committed (`committed`), or its partition was released: it stops counting
     /// against the in-flight cap, and a committed one is counted and observed as published.
     func settleHeld(committed: Bool, outcomes: [OutcomeRecord], invalidTokens: Int, parked: Bool, eventTime: Double?) {
-        let changes = state.withLock { state -> FlowChanges in
-            var result = FlowChanges()
+        let (resizeDue, appliesSteps) = state.withLock { state -> (Bool, Bool) in
+            var resizeDue = false
             if committed {
-                result.resizeDue = state.countFinished(
-                    outcomes: outcomes, invalidTokens: invalidTokens, parked: parked)
+                resizeDue = state.countFinished(outcomes: outcomes, invalidTokens: invalidTokens, parked: parked)
             }
-            if state.flow.recordsFinished(1) == .resume {
-                result.resume = Array(state.assigned)
-                result.running = result.resume.filter { !state.fetchStopped.contains($0) }
-            }
-            return result
+            state.reportRunning(state.recordStoppedCounting())
+            return (resizeDue, state.hasFlowSteps)
         }
-        if !changes.resume.isEmpty { source.resume(changes.resume) }
-        if !changes.running.isEmpty { observer?.flowChanged(paused: false, partitions: changes.running) }
+        if appliesSteps { applyFlowSteps() }
         if committed, let observer {
             for index in outcomes.indices { observer.outcomePublished(outcomes[index], eventTime: eventTime) }
         }
-        if changes.resizeDue { resizeInFlightCap() }
+        if resizeDue { resizeInFlightCap() }
     }
 }
 

@@ -82,6 +82,8 @@ public final class Pipeline: SourceHandler {
         /// Partitions that stopped fetching because they hold `maxRecordsInFlight` records behind a slow one.
         var fetchStopped: Set<TopicPartition> = []
         var counters = PipelineCounters()
+        /// Pauses and resumes decided and not yet applied, oldest first (Pipeline+FlowSteps.swift).
+        var flowSteps: [FlowStep] = []
         var receiving = true
         var fatalError: String?
     }
@@ -95,6 +97,8 @@ public final class Pipeline: SourceHandler {
     let transport: any PushTransport
     let observer: (any PipelineObserver)?
     let state: Mutex<State>
+    /// Held while queued flow steps are applied, so that they reach the source in order.
+    let flowStepsApplying = Mutex(())
     /// The tasks records are processed on (on the executors `init`'s `processingExecutor` gives, else the
     /// global concurrent executor): a lane per record in flight, kept between records.
     let lanes: RecordLanes<TakenRecord>
@@ -135,7 +139,9 @@ public final class Pipeline: SourceHandler {
         let initial = sizing.capacity(streams: transport.streamCapacity)
         state = Mutex(
             State(
-                flow: FlowControl(capacity: initial, lowWaterMark: configuration.resumeBelow ?? initial / 2),
+                flow: FlowControl(
+                    capacity: initial,
+                    lowWaterMark: configuration.resumeBelow ?? FlowControl.defaultLowWaterMark(capacity: initial)),
                 sizing: sizing))
         lanes = RecordLanes(maximumLanes: min(cap, Self.maximumLanes), executor: processingExecutor)
         // Weak: the lanes belong to the pipeline, and their idle tasks must not keep it alive.
