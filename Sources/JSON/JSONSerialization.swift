@@ -83,6 +83,12 @@ public enum JSONWriter {
 
     public static func writeString(_ string: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
+        writeStringContents(string, into: &output)
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// What `writeString` writes between the quotes: the text, escaped.
+    public static func writeStringContents(_ string: String, into output: inout [UInt8]) {
         var string = string
         string.withUTF8 { bytes in
             var runStart = 0
@@ -112,6 +118,5 @@ public enum JSONWriter {
                 output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
             }
         }
-        output.append(UInt8(ascii: "\""))
     }
 }

@@ -33,6 +33,63 @@ public enum APNsPayload {
     /// The Live Activity `event` values.
     public static let liveActivityEvents = ["start", "update", "end"]
 
+    /// What the checks here can tell apart in a payload, for a renderer that remembers their answer for a
+    /// payload's shape instead of checking each payload (the rules' payload programs). The checks read
+    /// only `aps` (and the payload's size). Of a string they ask only whether it is one of these texts
+    /// (interruption levels, Live Activity events); of a number its sign, whether it is whole, 0, 1,
+    /// from 0 to 1, or from 10^11 on (milliseconds by mistake). Of the values of these `aps` keys they
+    /// ask only the type.
+    ///
+    /// - Important: A check that compares a string with another text, or a number with another bound,
+    ///   or that reads inside one of `typeCheckedAPSKeys`, must update these.
+    package static let comparedTexts: [String] = interruptionLevels + liveActivityEvents
+    package static let typeCheckedAPSKeys: Set<String> = ["content-state", "attributes"]
+
+    /// The class of a leaf value under `aps` as far as the checks can tell (from 0 to 31) (see `comparedTexts`): two
+    /// payloads of the same shape whose leaves are pairwise of one class get the same answer. Nil for
+    /// an array or object (their members would need classes of their own) or a number the checks might
+    /// treat apart from its class (not finite, or whole but beyond Int64), unless `typeOnly` (the value
+    /// of a `typeCheckedAPSKeys` key).
+    package static func checkedClass(of value: JSONValue, typeOnly: Bool = false) -> UInt8? {
+        switch value {
+        case .null: return 0
+        case .bool(let flag): return flag ? 2 : 1
+        case .int(let number): return wholeNumberClass(number)
+        case .double(let number):
+            guard number.isFinite else { return nil }
+            if number.rounded() == number {
+                guard let whole = Int64(exactly: number) else { return nil }
+                return wholeNumberClass(whole)
+            }
+            if number < 0 { return 8 }
+            if number < 1 { return 9 }
+            return number < Double(APNsExpiration.millisecondsThreshold) ? 10 : 11
+        case .string(let text):
+            guard let index = comparedTexts.firstIndex(of: text) else { return 12 }
+            return 16 + UInt8(index)
+        case .array: return typeOnly ? 13 : nil
+        case .object: return typeOnly ? 14 : nil
+        }
+    }
+
+    /// `checkedClass(of:)` of a string given as its JSON-escaped UTF-8 (what a renderer wrote between
+    /// the quotes): the compared texts need no escaping, so a text is one of them exactly when its
+    /// escaped form is.
+    package static func checkedClass(ofEscapedText escaped: ArraySlice<UInt8>) -> UInt8 {
+        for (index, text) in comparedTextBytes.enumerated() where text.elementsEqual(escaped) {
+            return 16 + UInt8(index)
+        }
+        return 12
+    }
+
+    private static let comparedTextBytes: [[UInt8]] = comparedTexts.map { Array($0.utf8) }
+
+    private static func wholeNumberClass(_ number: Int64) -> UInt8 {
+        if number < 0 { return 3 }
+        if number <= 1 { return 4 + UInt8(number) }
+        return number < APNsExpiration.millisecondsThreshold ? 6 : 7
+    }
+
     /// The push types whose payload must carry an `aps` dictionary. The others (voip, complication,
     /// fileprovider, mdm, location, pushtotalk) are handed to the app or the system as they are;
     /// an MDM payload, for one, is `{"mdm": "<push magic>"}` with no `aps` at all.

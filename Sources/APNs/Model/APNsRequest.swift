@@ -3,7 +3,6 @@
 
 import HTTP2
 public import JSON
-import Synchronization
 
 /// Where a notification goes: one device (`POST /3/device/<token>`) or every device subscribed to a
 /// broadcast channel (`POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`; Apple, "Sending
@@ -73,6 +72,10 @@ public struct APNsRequest: Sendable, Hashable {
         set { encodedPayload = EncodedPayload(newValue) }
     }
 
+    /// The problems `validate()` finds in the payload for this request's push type, topic and target
+    /// (remembered with the payload).
+    package var payloadProblems: [APNsRequestProblem] { encodedPayload.problems(for: payloadCheck) }
+
     /// The payload with its compact bytes, encoded once and shared by copies: the requests of one
     /// event's devices (and every retry) send the same payload, so it is serialised and checked once.
     var encodedPayload: EncodedPayload
@@ -95,6 +98,32 @@ public struct APNsRequest: Sendable, Hashable {
         self.collapseID = collapseID
         self.apnsID = apnsID
         self.encodedPayload = EncodedPayload(payload)
+    }
+
+    /// A device request whose payload a renderer wrote as compact bytes directly, knowing the payload's
+    /// problems for this push type and topic without a value to check (the rules' payload programs):
+    /// the value is made by `makePayload` only if something reads `payload`.
+    ///
+    /// - Precondition: `payloadBytes` is the compact encoding of what `makePayload` returns, and
+    ///   `knownPayloadProblems` is what `APNsPayload`'s checks find in it for this push type and topic.
+    package init(
+        deviceToken: DeviceToken, environment: APNsEnvironment, topic: String, pushType: PushType,
+        priority: APNsPriority, expiration: APNsExpiration, collapseID: CollapseID?, apnsID: APNsID,
+        payloadBytes: [UInt8], knownPayloadProblems: [APNsRequestProblem],
+        makePayload: @escaping @Sendable () -> JSONValue
+    ) {
+        self.target = .device(deviceToken)
+        self.environment = environment
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+        self.encodedPayload = EncodedPayload(
+            bytes: payloadBytes, knownProblems: knownPayloadProblems,
+            for: EncodedPayload.Check(pushType: pushType, webTopic: APNsPayload.isWebTopic(topic), broadcast: false),
+            makeValue: makePayload)
     }
 
     /// A broadcast on `channel`: push type liveactivity, to the topic of `bundle` (the suffix is added).
@@ -177,12 +206,17 @@ public struct APNsRequest: Sendable, Hashable {
     public func validate() -> [APNsRequestProblem] {
         var problems: [APNsRequestProblem] = []
         if !headersKnownValid { checkHeaders(&problems) }
-        let payloadProblems = encodedPayload.problems(for: pushType)
+        let payloadProblems = encodedPayload.problems(for: payloadCheck)
         if !payloadProblems.isEmpty { problems += payloadProblems }
-        // Safari website pushes (`web.` topics) have payload rules of their own.
-        if APNsPayload.isWebTopic(topic) { problems += APNsPayload.validateWebPush(payload) }
-        if case .channel = target { problems += APNsPayload.validateBroadcast(payload) }
         return problems
+    }
+
+    /// What the payload's problems depend on besides the payload: the push type, whether the topic is
+    /// a Safari website push ID (`web.` topics have payload rules of their own), and whether it is a
+    /// broadcast.
+    var payloadCheck: EncodedPayload.Check {
+        EncodedPayload.Check(
+            pushType: pushType, webTopic: APNsPayload.isWebTopic(topic), broadcast: target.isChannel)
     }
 
     /// `validate()`, remembering in this value (and the copies made from it) that the headers passed,
@@ -194,10 +228,8 @@ public struct APNsRequest: Sendable, Hashable {
             checkHeaders(&problems)
             headersKnownValid = problems.isEmpty
         }
-        let payloadProblems = encodedPayload.problems(for: pushType)
+        let payloadProblems = encodedPayload.problems(for: payloadCheck)
         if !payloadProblems.isEmpty { problems += payloadProblems }
-        if APNsPayload.isWebTopic(topic) { problems += APNsPayload.validateWebPush(payload) }
-        if case .channel = target { problems += APNsPayload.validateBroadcast(payload) }
         return problems
     }
 
@@ -415,26 +447,5 @@ public struct APNsWireRequest: Sendable, Hashable, CustomStringConvertible {
             field.name == "authorization" ? "authorization: bearer <redacted>" : field.name + ": " + field.value
         }
         return "\(method) \(url) [" + shown.joined(separator: ", ") + "] \(body.count) bytes"
-    }
-}
-
-/// A payload and its compact encoding, immutable once made; shared by the copies of a request.
-final class EncodedPayload: Sendable {
-    let value: JSONValue
-    let bytes: [UInt8]
-    /// The payload's problems for the last push type asked about: one push type per payload is the
-    /// rule (a rule's requests all share it), and comparing one value is cheaper than hashing.
-    private let checked = Mutex<(pushType: PushType, problems: [APNsRequestProblem])?>(nil)
-
-    init(_ value: JSONValue) {
-        self.value = value
-        bytes = value.compactBytes
-    }
-
-    func problems(for pushType: PushType) -> [APNsRequestProblem] {
-        if let known = checked.withLock({ $0 }), known.pushType == pushType { return known.problems }
-        let problems = APNsPayload.validate(value, pushType: pushType, byteCount: bytes.count)
-        checked.withLock { $0 = (pushType, problems) }
-        return problems
     }
 }

@@ -1,9 +1,12 @@
-// A rule's notification, compiled: the header values fixed at load, the payload as a template tree,
-// and what may be overridden or shortened. Rendering one event goes template → JSON → overrides →
-// size fitting; each request is then checked by the APNs request model before it is handed out.
+// A rule's notification, compiled: the header values fixed at load, the payload as a template tree
+// (and as a payload program), and what may be overridden or shortened. Rendering one event goes
+// template → JSON → overrides → size fitting; each request is then checked by the APNs request model
+// before it is handed out. When no override changes the payload and it fits, the payload program
+// writes its bytes directly instead, and the checks' answer is remembered per payload shape.
 
 import APNs
 import JSON
+import Synchronization
 
 /// How to build the push of one rule. A class: it is large, and evaluation passes it around a lot.
 final class PushPlan: Sendable {
@@ -25,6 +28,14 @@ final class PushPlan: Sendable {
     let readsDevice: Bool
     /// True when some template reads the locale, so the event's locale chain must be resolved.
     let readsLocale: Bool
+    /// The payload compiled to bytes and leaves; nil leaves every payload to the value tree.
+    let payloadProgram: PayloadProgram?
+    /// The payload shapes (`PayloadProgram.Output.shape`, with bit 60 set for a `web.` topic) in which
+    /// the payload checks found nothing.
+    private let cleanShapes = Mutex<[UInt64]>([])
+    /// Far more than the shapes one rule's payloads take in practice; beyond it, a new shape is checked
+    /// on its value tree each time.
+    static let cleanShapeLimit = 64
 
     init(
         pushType: PushType, app: Template?, topic: Template?, priority: APNsPriority, ttl: Int64?,
@@ -43,6 +54,7 @@ final class PushPlan: Sendable {
         self.shorten = shorten
         self.readsDevice = readsDevice
         self.readsLocale = readsLocale
+        self.payloadProgram = PayloadProgram(payload)
     }
 
     /// The parts of a request that do not depend on the device token.
@@ -51,8 +63,14 @@ final class PushPlan: Sendable {
         var priority: APNsPriority
         var expiration: APNsExpiration
         var collapseID: CollapseID?
-        var payload: JSONValue
+        var payload: RenderedPayload
         var notes: [String]
+    }
+
+    enum RenderedPayload {
+        case value(JSONValue)
+        /// The payload program's bytes: no override changed the payload, and it fits the limit.
+        case program(PayloadProgram.Output)
     }
 
     enum Failure: Error {
@@ -60,7 +78,9 @@ final class PushPlan: Sendable {
         case skip(SkipReason, String)
     }
 
-    func render(_ context: RenderContext, overrides: EventOverrides, now: Int64) -> Result<Rendered, Failure> {
+    func render(
+        _ context: RenderContext, overrides: EventOverrides, now: Int64, usingProgram: Bool = true
+    ) -> Result<Rendered, Failure> {
         var notes: [String] = []
         var problems: [String] = []
 
@@ -76,7 +96,15 @@ final class PushPlan: Sendable {
         }
 
         var payloadValue = JSONValue.object(JSONObject())
-        do { payloadValue = try payload.render(context) } catch { problems.append(error.message) }
+        var programOutput: PayloadProgram.Output?
+        if usingProgram, let payloadProgram, !overridesChangePayload(overrides),
+            let output = payloadProgram.render(context),
+            output.bytes.count <= pushType.payloadLimit
+        {
+            programOutput = output
+        } else {
+            do { payloadValue = try payload.render(context) } catch { problems.append(error.message) }
+        }
 
         var collapseText: String?
         if let collapseID {
@@ -161,7 +189,30 @@ final class PushPlan: Sendable {
         return .success(
             Rendered(
                 topic: topicText, priority: priority, expiration: expiration, collapseID: collapse,
-                payload: payloadValue, notes: notes))
+                payload: programOutput.map { .program($0) } ?? .value(payloadValue), notes: notes))
+    }
+
+    /// Whether an override of the event applies to the payload (as `render` applies them).
+    func overridesChangePayload(_ overrides: EventOverrides) -> Bool {
+        for field in overrides.values.keys where acceptedOverrides.contains(field) {
+            if let key = field.apsKey, apsKeys.contains(key) { return true }
+        }
+        return false
+    }
+
+    /// Whether the payload checks found nothing in a payload of this shape before (then they find
+    /// nothing in this one: the checks see no more than the shape).
+    func isCleanShape(_ shape: UInt64) -> Bool {
+        cleanShapes.withLock { $0.contains(shape) }
+    }
+
+    /// How many shapes are known clean (for tests: payloads of those shapes are sent from their bytes).
+    var cleanShapeCount: Int { cleanShapes.withLock { $0.count } }
+
+    func rememberCleanShape(_ shape: UInt64) {
+        cleanShapes.withLock { shapes in
+            if shapes.count < Self.cleanShapeLimit && !shapes.contains(shape) { shapes.append(shape) }
+        }
     }
 
     /// Shortens the payload to the push type's limit, or says why it cannot be done.

@@ -44,15 +44,28 @@ public final class RuleSet: Sendable {
     /// Request ids: a random seed per rule set and a counter, so ids cost no system call per request.
     private let idSeed: UInt64
     private let idCounter = Atomic<UInt64>(0)
+    /// False renders every payload as a value tree (to compare the two ways in tests).
+    let usesPayloadPrograms: Bool
 
-    init(file: String, rules: [CompiledRule], localization: Localization, templateCount: Int) {
+    init(
+        file: String, rules: [CompiledRule], localization: Localization, templateCount: Int,
+        usesPayloadPrograms: Bool = true
+    ) {
         self.file = file
         self.rules = rules
         self.index = RuleIndex(patterns: rules.map(\.pattern))
         self.localization = localization
         self.templateCount = templateCount
+        self.usesPayloadPrograms = usesPayloadPrograms
         var generator = SystemRandomNumberGenerator()
         self.idSeed = generator.next()
+    }
+
+    /// The same rules, rendering every payload as a value tree.
+    func withoutPayloadPrograms() -> RuleSet {
+        RuleSet(
+            file: file, rules: rules, localization: localization, templateCount: templateCount,
+            usesPayloadPrograms: false)
     }
 
     /// The ids of the rules, in file order.
@@ -232,20 +245,47 @@ public final class RuleSet: Sendable {
         _ now: Int64
     ) -> Result<PreparedRequest, PushPlan.Failure> {
         let parts: PushPlan.Rendered
-        switch plan.render(context, overrides: overrides, now: now) {
+        switch plan.render(context, overrides: overrides, now: now, usingProgram: usesPayloadPrograms) {
         case .success(let value): parts = value
         case .failure(let failure): return .failure(failure)
+        }
+        var notes = parts.notes
+        let payload: JSONValue
+        var programShape: UInt64?
+        switch parts.payload {
+        case .value(let value):
+            payload = value
+        case .program(let output):
+            let shape = output.shape | (APNsPayload.isWebTopic(parts.topic) ? 1 << 60 : 0)
+            if plan.isCleanShape(shape) {
+                // The value tree is made only if something reads it (explaining a decision, not sending),
+                // from what the leaves gave: a request does not keep the event alive.
+                var request = APNsRequest(
+                    deviceToken: Self.standInToken, environment: .production, topic: parts.topic,
+                    pushType: plan.pushType, priority: parts.priority, expiration: parts.expiration,
+                    collapseID: parts.collapseID, apnsID: APNsID(high: 0, low: 0), payloadBytes: output.bytes,
+                    knownPayloadProblems: []
+                ) { output.value(of: plan.payload) }
+                let problems = request.validateRemembering()
+                if !problems.isEmpty { return .failure(.reject(.invalidRequest, problems.map(\.description))) }
+                return .success(PreparedRequest(request: request, notes: notes))
+            }
+            // A shape not seen yet, or one the checks found problems in: the value tree is checked.
+            do { payload = try plan.payload.render(context) } catch {
+                return .failure(.reject(.templateError, [error.message]))
+            }
+            programShape = shape
         }
         var request = APNsRequest(
             deviceToken: Self.standInToken, environment: .production, topic: parts.topic, pushType: plan.pushType,
             priority: parts.priority, expiration: parts.expiration, collapseID: parts.collapseID,
-            apnsID: APNsID(high: 0, low: 0), payload: parts.payload)
-        var notes = parts.notes
+            apnsID: APNsID(high: 0, low: 0), payload: payload)
         // What validate() checks does not depend on the device, so once serves every device; the copies
         // made per device remember the answer, so the sender's own check of each is a lookup.
         var problems = request.validateRemembering()
+        if let programShape, request.payloadProblems.isEmpty { plan.rememberCleanShape(programShape) }
         if problems.contains(where: { $0.code == .payloadTooLarge }) {
-            switch plan.fit(parts.payload) {
+            switch plan.fit(payload) {
             case .success(let fitted):
                 request.payload = fitted.payload
                 notes += fitted.notes
