@@ -114,7 +114,8 @@ final class DevStack: Sendable {
 
     init(
         failureRate: Double, latency: LatencyDistribution, metricsListen: String, group: String,
-        maxInFlight: Int? = nil, threads: Int? = nil, unregisteredEvery: Int = 25, malformedEvery: Int = 50,
+        maxInFlight: Int? = nil, threads: Int? = nil, maxConnections: Int? = nil, unregisteredEvery: Int = 25,
+        malformedEvery: Int = 50,
         keepsAcceptedNotifications: Bool = true, exactlyOnce: Bool = false
     ) throws {
         cluster = try MockKafkaCluster(brokers: 3)
@@ -160,7 +161,9 @@ final class DevStack: Sendable {
         apps[Self.app] = ["credential": "dev-key"]
         document["apps"] = .object(apps)
         let endpoints: JSONValue = ["production": .string(simulator.baseURL), "sandbox": .string(simulator.baseURL)]
-        document["apns"] = ["endpoints": endpoints, "ca_file": .string(simulator.caFilePath), "connections": 2]
+        var apns: JSONObject = ["endpoints": endpoints, "ca_file": .string(simulator.caFilePath), "connections": 2]
+        if let maxConnections { apns["max_connections"] = .int(Int64(maxConnections)) }
+        document["apns"] = .object(apns)
         var pipeline = JSONObject()
         if let maxInFlight { pipeline["max_in_flight_records"] = .int(Int64(maxInFlight)) }
         if let threads { pipeline["threads"] = .int(Int64(threads)) }

@@ -24,6 +24,8 @@ public enum PipelineBenchmark {
         public var maxInFlight: Int?
         /// `pipeline.threads`, the worker's event loops; nil keeps the worker's default (one per CPU).
         public var threads: Int?
+        /// `apns.max_connections`, what each pool may grow to; nil keeps the worker's default.
+        public var maxConnections: Int?
         /// How long the benchmark idles after the live phase before it reads the RSS again. Default: 12 s.
         public var idleSeconds = 12.0
         /// How long the simulator waits before answering each request. Default: none.
@@ -72,7 +74,8 @@ public enum PipelineBenchmark {
         do {
             let stack = try DevStack(
                 failureRate: 0, latency: options.apnsLatency, metricsListen: "127.0.0.1:0", group: "bench",
-                maxInFlight: options.maxInFlight, threads: options.threads, unregisteredEvery: 0, malformedEvery: 0,
+                maxInFlight: options.maxInFlight, threads: options.threads,
+                maxConnections: options.maxConnections, unregisteredEvery: 0, malformedEvery: 0,
                 keepsAcceptedNotifications: false, exactlyOnce: options.exactlyOnce)
             defer { stack.simulator.stop() }
             var generator = stack.generator
@@ -96,7 +99,7 @@ public enum PipelineBenchmark {
             // The clock starts at the first record, not while the consumer joins its group.
             while runtime.pipeline.counters.recordsTaken == 0 { try await Task.sleep(for: .milliseconds(1)) }
             let cpuBefore = processCPUSeconds()
-            let partsBefore = ThreadCPU.byPart()
+            let partsBefore = ThreadCPU.snapshot()
             let started = ContinuousClock.now
             let peaks = PeakSampler()
             let timelineInterval = options.timelineInterval
@@ -123,11 +126,14 @@ public enum PipelineBenchmark {
                     try? await Task.sleep(for: .milliseconds(50))
                 }
             }
-            try await waitUntilFinished(options.events, runtime.pipeline)
+            var steady = SteadyWindow(events: options.events)
+            try await waitUntilFinished(options.events, runtime.pipeline) { steady.observe(finished: $0) }
             let elapsed = (ContinuousClock.now - started).seconds
             sampling.cancel()
+            // Threads first, the process last: the threads' window then lies within the process's, so
+            // their sum (exact clocks) never exceeds the process's CPU.
+            let parts = ThreadCPU.since(partsBefore)
             let cpu = processCPUSeconds() - cpuBefore
-            let parts = ThreadCPU.byPart().subtracting(partsBefore)
             let notifications = stack.simulator.stats.requests
             let rate = Double(options.events) / elapsed
             print(
@@ -135,6 +141,9 @@ public enum PipelineBenchmark {
                     format:
                         "phase 1 (backlog): %d events, %d notifications in %.2f s: %.0f events/s, %.0f notifications/s",
                     options.events, notifications, elapsed, rate, Double(notifications) / elapsed))
+            let notificationsPerEvent = Double(notifications) / Double(options.events)
+            let steadyNotificationRate = steady.eventsPerSecond.map { $0 * notificationsPerEvent }
+            if let line = steady.description(notificationsPerEvent: notificationsPerEvent) { print(line) }
             print(
                 String(
                     format:
@@ -166,8 +175,8 @@ public enum PipelineBenchmark {
                     latency: options.apnsLatency, connections: peak.connections,
                     maximumConcurrentStreams: Int(stack.simulator.faults.maxConcurrentStreams),
                     maxInFlightRecords: peak.cap,
-                    notificationsPerEvent: Double(notifications) / Double(options.events),
-                    measured: Double(notifications) / elapsed))
+                    notificationsPerEvent: notificationsPerEvent,
+                    measured: steadyNotificationRate ?? Double(notifications) / elapsed))
 
             // Phase 2: a live stream at half the measured rate; occurred_at is the moment of producing.
             latencies.reset()
@@ -196,17 +205,17 @@ public enum PipelineBenchmark {
                 String(
                     format: "phase 2 (live, %.0f events/s for %.0f s): event → outcome p50 %.1f ms, p99 %.1f ms",
                     pace, options.latencySeconds, p50 * 1000, p99 * 1000))
-            print(
-                String(
-                    format: "peak RSS %.0f MB (max_in_flight_records %d)", peakRSSMegabytes(),
-                    stack.configuration.pipeline.maxInFlightRecords))
             // Memory a worker gives back once the backlog is gone: jemalloc purges freed pages within
             // its decay time (10 s), from its background thread (MemoryAllocator).
             try await Task.sleep(for: .seconds(options.idleSeconds))
+            let idleRSS = Double(ProcessMemory.residentKiB()) / 1024
+            // The peak of the whole run, idle time included (RSS can still creep up a little while idle),
+            // read after the idle RSS so that it is never below it.
             print(
                 String(
-                    format: "RSS after %.0f s idle: %.0f MB", options.idleSeconds,
-                    Double(ProcessMemory.residentKiB()) / 1024))
+                    format: "peak RSS %.0f MB (max_in_flight_records %d)", max(peakRSSMegabytes(), idleRSS),
+                    stack.configuration.pipeline.maxInFlightRecords))
+            print(String(format: "RSS after %.0f s idle: %.0f MB", options.idleSeconds, idleRSS))
             await runtime.shutdown(timeout: 5)
             try? await producer.close(timeout: .seconds(2))
             writer.close()
@@ -220,12 +229,15 @@ public enum PipelineBenchmark {
 
     /// Waits until `target` records have finished; fails rather than waiting forever when none finishes
     /// for `stallTimeout`.
-    static func waitUntilFinished(_ target: Int, _ pipeline: Pipeline) async throws {
+    static func waitUntilFinished(
+        _ target: Int, _ pipeline: Pipeline, progress: (_ finished: Int) -> Void = { _ in }
+    ) async throws {
         var finished = pipeline.counters.recordsFinished
         var lastProgress = ContinuousClock.now
         while finished < target {
             try await Task.sleep(for: .milliseconds(5))
             let now = pipeline.counters.recordsFinished
+            progress(now)
             if now != finished {
                 finished = now
                 lastProgress = ContinuousClock.now
@@ -244,6 +256,43 @@ public enum PipelineBenchmark {
 
     static func peakRSSMegabytes() -> Double {
         Double(ProcessMemory.peakResidentKiB()) / 1024
+    }
+}
+
+/// The backlog's steady state: the records finishing between 10 % and 90 % of it. The whole-run rate
+/// also counts the first round trip, in which nothing can finish, and the drain of the last records;
+/// at a 300 ms APNs latency those are a sixth of a 60,000-event run, so the whole-run rate says more
+/// about the run's length than about the worker.
+struct SteadyWindow {
+    let first: Int
+    let last: Int
+    private var start: (at: ContinuousClock.Instant, finished: Int)?
+    private var end: (at: ContinuousClock.Instant, finished: Int)?
+
+    init(events: Int) {
+        first = events / 10
+        last = events - events / 10
+    }
+
+    mutating func observe(finished: Int) {
+        if start == nil, finished >= first { start = (ContinuousClock.now, finished) }
+        if end == nil, finished >= last { end = (ContinuousClock.now, finished) }
+    }
+
+    /// Records finished per second within the window; nil when the backlog was too short to tell.
+    var eventsPerSecond: Double? {
+        guard let start, let end, end.at > start.at, end.finished > start.finished else { return nil }
+        return Double(end.finished - start.finished) / (end.at - start.at).seconds
+    }
+
+    /// The line `bench pipeline` prints (notifications at the whole backlog's notifications per event).
+    func description(notificationsPerEvent: Double) -> String? {
+        guard let eventsPerSecond, let start, let end else { return nil }
+        return String(
+            format:
+                "  steady state (records %d-%d finishing, without the first round trip and the drain): %.0f events/s, "
+                + "%.0f notifications/s",
+            start.finished, end.finished, eventsPerSecond, eventsPerSecond * notificationsPerEvent)
     }
 }
 
@@ -297,22 +346,32 @@ struct ThreadCPU {
     // consumer's and producer's poll threads, and the rest (Swift's pool: the consumer hand-off).
     var eventLoops = 0.0
     var kafkaClients = 0.0
-    /// How many event-loop threads there are (not a difference: `subtracting` keeps the later count).
+    /// How many event-loop threads there are at the end.
     var eventLoopThreads = 0
 
-    static func byPart() -> ThreadCPU {
-        var parts = ThreadCPU()
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    /// Each live thread's name and CPU seconds so far, by thread id.
+    typealias Snapshot = [Int32: (name: String, seconds: Double)]
+
+    static func snapshot() -> Snapshot {
+        var threads: Snapshot = [:]
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         for task in tasks {
-            guard let name = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
-                let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
-                let afterName = stat.range(of: ") ", options: .backwards)
+            guard let tid = Int32(task),
+                let name = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+                let seconds = cpuSeconds(thread: tid, task: task)
             else { continue }
-            // Fields after "(comm) ": state is field 3, so utime (14) and stime (15) are at 11 and 12.
-            let fields = stat[afterName.upperBound...].split(separator: " ")
-            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-            let seconds = (user + system) / ticks
+            threads[tid] = (name, seconds)
+        }
+        return threads
+    }
+
+    /// The CPU each part spent since `earlier`, thread by thread: a thread born since counts from zero,
+    /// and one that has exited since drops out rather than subtracting what it had spent before.
+    static func since(_ earlier: Snapshot) -> ThreadCPU {
+        var parts = ThreadCPU()
+        for (tid, thread) in snapshot() {
+            let seconds = thread.seconds - (earlier[tid]?.seconds ?? 0)
+            let name = thread.name
             if name.hasPrefix("apns-sim") {
                 parts.simulator += seconds
             } else if name.hasPrefix("rdk:mock") {
@@ -330,10 +389,24 @@ struct ThreadCPU {
         return parts
     }
 
-    func subtracting(_ earlier: ThreadCPU) -> ThreadCPU {
-        ThreadCPU(
-            worker: worker - earlier.worker, simulator: simulator - earlier.simulator,
-            mockKafka: mockKafka - earlier.mockKafka, eventLoops: eventLoops - earlier.eventLoops,
-            kafkaClients: kafkaClients - earlier.kafkaClients, eventLoopThreads: eventLoopThreads)
+    /// A thread's CPU time, to the nanosecond, from its CPU-time clock: /proc's utime and stime are whole
+    /// clock ticks (10 ms) per thread, so a short run spread over 16 simulator connections read as 0.
+    /// The clock id is the kernel's encoding of a per-thread scheduler clock (what glibc's
+    /// `pthread_getcpuclockid` returns), which a process may read for any of its own threads.
+    private static func cpuSeconds(thread tid: Int32, task: String) -> Double? {
+        // The kernel's clock id layout (include/linux/posix-timers.h): the id inverted and shifted by 3,
+        // then CPUCLOCK_PERTHREAD_MASK (4) and the scheduler clock, CPUCLOCK_SCHED (2).
+        let perThreadSchedulerClock: clockid_t = 4 | 2
+        var time = timespec()
+        if clock_gettime((~tid) << 3 | perThreadSchedulerClock, &time) == 0 {
+            return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        }
+        guard let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+            let afterName = stat.range(of: ") ", options: .backwards)
+        else { return nil }
+        // Fields after "(comm) ": state is field 3, so utime (14) and stime (15) are at 11 and 12.
+        let fields = stat[afterName.upperBound...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 }

@@ -39,6 +39,10 @@ struct BenchPipelineCommand: Command {
             "pipeline.threads, the worker's event loops (records, rules and APNs connections). Default: the "
                 + "worker's default, one per CPU the process may use."),
         .value(
+            "--max-connections", "N",
+            "apns.max_connections, the connections each APNs pool may grow to under load (the dev stack has a "
+                + "pool per environment). Default: the worker's default."),
+        .value(
             "--apns-latency-ms", "SPEC",
             "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
                 + "FIXED+exp:MEAN. Prints the rate the streams and the in-flight cap allow at it. Default: 0."),
@@ -64,6 +68,7 @@ struct BenchPipelineCommand: Command {
             options.timelineInterval = .milliseconds(milliseconds)
         }
         options.threads = try arguments.integer("--threads", range: 1...64)
+        options.maxConnections = try arguments.integer("--max-connections", range: 1...64)
         options.exactlyOnce = arguments.has("--exactly-once")
         if let spec = arguments.value("--apns-latency-ms") {
             options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
