@@ -274,9 +274,14 @@ struct SteadyWindow {
         last = events - events / 10
     }
 
+    /// The window ends at an observation after the one that started it: a poll delayed on a loaded machine
+    /// may see both marks passed at once, and then the next one (the backlog's last at the latest) ends it.
     mutating func observe(finished: Int) {
-        if start == nil, finished >= first { start = (ContinuousClock.now, finished) }
-        if end == nil, finished >= last { end = (ContinuousClock.now, finished) }
+        guard let start else {
+            if finished >= first { start = (ContinuousClock.now, finished) }
+            return
+        }
+        if end == nil, finished >= last, finished > start.finished { end = (ContinuousClock.now, finished) }
     }
 
     /// Records finished per second within the window; nil when the backlog was too short to tell.

@@ -95,8 +95,12 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
         r"steady state \(records (\d+)-(\d+) finishing, without the first round trip and the drain\): "
         r"(\d+) events/s, (\d+) notifications/s", out)
     assert events // 10 <= first < last and events - events // 10 <= last <= events
-    # Notifications at the backlog's own notifications per event.
-    assert steady_events > 0 and abs(steady_notifications - steady_events * notifications / events) <= 1
+    # Notifications at the backlog's own notifications per event. Both rates are printed rounded to whole
+    # numbers: the events' half a unit of rounding, times the notifications per event, plus the notifications'
+    # own half (CI once saw 12823 events/s × 1.79 = 22953.2 against a printed 22952).
+    per_event_rate = notifications / events
+    assert steady_events > 0
+    assert abs(steady_notifications - steady_events * per_event_rate) <= 0.5 * per_event_rate + 0.5 + 1e-6
     assert abs(fraction - steady_notifications / min(streams_bound, inflight_bound)) <= 0.006
     # The timeline: records finished only grow, never past the backlog; in flight stays within the cap.
     timeline = [tuple(int(value) for value in match.groups()) for match in re.finditer(
