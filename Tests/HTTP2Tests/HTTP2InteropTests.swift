@@ -29,7 +29,7 @@ final class TestServerProcess: @unchecked Sendable {
     /// Waits until the port accepts TCP connections; fails at once if the server exits instead.
     func waitForPort(_ port: Int) async throws {
         var exited = false
-        let ready = await eventually(timeout: .seconds(5)) {
+        let ready = await eventually {
             var status: Int32 = 0
             exited = waitpid(pid, &status, WNOHANG) == pid
             return exited || loopbackPortAcceptsConnections(port)
@@ -37,7 +37,7 @@ final class TestServerProcess: @unchecked Sendable {
         if exited {
             throw TestFailure("server exited: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         }
-        if !ready { throw TestFailure("no server on port \(port) after 5 s") }
+        if !ready { throw TestFailure("no server on port \(port) after 30 s") }
     }
 
     func stop() {

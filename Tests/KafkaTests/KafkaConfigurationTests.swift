@@ -93,7 +93,7 @@ struct KafkaConfigurationTests {
             }
         )
         #expect(
-            await eventually(timeout: .seconds(5)) {
+            await eventually {
                 events.all.contains { $0.contains("sasl.oauthbearer.config") }
             })
         #expect(events.all.contains { $0.contains("[redacted]") })

@@ -117,7 +117,7 @@ struct KafkaProducerOutageTests {
         #expect(changes.all.count == 1)
         try cluster.setBrokerUp(1)
         #expect(await eventually(timeout: .seconds(20)) { delivered.all.count == 1 })
-        #expect(await eventually(timeout: .seconds(5)) { changes.all.count == 2 })
+        #expect(await eventually { changes.all.count == 2 })
         #expect(changes.all.last?.isWaitingForBrokers == false)
         try await producer.close(timeout: .seconds(5))
     }

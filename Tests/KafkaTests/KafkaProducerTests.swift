@@ -101,7 +101,7 @@ struct KafkaProducerTests {
         #expect(producer.fatalError == nil)
 
         producer.raiseFatalErrorForTesting(reason: "sequence gap")
-        #expect(await eventually(timeout: .seconds(5)) { !fatals.all.isEmpty })
+        #expect(await eventually { !fatals.all.isEmpty })
         #expect(fatals.all.count == 1)
         let fatal = try #require(producer.fatalError)
         #expect(fatal.code == .fatal)

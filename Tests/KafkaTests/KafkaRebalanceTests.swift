@@ -70,7 +70,7 @@ struct KafkaRebalanceTests {
         let finalA = numbers(try a.assignment())
         let finalB = numbers(try b.assignment())
         // The handlers run just after librdkafka applied the assignment; wait until both reported it.
-        let settled = await eventually(timeout: .seconds(5)) {
+        let settled = await eventually {
             eventsB.all.last == "assigned \(finalB)"
                 && eventsA.all.last == (strategy == .cooperativeSticky ? "revoked \(finalB)" : "assigned \(finalA)")
         }

@@ -121,7 +121,7 @@ package final class HTTP2TestServer: @unchecked Sendable {
     package func stop() async {
         stopped.store(true, ordering: .releasing)
         shutdown(listenFD, Int32(SHUT_RDWR))
-        _ = await eventually(timeout: .seconds(5)) { threads.withLock { $0 } == 0 }
+        _ = await eventually { threads.withLock { $0 } == 0 }
         close(listenFD)
     }
 

@@ -1,5 +1,8 @@
 // The one way tests wait: for a condition that an event makes true, never for a stretch of time.
-// The timeout only bounds how long a broken build takes to fail.
+// The timeout only bounds how long a broken build takes to fail, so the default is generous: the
+// parallel suite runs on 2 cores, and a condition that waits for a task of the cooperative pool (2
+// threads here) can take seconds to come true while other tests hold both threads (CI once waited
+// over 5 s for a task to start). A passing wait returns as soon as its condition holds.
 
 import Glibc
 
@@ -7,7 +10,7 @@ import Glibc
 /// Wrap it in `#expect` so a timeout fails the test where it happened. A condition that throws ends
 /// the wait with its error.
 @discardableResult
-package func eventually(timeout: Duration = .seconds(5), _ condition: () throws -> Bool) async rethrows -> Bool {
+package func eventually(timeout: Duration = .seconds(30), _ condition: () throws -> Bool) async rethrows -> Bool {
     let clock = ContinuousClock()
     let end = clock.now + timeout
     while clock.now < end {
@@ -19,7 +22,7 @@ package func eventually(timeout: Duration = .seconds(5), _ condition: () throws 
 
 /// `eventually` for synchronous tests: blocks the calling thread while it polls every millisecond.
 @discardableResult
-package func eventuallyBlocking(timeout: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
+package func eventuallyBlocking(timeout: Duration = .seconds(30), _ condition: () -> Bool) -> Bool {
     let clock = ContinuousClock()
     let end = clock.now + timeout
     while clock.now < end {

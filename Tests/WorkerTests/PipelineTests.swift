@@ -286,7 +286,7 @@ import Testing
             lanes = pipeline.lanes
             #expect(lanes?.counts.lanesRunning == 1)
         }
-        #expect(await eventually(timeout: .seconds(5)) { lanes?.counts.lanesRunning == 0 })
+        #expect(await eventually { lanes?.counts.lanesRunning == 0 })
         #expect(lanes?.counts.lanesRunning == 0)
     }
 

@@ -44,16 +44,16 @@ final class LaneProbe: Sendable {
         lanes.start { await probe.handle($0) }
         for item in 0..<200 {
             lanes.submit(item)
-            #expect(await eventually(timeout: .seconds(5)) { probe.handledItems.count == item + 1 })
+            #expect(await eventually { probe.handledItems.count == item + 1 })
             // Back in the idle list before the next submit.
-            #expect(await eventually(timeout: .seconds(5)) { lanes.idleCount == 1 })
+            #expect(await eventually { lanes.idleCount == 1 })
         }
         #expect(probe.handledItems == Array(0..<200))
         // A task per item would have started 200.
         #expect(lanes.counts.lanesStarted == 1)
         #expect(lanes.counts.oneOffTasks == 0)
         lanes.stop()
-        #expect(await eventually(timeout: .seconds(5)) { lanes.counts.lanesRunning == 0 })
+        #expect(await eventually { lanes.counts.lanesRunning == 0 })
     }
 
     @Test func busyLanesAreNeverWaitedForAndTheLaneCountIsBounded() async {
@@ -62,22 +62,22 @@ final class LaneProbe: Sendable {
         lanes.start { await probe.handle($0) }
         for item in 0..<10 { lanes.submit(item) }
         // All ten run at once: four on lanes, six on tasks of their own; none waits for a lane.
-        #expect(await eventually(timeout: .seconds(5)) { probe.heldCount == 10 })
+        #expect(await eventually { probe.heldCount == 10 })
         #expect(lanes.counts.lanesStarted == 4)
         #expect(lanes.counts.oneOffTasks == 6)
         probe.releaseAll()
-        #expect(await eventually(timeout: .seconds(5)) { probe.handledItems.count == 10 })
+        #expect(await eventually { probe.handledItems.count == 10 })
         #expect(Set(probe.handledItems) == Set(0..<10))
         // The four lanes wait for more; the next items go to them.
-        #expect(await eventually(timeout: .seconds(5)) { lanes.idleCount == 4 })
+        #expect(await eventually { lanes.idleCount == 4 })
         for item in 10..<14 { lanes.submit(item) }
-        #expect(await eventually(timeout: .seconds(5)) { probe.heldCount == 4 })
+        #expect(await eventually { probe.heldCount == 4 })
         #expect(lanes.counts.lanesStarted == 4)
         #expect(lanes.counts.oneOffTasks == 6)
         probe.releaseAll()
-        #expect(await eventually(timeout: .seconds(5)) { probe.handledItems.count == 14 })
+        #expect(await eventually { probe.handledItems.count == 14 })
         lanes.stop()
-        #expect(await eventually(timeout: .seconds(5)) { lanes.counts.lanesRunning == 0 })
+        #expect(await eventually { lanes.counts.lanesRunning == 0 })
     }
 
     @Test func stopEndsIdleLanesAtOnceAndBusyOnesAfterTheirItem() async {
@@ -85,22 +85,22 @@ final class LaneProbe: Sendable {
         let lanes = RecordLanes<Int>(maximumLanes: 4, executor: nil)
         lanes.start { await probe.handle($0) }
         for item in 0..<4 { lanes.submit(item) }
-        #expect(await eventually(timeout: .seconds(5)) { probe.heldCount == 4 })
+        #expect(await eventually { probe.heldCount == 4 })
         probe.releaseAll()
-        #expect(await eventually(timeout: .seconds(5)) { lanes.idleCount == 4 })
+        #expect(await eventually { lanes.idleCount == 4 })
         lanes.submit(4)
-        #expect(await eventually(timeout: .seconds(5)) { probe.heldCount == 1 })
+        #expect(await eventually { probe.heldCount == 1 })
         lanes.stop()
         // Three idle lanes end; the busy one finishes its item first.
-        #expect(await eventually(timeout: .seconds(5)) { lanes.counts.lanesRunning == 1 })
+        #expect(await eventually { lanes.counts.lanesRunning == 1 })
         probe.releaseAll()
-        #expect(await eventually(timeout: .seconds(5)) { lanes.counts.lanesRunning == 0 })
+        #expect(await eventually { lanes.counts.lanesRunning == 0 })
         #expect(probe.handledItems.count == 5)
         // After stop an item still runs, on a task of its own.
         lanes.submit(5)
-        #expect(await eventually(timeout: .seconds(5)) { probe.heldCount == 1 })
+        #expect(await eventually { probe.heldCount == 1 })
         probe.releaseAll()
-        #expect(await eventually(timeout: .seconds(5)) { probe.handledItems.count == 6 })
+        #expect(await eventually { probe.handledItems.count == 6 })
         #expect(lanes.counts.lanesStarted == 4)
     }
 
@@ -117,12 +117,12 @@ final class LaneProbe: Sendable {
             threads.withLock { _ = $0.insert(Thread.current.name ?? "unnamed") }
         }
         for item in 0..<8 { lanes.submit(item) }
-        #expect(await eventually(timeout: .seconds(5)) { lanes.idleCount == 8 })
+        #expect(await eventually { lanes.idleCount == 8 })
         let names = threads.withLock { $0 }
         #expect(!names.isEmpty)
         #expect(names.allSatisfy { $0.hasPrefix("h2-loop") }, "\(names)")
         lanes.stop()
-        #expect(await eventually(timeout: .seconds(5)) { lanes.counts.lanesRunning == 0 })
+        #expect(await eventually { lanes.counts.lanesRunning == 0 })
         await loops.shutdown()
     }
 }
