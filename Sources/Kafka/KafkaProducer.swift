@@ -187,6 +187,24 @@ public final class KafkaProducer: Sendable {
             }) ?? []
     }
 
+    /// Creates topics on the cluster (Kafka's CreateTopics), each with its partitions and replication factor,
+    /// waiting at most `timeout` for the answer. For tools that set up a broker of their own; the worker
+    /// never creates topics.
+    /// - Throws: ``KafkaError/Code/query`` naming each topic the cluster refused and why (one that already
+    ///   exists included), or ``KafkaError/Code/timeout``.
+    public func createTopics(
+        _ topics: [(name: String, partitions: Int, replicationFactor: Int)], timeout: Duration
+    ) async throws(KafkaError) {
+        let client = self.client
+        let milliseconds = Int32(clamping: timeout.wholeMilliseconds)
+        let refused = try await DedicatedThread.run(name: "kafka-admin") { () throws(KafkaError) -> [String] in
+            try client.createTopics(topics, milliseconds: milliseconds)
+        }
+        guard refused.isEmpty else {
+            throw KafkaError(code: .query, message: "the cluster refused to create " + refused.joined(separator: "; "))
+        }
+    }
+
     /// Waits until every enqueued record has a delivery report, at most `timeout`.
     /// - Throws: ``KafkaError/Code/timeout`` saying how many records are still undelivered.
     public func flush(timeout: Duration) async throws(KafkaError) {

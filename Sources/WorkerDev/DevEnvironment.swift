@@ -39,11 +39,11 @@ public enum DevEnvironment {
                 latency: LatencyDistribution(fixedMilliseconds: 1, jitter: .exponential(meanMilliseconds: 3)),
                 metricsListen: options.metricsListen, group: "apns-worker-dev")
             defer { stack.simulator.stop() }
-            let (cluster, simulator, configuration) = (stack.cluster, stack.simulator, stack.configuration)
+            let (simulator, configuration) = (stack.simulator, stack.configuration)
             let (rules, credentials) = (stack.rules, stack.credentials)
             var generator = stack.generator
 
-            print("apns-worker dev: mock Kafka at \(cluster.bootstrapServers), APNs simulator at \(simulator.baseURL)")
+            print("apns-worker dev: mock Kafka at \(stack.bootstrapServers), APNs simulator at \(simulator.baseURL)")
             print(
                 "  \(generator.unregisteredTokens.count) of \(generator.devices.count) sample devices are unregistered; "
                     + "\(Int(options.failureRate * 100))% of requests get 503 and are retried; 1 event in "
@@ -54,7 +54,7 @@ public enum DevEnvironment {
             let shutdown = ShutdownSignal()
             let producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(
-                    client: KafkaConfiguration(bootstrapServers: cluster.bootstrapServers)))
+                    client: KafkaConfiguration(bootstrapServers: stack.bootstrapServers)))
             let target = options.follow ? Int.max : options.events
             let started = Date()
             let generation = Task {
@@ -62,7 +62,8 @@ public enum DevEnvironment {
                 while sequence < target && !Task.isCancelled && !shutdown.isTriggered {
                     let (eventKey, value) = generator.event(
                         sequence: sequence, occurredAt: Date().timeIntervalSince1970)
-                    try? await producer.send(topic: "push.requests", key: eventKey, value: value, onDelivery: { _ in })
+                    try? await producer.send(
+                        topic: stack.requestsTopic, key: eventKey, value: value, onDelivery: { _ in })
                     sequence += 1
                     if let rate = options.rate, rate > 0 {
                         try? await Task.sleep(for: .microseconds(Int(1_000_000 / rate)))
@@ -92,7 +93,7 @@ public enum DevEnvironment {
             print(summary.render(events: produced, seconds: elapsed, simulator: simulator.stats))
             // librdkafka's last reconnect attempts to the stopped cluster are noise, not news.
             writer.close()
-            await cluster.stop()
+            await stack.cluster?.stop()
             return exitCode
         } catch {
             print("apns-worker dev: \(error)")
@@ -101,11 +102,21 @@ public enum DevEnvironment {
     }
 }
 
-/// What `dev` and `bench pipeline` run against: a mock cluster with the worker's topics, a simulator
-/// trusting a generated key (some tokens unregistered), the example rules and a worker configuration.
+/// What `dev` and `bench pipeline` run against: a mock cluster with the worker's topics (or an outside
+/// cluster, for `bench pipeline --kafka-brokers`), a simulator trusting a generated key (some tokens
+/// unregistered), the example rules and a worker configuration.
 final class DevStack: Sendable {
     static let app = "com.example.chat"
-    let cluster: MockKafkaCluster
+    /// The worker's topics (names without any prefix) and their partitions.
+    static let topicPartitions = [
+        "push.requests": 6, "push.outcomes": 6, "push.invalid-tokens": 3, "push.dlq": 1, "push.retry": 2,
+    ]
+    /// The mock cluster; nil when the stack runs against outside brokers.
+    let cluster: MockKafkaCluster?
+    let bootstrapServers: String
+    /// Put before every topic name: empty on the mock cluster, unique per run on outside brokers, so that
+    /// a run never reads what an earlier one left there.
+    let topicPrefix: String
     let simulator: APNsSimulator
     let configuration: WorkerConfiguration
     let rules: RulesStore
@@ -116,12 +127,21 @@ final class DevStack: Sendable {
         failureRate: Double, latency: LatencyDistribution, metricsListen: String, group: String,
         maxInFlight: Int? = nil, threads: Int? = nil, maxConnections: Int? = nil, unregisteredEvery: Int = 25,
         malformedEvery: Int = 50,
-        keepsAcceptedNotifications: Bool = true, exactlyOnce: Bool = false
+        keepsAcceptedNotifications: Bool = true, exactlyOnce: Bool = false, outsideBrokers: String? = nil,
+        kafkaProperties: [String: String] = [:]
     ) throws {
-        cluster = try MockKafkaCluster(brokers: 3)
-        let topics = ["push.requests": 6, "push.outcomes": 6, "push.invalid-tokens": 3, "push.dlq": 1, "push.retry": 2]
-        for (topic, partitions) in topics.sorted(by: { $0.key < $1.key }) {
-            try cluster.createTopic(topic, partitions: partitions)
+        if let outsideBrokers {
+            cluster = nil
+            bootstrapServers = outsideBrokers
+            topicPrefix = "bench-\(Int(Date().timeIntervalSince1970 * 1000))-\(getpid())."
+        } else {
+            let cluster = try MockKafkaCluster(brokers: 3)
+            for (topic, partitions) in Self.topicPartitions.sorted(by: { $0.key < $1.key }) {
+                try cluster.createTopic(topic, partitions: partitions)
+            }
+            self.cluster = cluster
+            bootstrapServers = cluster.bootstrapServers
+            topicPrefix = ""
         }
         generator = SampleEventGenerator(
             app: Self.app, unregisteredEvery: unregisteredEvery, malformedEvery: malformedEvery)
@@ -139,7 +159,7 @@ final class DevStack: Sendable {
         simulator = try APNsSimulator(simulatorConfiguration)
         _ = try simulator.start()
 
-        let brokers: [JSONValue] = cluster.bootstrapServers.split(separator: ",").map { .string(String($0)) }
+        let brokers: [JSONValue] = bootstrapServers.split(separator: ",").map { .string(String($0)) }
         var document = JSONObject()
         // librdkafka's mock broker behaves as if it held an empty fetch for the whole fetch.wait.max.ms
         // (500 ms by default) even when records arrive meanwhile; a real broker answers as soon as there
@@ -147,10 +167,17 @@ final class DevStack: Sendable {
         // a partition that resumes fetching after a pause. The dev stack uses 10 ms, so its figures are
         // about the worker, not the mock; the empty fetches it costs are negligible (figures:
         // docs/performance.md).
+        var properties: JSONObject = ["reconnect.backoff.max.ms": "1000", "fetch.wait.max.ms": "10"]
+        for (name, value) in kafkaProperties { properties[name] = .string(value) }
+        let prefix = topicPrefix
         document["kafka"] = [
-            "brokers": .array(brokers), "group": .string(group),
-            "properties": ["reconnect.backoff.max.ms": "1000", "fetch.wait.max.ms": "10"],
+            "brokers": .array(brokers), "group": .string(prefix + group), "properties": .object(properties),
             "exactly_once": .bool(exactlyOnce),
+            "topics": [
+                "requests": .string(prefix + "push.requests"), "outcomes": .string(prefix + "push.outcomes"),
+                "invalid_tokens": .string(prefix + "push.invalid-tokens"), "dlq": .string(prefix + "push.dlq"),
+                "retry": .string(prefix + "push.retry"),
+            ],
         ]
         let credential: JSONValue = [
             "type": "token", "key_file": "(generated in memory)", "key_id": .string(key.keyID),
@@ -176,6 +203,18 @@ final class DevStack: Sendable {
             path: "examples/rules.yaml (embedded)",
             initial: try RuleSet(text: embeddedExampleRules, file: "examples/rules.yaml (embedded)"))
         credentials = ["dev-key": LoadedCredential(name: "dev-key", signer: try ProviderTokenSigner(key: key))]
+    }
+
+    /// The topic the worker reads events from.
+    var requestsTopic: String { configuration.kafka.requestsTopic }
+
+    /// Creates the run's topics on the outside brokers (the mock cluster has them from the start).
+    func createTopicsIfOutside(with producer: KafkaProducer) async throws {
+        guard cluster == nil else { return }
+        let topics = Self.topicPartitions.sorted { $0.key < $1.key }.map {
+            (name: topicPrefix + $0.key, partitions: $0.value, replicationFactor: 1)
+        }
+        try await producer.createTopics(topics, timeout: .seconds(30))
     }
 }
 

@@ -35,6 +35,11 @@ public enum PipelineBenchmark {
         public var timelineInterval: Duration?
         /// `kafka.exactly_once`: results and offsets in Kafka transactions. Default: false.
         public var exactlyOnce = false
+        /// Brokers of an outside cluster (`host:port,...`) to run against instead of librdkafka's mock
+        /// cluster; the benchmark creates its topics there, under a name prefix unique to the run. Default: nil.
+        public var kafkaBrokers: String?
+        /// librdkafka properties for the worker's clients (`kafka.properties`), over the dev stack's own.
+        public var kafkaProperties: [String: String] = [:]
         public init() {}
     }
 
@@ -76,17 +81,26 @@ public enum PipelineBenchmark {
                 failureRate: 0, latency: options.apnsLatency, metricsListen: "127.0.0.1:0", group: "bench",
                 maxInFlight: options.maxInFlight, threads: options.threads,
                 maxConnections: options.maxConnections, unregisteredEvery: 0, malformedEvery: 0,
-                keepsAcceptedNotifications: false, exactlyOnce: options.exactlyOnce)
+                keepsAcceptedNotifications: false, exactlyOnce: options.exactlyOnce,
+                outsideBrokers: options.kafkaBrokers, kafkaProperties: options.kafkaProperties)
             defer { stack.simulator.stop() }
             var generator = stack.generator
             let producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(
-                    client: KafkaConfiguration(bootstrapServers: stack.cluster.bootstrapServers)))
+                    client: KafkaConfiguration(bootstrapServers: stack.bootstrapServers)))
+            let requestsTopic = stack.requestsTopic
+            if let brokers = options.kafkaBrokers {
+                try await stack.createTopicsIfOutside(with: producer)
+                print("bench pipeline: Kafka at \(brokers), topics created as \(stack.topicPrefix)*")
+            }
+            for (name, value) in options.kafkaProperties.sorted(by: { $0.key < $1.key }) {
+                print("bench pipeline: kafka.properties \(name)=\(value)")
+            }
 
-            print("bench pipeline: pre-filling \(options.events) events into push.requests")
+            print("bench pipeline: pre-filling \(options.events) events into \(requestsTopic)")
             for sequence in 0..<options.events {
                 let (key, value) = generator.event(sequence: sequence, occurredAt: Date().timeIntervalSince1970)
-                try await producer.send(topic: "push.requests", key: key, value: value, onDelivery: { _ in })
+                try await producer.send(topic: requestsTopic, key: key, value: value, onDelivery: { _ in })
             }
             try await producer.flush(timeout: .seconds(60))
 
@@ -146,15 +160,16 @@ public enum PipelineBenchmark {
             if let line = steady.description(notificationsPerEvent: notificationsPerEvent) { print(line) }
             print(
                 String(
-                    format:
-                        "  CPU %.2f s = %.1f µs per notification (the whole process: worker, simulator and mock Kafka)",
-                    cpu, cpu * 1e6 / Double(max(1, notifications))))
+                    format: "  CPU %.2f s = %.1f µs per notification (the whole process: worker, simulator",
+                    cpu, cpu * 1e6 / Double(max(1, notifications))) + (stack.cluster == nil ? ")" : " and mock Kafka)"))
             let perNotification = { (seconds: Double) in seconds * 1e6 / Double(max(1, notifications)) }
             print(
                 String(
-                    format: "  by part, µs per notification: worker %.1f, APNs simulator %.1f, mock Kafka brokers %.1f",
-                    perNotification(parts.worker), perNotification(parts.simulator),
-                    perNotification(parts.mockKafka)))
+                    format: "  by part, µs per notification: worker %.1f, APNs simulator %.1f, ",
+                    perNotification(parts.worker), perNotification(parts.simulator))
+                    + (stack.cluster == nil
+                        ? "Kafka brokers outside this process"
+                        : String(format: "mock Kafka brokers %.1f", perNotification(parts.mockKafka))))
             print(
                 String(
                     format: "  the worker's part by thread: event loops %.1f, Kafka clients %.1f, other %.1f",
@@ -193,7 +208,7 @@ public enum PipelineBenchmark {
                     let (key, value) = generator.event(
                         sequence: options.events + produced,
                         occurredAt: Date().timeIntervalSince1970)
-                    try await producer.send(topic: "push.requests", key: key, value: value, onDelivery: { _ in })
+                    try await producer.send(topic: requestsTopic, key: key, value: value, onDelivery: { _ in })
                     produced += 1
                 }
                 if produced < count { try await Task.sleep(for: .milliseconds(1)) }
@@ -219,7 +234,7 @@ public enum PipelineBenchmark {
             await runtime.shutdown(timeout: 5)
             try? await producer.close(timeout: .seconds(2))
             writer.close()
-            await stack.cluster.stop()
+            await stack.cluster?.stop()
             return 0
         } catch {
             print("bench pipeline: \(error)")

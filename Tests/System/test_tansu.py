@@ -8,6 +8,7 @@ the producer had acknowledged (its last offset + 1), not the watermark. Tansu ho
 session.timeout.ms / 2: the workers use 6 s.
 """
 import os
+import re
 import site
 import socket
 import subprocess
@@ -157,3 +158,52 @@ def test_kill_to_first_outcome_of_the_restarted_worker_on_tansu(stack, membershi
     took = restart_after_sigkill(stack, membership, acknowledged_ends, events=2000)
     print(f"\nTansu, librdkafka 2.16, {membership} membership (session.timeout.ms 6000): kill -> first outcome "
           f"of the restarted worker {took:.1f} s")
+
+
+def test_bench_pipeline_runs_against_outside_brokers_with_worker_properties(tmp_path):
+    """`bench pipeline --kafka-brokers` measures the worker against a real broker instead of the in-process
+    mock: it creates its topics there under a prefix of its own, the worker reads and writes them (every
+    phase-1 outcome is in Tansu's outcomes topic afterwards), `--kafka-property` reaches the worker's
+    clients, and the CPU report does not claim broker threads it does not have."""
+    from confluent_kafka import Consumer
+    tansu = Tansu(partitions=1)
+    try:
+        environment = dict(os.environ, LD_LIBRARY_PATH=librdkafka_216(str(tmp_path)))
+        bin_path = os.environ.get("APNS_WORKER_BIN", "apns-worker")
+        events = 800
+        run = subprocess.run(
+            [bin_path, "bench", "pipeline", "--count", str(events), "--latency-seconds", "1", "--idle-seconds", "0",
+             "--kafka-brokers", tansu.bootstrap, "--kafka-property", "linger.ms=7"],
+            capture_output=True, text=True, timeout=300, env=environment)
+        assert run.returncode == 0, run.stdout + run.stderr
+        out = run.stdout
+        prefix = next(line.split("topics created as ")[1].rstrip("*")
+                      for line in out.splitlines() if "topics created as " in line)
+        assert prefix.startswith("bench-") and prefix.endswith("."), out
+        assert "bench pipeline: kafka.properties linger.ms=7" in out, out
+        assert f"pre-filling {events} events into {prefix}push.requests" in out, out
+        assert "Kafka brokers outside this process" in out and "mock Kafka brokers" not in out, out
+        finished, notifications = (int(value) for value in
+                                   re.search(r"phase 1 \(backlog\): (\d+) events, (\d+) notifications", out).groups())
+        assert finished == events and notifications >= events
+
+        consumer = Consumer({"bootstrap.servers": tansu.bootstrap, "group.id": f"check-{prefix}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([prefix + "push.outcomes"])
+        seen = 0
+        deadline = Deadline(60)
+        while seen < notifications and not deadline.passed():
+            for message in consumer.consume(500, 0.5):
+                if message.error() is None:
+                    seen += 1
+        consumer.close()
+        assert seen >= notifications, f"{seen} outcomes in Tansu, {notifications} notifications in phase 1"
+    finally:
+        tansu.close()
+
+
+def test_bench_pipeline_refuses_a_kafka_property_without_a_value():
+    run = subprocess.run([os.environ.get("APNS_WORKER_BIN", "apns-worker"), "bench", "pipeline",
+                          "--kafka-property", "linger.ms"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "--kafka-property takes NAME=VALUE (for example linger.ms=20), got 'linger.ms'" in run.stderr

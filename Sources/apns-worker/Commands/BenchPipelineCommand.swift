@@ -46,6 +46,15 @@ struct BenchPipelineCommand: Command {
             "--apns-latency-ms", "SPEC",
             "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
                 + "FIXED+exp:MEAN. Prints the rate the streams and the in-flight cap allow at it. Default: 0."),
+        .value(
+            "--kafka-brokers", "HOST:PORT[,...]",
+            "Run against an outside Kafka cluster instead of librdkafka's mock one: the benchmark creates its "
+                + "topics there (replication factor 1), named with a prefix unique to the run. --count may then go "
+                + "up to 1000000. Default: the mock cluster, in this process."),
+        .repeated(
+            "--kafka-property", "NAME=VALUE",
+            "A librdkafka property for the worker's clients (kafka.properties), for example linger.ms=20; "
+                + "repeat for more. Default: none beyond the dev stack's."),
         .flag(
             "--exactly-once",
             "kafka.exactly_once: results and offsets in Kafka transactions (the mock cluster's, which cost no "
@@ -58,9 +67,20 @@ struct BenchPipelineCommand: Command {
             throw UsageError(message: "give the number of events once: --count N (-n is the same option)")
         }
         let countOption = arguments.value("-n") != nil ? "-n" : "--count"
+        options.kafkaBrokers = arguments.value("--kafka-brokers")
+        if let brokers = options.kafkaBrokers, brokers.split(separator: ",").contains(where: { !$0.contains(":") }) {
+            throw UsageError(message: "--kafka-brokers takes host:port pairs separated by commas, got '\(brokers)'")
+        }
+        let largestBacklog = options.kafkaBrokers == nil ? PipelineBenchmark.maximumBacklog : 1_000_000
         options.events =
-            try arguments.integer(
-                countOption, default: options.events, range: 1...PipelineBenchmark.maximumBacklog) ?? options.events
+            try arguments.integer(countOption, default: options.events, range: 1...largestBacklog) ?? options.events
+        for property in arguments.all("--kafka-property") {
+            guard let equals = property.firstIndex(of: "="), equals != property.startIndex else {
+                throw UsageError(
+                    message: "--kafka-property takes NAME=VALUE (for example linger.ms=20), got '\(property)'")
+            }
+            options.kafkaProperties[String(property[..<equals])] = String(property[property.index(after: equals)...])
+        }
         options.latencySeconds = Double(try arguments.integer("--latency-seconds", default: 5, range: 1...600) ?? 5)
         options.idleSeconds = Double(try arguments.integer("--idle-seconds", default: 12, range: 0...600) ?? 12)
         options.maxInFlight = try arguments.integer("--max-in-flight", range: 1...1_000_000)
