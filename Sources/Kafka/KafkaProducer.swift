@@ -187,6 +187,12 @@ public final class KafkaProducer: Sendable {
             }) ?? []
     }
 
+    /// A librdkafka property's value as the producer applied it (its default when not configured), for
+    /// example `linger.ms`; nil for a name librdkafka does not know.
+    public func appliedProperty(_ name: String) -> String? {
+        client.appliedProperty(name)
+    }
+
     /// Creates topics on the cluster (Kafka's CreateTopics), each with its partitions and replication factor,
     /// waiting at most `timeout` for the answer. For tools that set up a broker of their own; the worker
     /// never creates topics.

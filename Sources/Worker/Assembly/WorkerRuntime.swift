@@ -125,12 +125,8 @@ public final class WorkerRuntime: Sendable {
         // The sink needs the producer; the status handler reads the sink's count (which includes records
         // waiting to be sent again) once the sink exists.
         let sinkSlot = ResultSinkSlot()
-        var producerConfiguration = KafkaProducerConfiguration(client: client)
-        if configuration.kafka.exactlyOnce {
-            producerConfiguration.client.properties["transactional.id"] = Self.transactionalID(configuration.kafka)
-        }
         producer = try KafkaProducer(
-            configuration: producerConfiguration, eventHandler: eventHandler,
+            configuration: Self.producerConfiguration(client: client, configuration.kafka), eventHandler: eventHandler,
             statusHandler: { status in
                 Self.report(
                     status, unacknowledged: sinkSlot.sink?.unacknowledged ?? status.unacknowledged,
