@@ -1,44 +1,57 @@
-// What follows a record once librdkafka holds it: its delivery callback (the message's opaque), the
+// What follows a record once librdkafka holds it: its delivery object (the message's opaque), the
 // promise `send` awaits, and the size shown when a record is too large.
 
 import Synchronization
 
-/// One message's delivery callback, passed to librdkafka as the message opaque (retained once).
-final class DeliveryCallback {
+/// One message's delivery report, told on the producer's poll thread.
+///
+/// Subclass it and pass the object to ``KafkaProducer/trySend(topic:key:value:headers:partition:delivery:)``:
+/// librdkafka keeps it as the message's opaque (retained once) and the report consumes it, so a record on
+/// the hot path costs this one object rather than a chain of closures built on a sender's thread and
+/// freed on the poll thread.
+///
+/// - Important: ``delivered(_:)`` runs on the poll thread, exactly once per accepted send, and must return
+///   quickly. A subclass is shared between the sending thread and the poll thread: keep its stored
+///   properties immutable (`let`) or otherwise safe to share.
+open class KafkaDelivery: @unchecked Sendable {
+    public init() {}
+
+    /// Where the record landed, or why it failed.
+    open func delivered(_ result: Result<KafkaDeliveryReport, KafkaError>) {}
+
+    /// librdkafka's report as a result.
+    static func result(of raw: RDKafkaDelivery) -> Result<KafkaDeliveryReport, KafkaError> {
+        let topic = raw.topic
+        if raw.response.isSuccess {
+            return .success(
+                KafkaDeliveryReport(topic: topic, partition: raw.partition, offset: raw.offset >= 0 ? raw.offset : nil))
+        } else if raw.response == .messageSizeTooLarge {
+            // The broker's limit (its message.max.bytes, or the topic's max.message.bytes) is below the producer's.
+            let size = RecordSize(keyBytes: raw.keyBytes, valueBytes: raw.valueBytes)
+            return .failure(
+                KafkaError(
+                    .messageTooLarge, "the broker refused a record of \(size) for \(place(topic, raw.partition))",
+                    response: raw.response))
+        } else {
+            return .failure(
+                KafkaError(.delivery, "delivering a record to \(place(topic, raw.partition))", response: raw.response))
+        }
+    }
+
+    private static func place(_ topic: String, _ partition: Int32) -> String {
+        partition >= 0 ? "\(topic)[\(partition)]" : "topic '\(topic)'"
+    }
+}
+
+/// A delivery that calls a closure: what the closure-taking sends wrap their `onDelivery` in.
+final class ClosureDelivery: KafkaDelivery, @unchecked Sendable {
     private let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
 
     init(_ onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
         self.onDelivery = onDelivery
     }
 
-    /// Called once, on the poll thread, from the delivery-report callback.
-    func report(_ raw: RDKafkaDelivery) {
-        let topic = raw.topic
-        if raw.response.isSuccess {
-            onDelivery(
-                .success(
-                    KafkaDeliveryReport(
-                        topic: topic, partition: raw.partition, offset: raw.offset >= 0 ? raw.offset : nil
-                    )))
-        } else if raw.response == .messageSizeTooLarge {
-            // The broker's limit (its message.max.bytes, or the topic's max.message.bytes) is below the producer's.
-            let size = RecordSize(keyBytes: raw.keyBytes, valueBytes: raw.valueBytes)
-            onDelivery(
-                .failure(
-                    KafkaError(
-                        .messageTooLarge, "the broker refused a record of \(size) for \(place(topic, raw.partition))",
-                        response: raw.response)))
-        } else {
-            onDelivery(
-                .failure(
-                    KafkaError(
-                        .delivery, "delivering a record to \(place(topic, raw.partition))", response: raw.response)))
-        }
-    }
-
-    private func place(_ topic: String, _ partition: Int32) -> String {
-        partition >= 0 ? "\(topic)[\(partition)]" : "topic '\(topic)'"
-    }
+    override func delivered(_ result: Result<KafkaDeliveryReport, KafkaError>) { onDelivery(result) }
 }
 
 /// How large a record is, for the messages of ``KafkaError/Code/messageTooLarge``.

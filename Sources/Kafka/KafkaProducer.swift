@@ -54,7 +54,8 @@ public final class KafkaProducer: Sendable {
         }
         let callbacks = RDKafkaCallbacks(
             eventHandler: observingHandler, redactor: SecretRedactor(properties: properties),
-            onFatal: { [core] error in core.state.withLock { $0.fatal = error } }
+            onFatal: { [core] error in core.state.withLock { $0.fatal = error } },
+            onDelivery: { [core] succeeded in core.noteDelivery(succeeded: succeeded) }
         )
         client = try RDKafkaClient.make(.producer, properties: properties, callbacks: callbacks)
         self.core = core
@@ -102,14 +103,24 @@ public final class KafkaProducer: Sendable {
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
     ) async throws(KafkaError) {
+        try await send(
+            topic: topic, key: key, value: value, headers: headers, partition: partition,
+            delivery: ClosureDelivery(onDelivery))
+    }
+
+    /// ``send(topic:key:value:headers:partition:onDelivery:)`` with a delivery object instead of a closure
+    /// (see ``KafkaDelivery``): `delivery` hears exactly once, unless this throws.
+    public func send(
+        topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
+        delivery: KafkaDelivery
+    ) async throws(KafkaError) {
         let started = ContinuousClock.now
         let deadline = enqueueTimeout.map { started.advanced(by: $0) }
         var pause = Duration.milliseconds(1)
         while true {
             // Throws .closed once the producer closes: that is what ends an unbounded wait.
             if try trySend(
-                topic: topic, key: key, value: value, headers: headers, partition: partition,
-                onDelivery: onDelivery)
+                topic: topic, key: key, value: value, headers: headers, partition: partition, delivery: delivery)
             {
                 return
             }
@@ -138,16 +149,20 @@ public final class KafkaProducer: Sendable {
         topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
     ) throws(KafkaError) -> Bool {
+        try trySend(
+            topic: topic, key: key, value: value, headers: headers, partition: partition,
+            delivery: ClosureDelivery(onDelivery))
+    }
+
+    /// ``trySend(topic:key:value:headers:partition:onDelivery:)`` with a delivery object instead of a closure
+    /// (see ``KafkaDelivery``): when this returns true, `delivery` hears exactly once, on the poll thread.
+    public func trySend(
+        topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader] = [], partition: Int32? = nil,
+        delivery: KafkaDelivery
+    ) throws(KafkaError) -> Bool {
         try core.beginEnqueue()
-        let core = self.core
-        let counted: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { result in
-            core.noteDelivery(succeeded: (try? result.get()) != nil)
-            onDelivery(result)
-        }
         let result = client.produce(
-            topic: topic, partition: partition, key: key, value: value, headers: headers,
-            delivery: DeliveryCallback(counted)
-        )
+            topic: topic, partition: partition, key: key, value: value, headers: headers, delivery: delivery)
         switch result {
         case .enqueued:
             core.endEnqueue(accepted: true)

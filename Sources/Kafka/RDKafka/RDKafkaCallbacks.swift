@@ -14,16 +14,20 @@ final class RDKafkaCallbacks: Sendable {
     /// Called on the poll thread when librdkafka reports a fatal error.
     let onFatal: @Sendable (KafkaError) -> Void
     let onRebalance: RebalanceCallback?
+    /// Called on the poll thread for each delivery report (whether it succeeded), before the message's own
+    /// delivery object hears of it.
+    let onDelivery: (@Sendable (Bool) -> Void)?
 
     init(
         eventHandler: KafkaEventHandler?, redactor: SecretRedactor,
         onFatal: @escaping @Sendable (KafkaError) -> Void = { _ in },
-        onRebalance: RebalanceCallback? = nil
+        onRebalance: RebalanceCallback? = nil, onDelivery: (@Sendable (Bool) -> Void)? = nil
     ) {
         self.eventHandler = eventHandler
         self.redactor = redactor
         self.onFatal = onFatal
         self.onRebalance = onRebalance
+        self.onDelivery = onDelivery
     }
 
     func emit(_ event: KafkaEvent) { eventHandler?(event) }
@@ -69,10 +73,16 @@ extension RDKafkaClient {
             return 0  // 0: librdkafka frees the JSON buffer
         }
         if kind == .producer {
-            // Each message's opaque is a retained DeliveryCallback; the report consumes it.
-            rd_kafka_conf_set_dr_msg_cb(conf) { _, message, _ in
-                guard let message, let opaque = message.pointee._private else { return }
-                Unmanaged<DeliveryCallback>.fromOpaque(opaque).takeRetainedValue().report(RDKafkaDelivery(message))
+            // Each message's opaque is a retained KafkaDelivery; the report consumes it. The producer hears
+            // of every report first (its acknowledgement status), then the message's own object.
+            rd_kafka_conf_set_dr_msg_cb(conf) { _, message, opaque in
+                guard let message, let messageOpaque = message.pointee._private else { return }
+                let delivery = Unmanaged<KafkaDelivery>.fromOpaque(messageOpaque).takeRetainedValue()
+                let result = KafkaDelivery.result(of: RDKafkaDelivery(message))
+                if let callbacks = RDKafkaCallbacks.from(opaque) {
+                    callbacks.onDelivery?((try? result.get()) != nil)
+                }
+                delivery.delivered(result)
             }
         }
         if kind == .consumer {

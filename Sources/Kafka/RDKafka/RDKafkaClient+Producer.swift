@@ -39,7 +39,7 @@ extension RDKafkaClient {
     /// retained once; the delivery report releases it, and so does this call when librdkafka refuses.
     func produce(
         topic: String, partition: Int32?, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader],
-        delivery: DeliveryCallback
+        delivery: KafkaDelivery
     ) -> RDKafkaEnqueueResult {
         let opaque = Unmanaged.passRetained(delivery).toOpaque()
         let failure = Self.produce(
@@ -47,7 +47,7 @@ extension RDKafkaClient {
             key: key, value: value, headers: headers, opaque: opaque
         )
         guard let failure else { return .enqueued }
-        Unmanaged<DeliveryCallback>.fromOpaque(opaque).release()
+        Unmanaged<KafkaDelivery>.fromOpaque(opaque).release()
         if rd_kafka_error_code(failure) == RD_KAFKA_RESP_ERR__QUEUE_FULL {
             rd_kafka_error_destroy(failure)
             return .queueFull

@@ -207,60 +207,53 @@ public final class KafkaResultSink: ResultSink {
     }
 
     public func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
-        outstanding.add(1, ordering: .relaxed)
-        send(record, headers: headers) { [self] result in
-            outstanding.subtract(1, ordering: .relaxed)
-            acknowledged(result)
+        publish([record]) { _, result in acknowledged(result) }
+    }
+
+    public func publish(
+        _ records: [OutboundRecord], acknowledged: @escaping @Sendable (_ index: Int, Result<Void, any Error>) -> Void
+    ) {
+        outstanding.add(records.count, ordering: .relaxed)
+        for index in records.indices {
+            send(ResultDelivery(sink: self, record: records[index], index: index, acknowledged: acknowledged))
         }
     }
 
-    private func send(
-        _ record: OutboundRecord, headers: [KafkaHeader],
-        acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void
-    ) {
-        let producer = self.producer
-        let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void = { [self] result in
-            switch result {
-            case .success:
-                acknowledged(.success(()))
-            case .failure(let error) where error.producerFailureKind == .transient:
-                // librdkafka gave up after a finite message.timeout.ms while the brokers were away.
-                Task {
-                    try? await Task.sleep(for: Self.resendPause)
-                    self.send(record, headers: headers, acknowledged: acknowledged)
-                }
-            case .failure(let error):
-                acknowledged(.failure(translated(error, record)))
-            }
-        }
+    /// Hands the record to librdkafka, its delivery object as the message's opaque: one object per record.
+    fileprivate func send(_ delivery: ResultDelivery) {
+        let record = delivery.record
+        let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
         // Enqueued at once when librdkafka's queue has room (the common case: no task per record); only a
         // full queue makes a task that waits for room, until there is some or the producer closes.
         do throws(KafkaError) {
             if try producer.trySend(
-                topic: record.topic, key: record.key, value: record.value, headers: headers,
-                onDelivery: onDelivery)
+                topic: record.topic, key: record.key, value: record.value, headers: headers, delivery: delivery)
             {
                 return
             }
         } catch {
-            acknowledged(.failure(translated(error, record)))
+            delivery.finish(.failure(translated(error, record)))
             return
         }
+        let producer = self.producer
         Task {
             do throws(KafkaError) {
                 try await producer.send(
-                    topic: record.topic, key: record.key, value: record.value, headers: headers,
-                    partition: nil, onDelivery: onDelivery)
+                    topic: record.topic, key: record.key, value: record.value, headers: headers, delivery: delivery)
             } catch {
-                acknowledged(.failure(translated(error, record)))
+                delivery.finish(.failure(translated(error, record)))
             }
         }
     }
 
+    /// Called once per record, when its delivery is final.
+    fileprivate func acknowledgedOne() {
+        outstanding.subtract(1, ordering: .relaxed)
+    }
+
     /// A size refusal becomes the pipeline's ``RecordTooLargeError`` (reported unless the record already is
     /// the smaller form of another); every other error passes unchanged.
-    private func translated(_ error: KafkaError, _ record: OutboundRecord) -> any Error {
+    fileprivate func translated(_ error: KafkaError, _ record: OutboundRecord) -> any Error {
         guard error.code == .messageTooLarge else { return error }
         let refusal = RecordTooLargeError(
             topic: record.topic, limitBytes: producer.maximumMessageBytes, detail: error.description)
@@ -279,6 +272,49 @@ public final class KafkaResultSink: ResultSink {
         } catch {
             return false
         }
+    }
+}
+
+/// One result record on its way to Kafka: librdkafka holds it as the message's opaque and hands it back
+/// with the delivery report, on the producer's poll thread.
+private final class ResultDelivery: KafkaDelivery, @unchecked Sendable {
+    let sink: KafkaResultSink
+    let record: OutboundRecord
+    /// The record's index among its source record's results, for `acknowledged`.
+    let index: Int
+    let acknowledged: @Sendable (_ index: Int, Result<Void, any Error>) -> Void
+
+    init(
+        sink: KafkaResultSink, record: OutboundRecord, index: Int,
+        acknowledged: @escaping @Sendable (_ index: Int, Result<Void, any Error>) -> Void
+    ) {
+        self.sink = sink
+        self.record = record
+        self.index = index
+        self.acknowledged = acknowledged
+    }
+
+    override func delivered(_ result: Result<KafkaDeliveryReport, KafkaError>) {
+        switch result {
+        case .success:
+            finish(.success(()))
+        case .failure(let error) where error.producerFailureKind == .transient:
+            // librdkafka gave up after a finite message.timeout.ms while the brokers were away; librdkafka has
+            // consumed this object, so the record goes again with a fresh one.
+            let again = ResultDelivery(sink: sink, record: record, index: index, acknowledged: acknowledged)
+            Task {
+                try? await Task.sleep(for: KafkaResultSink.resendPause)
+                again.sink.send(again)
+            }
+        case .failure(let error):
+            finish(.failure(sink.translated(error, record)))
+        }
+    }
+
+    /// The record's final answer: it stops counting as unacknowledged, and its source record hears.
+    func finish(_ result: Result<Void, any Error>) {
+        sink.acknowledgedOne()
+        acknowledged(index, result)
     }
 }
 

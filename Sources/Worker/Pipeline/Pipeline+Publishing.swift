@@ -40,24 +40,23 @@ extension Pipeline {
             }
         }
         let deadLetters = DeadLetterReplacement(sink: sink, topic: configuration.deadLetterTopic)
-        for output in outputs {
-            sink.publish(output) { [observer] result in
-                guard case .failure(let refusal as RecordTooLargeError) = result else {
-                    acknowledge(result)
-                    return
-                }
-                // Kafka can never take this record: a smaller dead letter stands in for it, so that the
-                // partition moves on instead of stopping the worker for good.
-                deadLetters.publish(replacing: output, of: record, after: refusal) { replaced in
-                    switch replaced {
-                    case .success(let letter):
-                        if letter.resultTopic != nil {
-                            observer?.deadLettered(record, errorClass: letter.errorClass, message: letter.message)
-                        }
-                        acknowledge(.success(()))
-                    case .failure(let error):
-                        acknowledge(.failure(error))
+        // One closure for all of the record's outputs (the sink tells which one answered).
+        sink.publish(outputs) { [observer] index, result in
+            guard case .failure(let refusal as RecordTooLargeError) = result else {
+                acknowledge(result)
+                return
+            }
+            // Kafka can never take this record: a smaller dead letter stands in for it, so that the
+            // partition moves on instead of stopping the worker for good.
+            deadLetters.publish(replacing: outputs[index], of: record, after: refusal) { replaced in
+                switch replaced {
+                case .success(let letter):
+                    if letter.resultTopic != nil {
+                        observer?.deadLettered(record, errorClass: letter.errorClass, message: letter.message)
                     }
+                    acknowledge(.success(()))
+                case .failure(let error):
+                    acknowledge(.failure(error))
                 }
             }
         }

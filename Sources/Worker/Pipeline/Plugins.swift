@@ -113,8 +113,21 @@ public protocol ResultSink: Sendable {
     /// ``RecordTooLargeError`` (the pipeline then publishes a smaller dead letter in its place); any
     /// other error is a failure of the sink itself.
     func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void)
+    /// Publishes a source record's results, in order; `acknowledged` runs exactly once per record, with its
+    /// index in `records`, as for ``publish(_:acknowledged:)``. One call and one closure per source record
+    /// on the hot path (the default publishes the records one by one).
+    func publish(
+        _ records: [OutboundRecord], acknowledged: @escaping @Sendable (_ index: Int, Result<Void, any Error>) -> Void)
     /// Waits up to `timeout` seconds for every published record to be acknowledged.
     func flush(timeout: Double) async -> Bool
+}
+
+extension ResultSink {
+    public func publish(
+        _ records: [OutboundRecord], acknowledged: @escaping @Sendable (_ index: Int, Result<Void, any Error>) -> Void
+    ) {
+        for index in records.indices { publish(records[index]) { acknowledged(index, $0) } }
+    }
 }
 
 /// A record larger than the sink takes (Kafka's `message.max.bytes`): publishing it again cannot succeed.
