@@ -985,3 +985,15 @@ def test_a_rules_change_reaches_the_running_worker_without_a_restart(tmp_path):
         assert worker.process.poll() is None and len(worker.find("worker started")) == 1
     finally:
         stack.close()
+
+
+def test_the_default_image_tag_is_the_version_the_binary_reports():
+    """The chart's appVersion names the image it deploys by default; it must be the worker's own version
+    (`apns-worker --version`, WorkerVersion.current), or an install pulls an image of another release."""
+    binary = os.environ.get("APNS_WORKER_BIN", "apns-worker")
+    reported = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout.split()[-1]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == reported
+    images = [container["image"] for document in manifests() if document.get("kind") == "Deployment"
+              for container in document["spec"]["template"]["spec"]["containers"]]
+    assert images and all(image == f"ghcr.io/example/apns-worker:{reported}" for image in images), images
