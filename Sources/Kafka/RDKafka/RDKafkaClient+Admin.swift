@@ -8,7 +8,8 @@ extension RDKafkaClient {
     /// Creates each topic with its partition count and replication factor, waiting at most `milliseconds`
     /// for the controller's answer. Blocking: call it from a thread of its own.
     /// - Returns: one line per topic the broker refused (`name: reason`); empty when all were created.
-    /// - Throws: ``KafkaError/Code/query`` when the request itself failed or timed out.
+    /// - Throws: ``KafkaError/Code/query`` when the request itself failed, ``KafkaError/Code/timeout`` when no
+    ///   answer came.
     func createTopics(_ topics: [(name: String, partitions: Int, replicationFactor: Int)], milliseconds: Int32)
         throws(KafkaError) -> [String]
     {
