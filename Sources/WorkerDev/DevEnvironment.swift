@@ -254,7 +254,11 @@ struct OutcomePrinter: PipelineObserver {
     let print: @Sendable (String) -> Void
     let summary: DevSummary
 
-    func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {
+    func outcomesPublished(_ outcomes: [OutcomeRecord], eventTime: Double?) {
+        for outcome in outcomes { printLine(outcome) }
+    }
+
+    private func printLine(_ outcome: OutcomeRecord) {
         summary.counts.withLock { counts in
             counts.byStatus[outcome.status.rawValue, default: 0] += 1
             if let reason = outcome.reason { counts.byReason[reason, default: 0] += 1 }

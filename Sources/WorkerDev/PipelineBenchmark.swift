@@ -332,12 +332,12 @@ struct BenchmarkStalled: Error, CustomStringConvertible {
 final class LatencyRecorder: PipelineObserver {
     let samples = Mutex<[Double]>([])
 
-    /// Called once the outcome is acknowledged by Kafka, so the latency runs to that moment rather than
+    /// Called once a record's outcomes are acknowledged by Kafka, so the latency runs to that moment rather than
     /// to the outcome's `completed_at` (when the APNs answer came).
-    func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {
-        guard let eventTime else { return }
-        let acknowledgedAt = WallClockTime.seconds()
-        samples.withLock { $0.append(acknowledgedAt - eventTime) }
+    func outcomesPublished(_ outcomes: [OutcomeRecord], eventTime: Double?) {
+        guard let eventTime, !outcomes.isEmpty else { return }
+        let latency = WallClockTime.seconds() - eventTime
+        samples.withLock { $0.append(contentsOf: repeatElement(latency, count: outcomes.count)) }
     }
 
     func reset() { samples.withLock { $0.removeAll() } }

@@ -195,11 +195,21 @@ public final class APNsClient: Sendable {
     }
 
     /// A send whose first attempt has ended (`beginSend`); `finishSend` takes it from there.
-    public struct SendInProgress: Sendable {
+    ///
+    /// A class, not a struct: it is handed from the loop that saw the response to the waiting event and
+    /// on to the retries, and a reference moves with one retain where the request and the attempt's
+    /// fields would each be retained at every hand-over.
+    public final class SendInProgress: Sendable {
         let request: APNsRequest
         /// Nil when nothing was sent yet: the pool's breaker was holding its pushes.
         let first: RecordedAttempt?
         let firstStart: ContinuousClock.Instant
+
+        init(request: APNsRequest, first: RecordedAttempt?, firstStart: ContinuousClock.Instant) {
+            self.request = request
+            self.first = first
+            self.firstStart = firstStart
+        }
 
         /// True when APNs accepted the first attempt: `finishSend` then returns at once.
         public var isDelivered: Bool { first?.record.httpStatus == 200 && first?.response != nil }

@@ -89,11 +89,13 @@ public final class APNsPushTransport: PushTransport {
     {
         var results: [DeliveryResult?] = []
         results.reserveCapacity(pushes.count)
-        for (slot, push) in pushes.enumerated() {
+        // By index, not `for push in pushes`: binding each push would copy (retain) all its fields, for
+        // the rare push without a credential.
+        for (slot, index) in pushes.indices.enumerated() {
             if let first = firstAttempts[slot] {
                 results.append(first.client.settledResult(first.progress, policy: policy))
             } else {
-                results.append(Self.noCredential(push))
+                results.append(Self.noCredential(pushes[index]))
             }
         }
         return results
@@ -121,8 +123,9 @@ public final class APNsPushTransport: PushTransport {
     }
 
     private func needsOtherEnvironment(_ pushes: ArraySlice<PlannedPush>, _ results: [DeliveryResult?]) -> Bool {
-        zip(pushes, results).contains { push, result in
-            result.map { otherEnvironmentClient(for: push, after: $0) != nil } ?? false
+        zip(pushes.indices, results).contains { index, result in
+            guard let result, result.response?.reason == .badDeviceToken else { return false }
+            return otherEnvironmentClient(for: pushes[index], after: result) != nil
         }
     }
 
@@ -168,9 +171,9 @@ public final class APNsPushTransport: PushTransport {
     private func observed(_ pushes: ArraySlice<PlannedPush>, _ results: [DeliveryResult?]) -> [DeliveryResult] {
         var delivered: [DeliveryResult] = []
         delivered.reserveCapacity(pushes.count)
-        for (slot, push) in pushes.enumerated() {
+        for (slot, index) in pushes.indices.enumerated() {
             let result = results[slot]!
-            observe?(push, result)
+            observe?(pushes[index], result)
             delivered.append(result)
         }
         return delivered

@@ -40,12 +40,16 @@ struct MetricsObserver: PipelineObserver {
         next?.recordReceived(record)
     }
 
-    func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {
-        outcomes[outcome.status].increment()
-        if let eventTime {
-            eventToOutcome[outcome.status].observe(max(0, outcome.completedAt - eventTime))
+    func outcomesPublished(_ published: [OutcomeRecord], eventTime: Double?) {
+        // By index: each outcome is read in place, not copied.
+        for index in published.indices {
+            let status = published[index].status
+            outcomes[status].increment()
+            if let eventTime {
+                eventToOutcome[status].observe(max(0, published[index].completedAt - eventTime))
+            }
         }
-        next?.outcomePublished(outcome, eventTime: eventTime)
+        next?.outcomesPublished(published, eventTime: eventTime)
     }
 
     func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {

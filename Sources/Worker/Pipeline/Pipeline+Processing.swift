@@ -58,83 +58,88 @@ extension Pipeline {
         }
     }
 
-    /// The records to publish for a sent event: one outcome per device, then its invalid-token events.
+    /// The records to publish for a sent event: one outcome per device, then its invalid-token events,
+    /// then the retry-topic record of pushes parked for their credential (which get no outcome yet).
+    ///
+    /// One pass over the plans, each outcome written once: this runs for every notification, and the
+    /// intermediate arrays of (outcome, result) pairs it replaced cost a copy of each outcome's strings.
     func results(of prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord)
         -> (outputs: [OutboundRecord], outcomes: [OutcomeRecord])
     {
         let source = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
-        var results = outcomes(prepared.plans, sent: sent, event: prepared.event, source: source)
-        // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
-        for index in results.indices where (results[index].1?.attempts.count ?? 0) > 1 {
-            guard case .send(let push, _) = prepared.plans[index], let report = results[index].1 else { continue }
-            let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
-            if asked.fellBack {
-                results[index].0.environment = asked.final.rawValue
-                results[index].0.environmentFallback = true
-            }
-        }
-        var outputs: [OutboundRecord] = []
-        outputs.reserveCapacity(results.count)
         let key = Array(prepared.event.id.utf8)
-        // Pushes refused for their credential get no outcome yet: they are parked, below.
-        for (outcome, report) in results where report?.status != .credentialRefused {
-            outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
-        }
-        for (plan, (outcome, report)) in zip(prepared.plans, results) {
-            guard let invalid = invalidTokenRecord(plan, outcome, report: report, event: prepared.event) else {
+        let now = WallClockTime.seconds()
+        var outputs: [OutboundRecord] = []
+        outputs.reserveCapacity(prepared.plans.count)
+        var outcomes: [OutcomeRecord] = []
+        outcomes.reserveCapacity(prepared.plans.count)
+        var invalidTokens: [OutboundRecord] = []
+        var anyParked = false
+        var next = 0
+        for plan in prepared.plans {
+            var report: DeliveryResult? = nil
+            if case .send = plan {
+                report = sent[next]
+                next += 1
+            }
+            // Pushes refused for their credential get no outcome yet: they are parked, below.
+            if report?.status == .credentialRefused {
+                anyParked = true
                 continue
             }
-            outputs.append(
-                OutboundRecord(
-                    topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
-                    value: invalid.json.compactBytes))
+            let outcome = Self.outcome(of: plan, report, event: prepared.event, source: source, completedAt: now)
+            outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
+            if let invalid = invalidTokenRecord(plan, outcome, report: report, event: prepared.event) {
+                invalidTokens.append(
+                    OutboundRecord(
+                        topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
+                        value: invalid.json.compactBytes))
+            }
+            outcomes.append(outcome)
         }
-        guard let parked = parkedRecord(prepared, sent: sent, source: record) else {
-            return (outputs, results.map(\.0))
-        }
-        outputs.append(parked)
-        return (outputs, results.filter { $0.1?.status != .credentialRefused }.map(\.0))
+        outputs.append(contentsOf: invalidTokens)
+        if anyParked, let parked = parkedRecord(prepared, sent: sent, source: record) { outputs.append(parked) }
+        return (outputs, outcomes)
     }
 
-    /// The outcome of every plan, from the results of its sent pushes (in order) or its skip or reject.
-    func outcomes(_ plans: [PlannedDelivery], sent: [DeliveryResult], event: PushEvent, source: RecordSource)
-        -> [(OutcomeRecord, DeliveryResult?)]
-    {
-        var next = 0
-        let now = WallClockTime.seconds()
-        return plans.map { plan in
-            switch plan {
-            case .send(let push, let device):
-                let result = sent[next]
-                next += 1
-                let last = result.attempts.last
-                return (
-                    OutcomeRecord(
-                        eventID: event.id, deviceToken: device.token, environment: device.environment,
-                        topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
-                        status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
-                        reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
-                        apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
-                        attempts: result.attempts, source: source, completedAt: now,
-                        channelID: device.channelID), result
-                )
-            case .skip(let device, let reason, let ruleID, let topic, let pushType):
-                return (
-                    OutcomeRecord(
-                        eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
-                        pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
-                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now,
-                        channelID: device.channelID), nil
-                )
-            case .reject(let device, let reason, _, let ruleID, let topic, let pushType):
-                return (
-                    OutcomeRecord(
-                        eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
-                        pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
-                        apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now,
-                        channelID: device.channelID), nil
-                )
+    /// The outcome of one plan, from the result of its sent push or from its skip or reject.
+    static func outcome(
+        of plan: PlannedDelivery, _ result: DeliveryResult?, event: PushEvent, source: RecordSource,
+        completedAt now: Double
+    ) -> OutcomeRecord {
+        switch plan {
+        case .send(let push, let device):
+            // Every plan to send has its result: `results(of:sent:source:)` passes them in order.
+            guard let result else { preconditionFailure("a sent push without its delivery result") }
+            let last = result.attempts.last
+            var outcome = OutcomeRecord(
+                eventID: event.id, deviceToken: device.token, environment: device.environment,
+                topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
+                status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
+                reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
+                apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
+                attempts: result.attempts, source: source, completedAt: now, channelID: device.channelID)
+            // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
+            if result.attempts.count > 1 {
+                let asked = EnvironmentsAsked(result, sentTo: push.request.environment)
+                if asked.fellBack {
+                    outcome.environment = asked.final.rawValue
+                    outcome.environmentFallback = true
+                }
             }
+            return outcome
+        case .skip(let device, let reason, let ruleID, let topic, let pushType):
+            return OutcomeRecord(
+                eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
+                pushType: pushType, ruleID: ruleID, status: .skipped, httpStatus: nil, reason: reason,
+                apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now,
+                channelID: device.channelID)
+        case .reject(let device, let reason, _, let ruleID, let topic, let pushType):
+            return OutcomeRecord(
+                eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
+                pushType: pushType, ruleID: ruleID, status: .rejected, httpStatus: nil, reason: reason,
+                apnsID: nil, apnsUniqueID: nil, attempts: [], source: source, completedAt: now,
+                channelID: device.channelID)
         }
     }
 

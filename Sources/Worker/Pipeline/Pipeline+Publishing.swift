@@ -93,9 +93,7 @@ extension Pipeline {
             return (resizeDue, state.hasFlowSteps)
         }
         if appliesSteps { applyFlowSteps() }
-        if published, let observer {
-            for index in outcomes.indices { observer.outcomePublished(outcomes[index], eventTime: eventTime) }
-        }
+        if published { observer?.outcomesPublished(outcomes, eventTime: eventTime) }
         if resizeDue { resizeInFlightCap() }
     }
 }

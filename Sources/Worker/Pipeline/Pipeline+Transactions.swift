@@ -88,9 +88,7 @@ extension Pipeline {
             return (resizeDue, state.hasFlowSteps)
         }
         if appliesSteps { applyFlowSteps() }
-        if committed, let observer {
-            for index in outcomes.indices { observer.outcomePublished(outcomes[index], eventTime: eventTime) }
-        }
+        if committed { observer?.outcomesPublished(outcomes, eventTime: eventTime) }
         if resizeDue { resizeInFlightCap() }
     }
 }

@@ -52,7 +52,9 @@ public struct PipelineCounters: Sendable, Equatable {
 /// Observes results as they are published (the `dev` command prints them; metrics count them).
 public protocol PipelineObserver: Sendable {
     func recordReceived(_ record: SourceRecord)
-    func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?)
+    /// A record's outcomes, once Kafka has acknowledged all of its results: one call per record, so that
+    /// an observer reads each outcome in place (a call per outcome copied each one, a dozen references).
+    func outcomesPublished(_ outcomes: [OutcomeRecord], eventTime: Double?)
     func deadLettered(_ record: SourceRecord, errorClass: String, message: String)
     func flowChanged(paused: Bool, partitions: [TopicPartition])
     /// A record's pushes that APNs refused for their credential went to the retry topic.
@@ -61,7 +63,7 @@ public protocol PipelineObserver: Sendable {
 
 extension PipelineObserver {
     public func recordReceived(_ record: SourceRecord) {}
-    public func outcomePublished(_ outcome: OutcomeRecord, eventTime: Double?) {}
+    public func outcomesPublished(_ outcomes: [OutcomeRecord], eventTime: Double?) {}
     public func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {}
     public func flowChanged(paused: Bool, partitions: [TopicPartition]) {}
     public func parked(_ record: SourceRecord, devices: Int, reason: String) {}
