@@ -62,6 +62,24 @@ public struct JSONObjectWriter: ~Copyable {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// `"key":"<text>"` for a text of exactly `count` bytes that `write` fills in place (it needs no
+    /// escaping), or `"key":null`. Not generic, unlike `quoted`: called from another module, a generic
+    /// one looked up its type's metadata at run time on every call.
+    package mutating func quotedText(
+        _ key: StaticString, count: Int?, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Void
+    ) {
+        self.key(key)
+        guard let count else {
+            bytes.append(contentsOf: "null".utf8)
+            return
+        }
+        bytes.append(UInt8(ascii: "\""))
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: count))
+        bytes.withUnsafeMutableBufferPointer { write(UnsafeMutableBufferPointer(rebasing: $0[start..<start + count])) }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
     public mutating func value(_ key: StaticString, _ value: JSONValue) {
         self.key(key)
         JSONWriter.write(value, into: &bytes)

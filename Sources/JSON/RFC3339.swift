@@ -87,31 +87,47 @@ public enum RFC3339 {
         let minute = Int(millisecondOfDay / 60_000 % 60)
         let second = Int(millisecondOfDay / 1000 % 60)
         let millisecond = Int(millisecondOfDay % 1000)
+        // Outside four digits the year is written in full, as `String(year)` would (never for real timestamps).
+        let fourDigitYear = year >= 0 && year <= 9999
+        if !fourDigitYear { output.append(contentsOf: String(year).utf8) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: fixedWidthLength) { text in
+            writeFixedWidth(fourDigitYear ? year : 0, month, day, hour, minute, second, millisecond, into: text)
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: text[(fourDigitYear ? 0 : 4)...]))
+        }
+    }
+
+    private static let fixedWidthLength = 24
+
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, written into one fixed buffer and appended at once: a timestamp is in
+    /// every outcome, and appending it byte by byte cost an array capacity check per byte.
+    private static func writeFixedWidth(
+        _ year: Int, _ month: Int, _ day: Int, _ hour: Int, _ minute: Int, _ second: Int, _ millisecond: Int,
+        into text: UnsafeMutableBufferPointer<UInt8>
+    ) {
+        precondition(text.count >= fixedWidthLength)
+        var position = 0
         func digits(_ value: Int, _ width: Int) {
             var divisor = 1
             for _ in 1..<width { divisor *= 10 }
             while divisor > 0 {
-                output.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                text[position] = UInt8(ascii: "0") + UInt8(value / divisor % 10)
+                position += 1
                 divisor /= 10
             }
         }
-        if year < 0 || year > 9999 {
-            // Outside four digits: written in full, as `String(year)` would (never for real timestamps).
-            output.append(contentsOf: String(year).utf8)
-        } else {
-            digits(year, 4)
-        }
         func part(_ separator: Unicode.Scalar, _ value: Int, _ width: Int) {
-            output.append(UInt8(ascii: separator))
+            text[position] = UInt8(ascii: separator)
+            position += 1
             digits(value, width)
         }
+        digits(year, 4)
         part("-", month, 2)
         part("-", day, 2)
         part("T", hour, 2)
         part(":", minute, 2)
         part(":", second, 2)
         part(".", millisecond, 3)
-        output.append(UInt8(ascii: "Z"))
+        text[position] = UInt8(ascii: "Z")
     }
 
     static func daysInMonth(_ year: Int, _ month: Int) -> Int {

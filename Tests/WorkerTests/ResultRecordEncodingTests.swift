@@ -69,6 +69,9 @@ import Testing
         #expect(RFC3339.format(0) == "1970-01-01T00:00:00.000Z")
         #expect(RFC3339.format(-0.001) == "1969-12-31T23:59:59.999Z")
         #expect(RFC3339.format(253_402_300_799.999) == "9999-12-31T23:59:59.999Z")
+        // Years beyond four digits are written in full, the rest of the text as ever.
+        #expect(RFC3339.format(253_402_300_800) == "10000-01-01T00:00:00.000Z")
+        #expect(RFC3339.format(-62_167_219_200.001) == "-1-12-31T23:59:59.999Z")
         #expect(RFC3339.format(wholeSeconds: 1_795_953_600) == "2026-11-29T12:00:00Z")
     }
 }
