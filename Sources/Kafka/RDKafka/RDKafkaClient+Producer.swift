@@ -119,51 +119,61 @@ extension RDKafkaClient {
         _ rk: OpaquePointer, topic: String, partition: Int32, key: [UInt8]?, value: [UInt8]?,
         headers: [KafkaHeader], opaque: UnsafeMutableRawPointer
     ) -> OpaquePointer? {
-        let headerCopies = CHeaderCopies(headers)
+        // No copies to make for a record without headers (every outcome), and the argument list on the
+        // stack: each was a heap allocation per record.
+        let headerCopies = headers.isEmpty ? nil : CHeaderCopies(headers)
         return topic.withCString { topicName in
             withOptionalBytes(key) { keyBytes in
                 withOptionalBytes(value) { valueBytes in
-                    var arguments: [rd_kafka_vu_t] = []
-                    arguments.reserveCapacity(6 + headers.count)
-                    var argument = rd_kafka_vu_t()
-                    argument.vtype = RD_KAFKA_VTYPE_TOPIC
-                    argument.u.cstr = topicName
-                    arguments.append(argument)
-                    argument = rd_kafka_vu_t()
-                    argument.vtype = RD_KAFKA_VTYPE_PARTITION
-                    argument.u.i32 = partition
-                    arguments.append(argument)
-                    argument = rd_kafka_vu_t()
-                    argument.vtype = RD_KAFKA_VTYPE_MSGFLAGS
-                    argument.u.i = RD_KAFKA_MSG_F_COPY
-                    arguments.append(argument)
-                    if let keyBytes {
+                    withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 6 + headers.count) { arguments in
+                        var count = 0
+                        func append(_ argument: rd_kafka_vu_t) {
+                            arguments.initializeElement(at: count, to: argument)
+                            count += 1
+                        }
+                        var argument = rd_kafka_vu_t()
+                        argument.vtype = RD_KAFKA_VTYPE_TOPIC
+                        argument.u.cstr = topicName
+                        append(argument)
                         argument = rd_kafka_vu_t()
-                        argument.vtype = RD_KAFKA_VTYPE_KEY
-                        argument.u.mem.ptr = UnsafeMutableRawPointer(mutating: keyBytes.baseAddress)
-                        argument.u.mem.size = keyBytes.count
-                        arguments.append(argument)
-                    }
-                    if let valueBytes {
+                        argument.vtype = RD_KAFKA_VTYPE_PARTITION
+                        argument.u.i32 = partition
+                        append(argument)
                         argument = rd_kafka_vu_t()
-                        argument.vtype = RD_KAFKA_VTYPE_VALUE
-                        argument.u.mem.ptr = UnsafeMutableRawPointer(mutating: valueBytes.baseAddress)
-                        argument.u.mem.size = valueBytes.count
-                        arguments.append(argument)
-                    }
-                    for header in headerCopies.headers {
+                        argument.vtype = RD_KAFKA_VTYPE_MSGFLAGS
+                        argument.u.i = RD_KAFKA_MSG_F_COPY
+                        append(argument)
+                        if let keyBytes {
+                            argument = rd_kafka_vu_t()
+                            argument.vtype = RD_KAFKA_VTYPE_KEY
+                            argument.u.mem.ptr = UnsafeMutableRawPointer(mutating: keyBytes.baseAddress)
+                            argument.u.mem.size = keyBytes.count
+                            append(argument)
+                        }
+                        if let valueBytes {
+                            argument = rd_kafka_vu_t()
+                            argument.vtype = RD_KAFKA_VTYPE_VALUE
+                            argument.u.mem.ptr = UnsafeMutableRawPointer(mutating: valueBytes.baseAddress)
+                            argument.u.mem.size = valueBytes.count
+                            append(argument)
+                        }
+                        for header in headerCopies?.headers ?? [] {
+                            argument = rd_kafka_vu_t()
+                            argument.vtype = RD_KAFKA_VTYPE_HEADER
+                            argument.u.header.name = UnsafePointer(header.name)
+                            argument.u.header.val = header.value.map { UnsafeRawPointer($0) }
+                            argument.u.header.size = header.size
+                            append(argument)
+                        }
                         argument = rd_kafka_vu_t()
-                        argument.vtype = RD_KAFKA_VTYPE_HEADER
-                        argument.u.header.name = UnsafePointer(header.name)
-                        argument.u.header.val = header.value.map { UnsafeRawPointer($0) }
-                        argument.u.header.size = header.size
-                        arguments.append(argument)
+                        argument.vtype = RD_KAFKA_VTYPE_OPAQUE
+                        argument.u.ptr = opaque
+                        append(argument)
+                        // The C strings of the headers live until librdkafka has copied them, here.
+                        return withExtendedLifetime(headerCopies) {
+                            rd_kafka_produceva(rk, arguments.baseAddress, count)
+                        }
                     }
-                    argument = rd_kafka_vu_t()
-                    argument.vtype = RD_KAFKA_VTYPE_OPAQUE
-                    argument.u.ptr = opaque
-                    arguments.append(argument)
-                    return arguments.withUnsafeBufferPointer { rd_kafka_produceva(rk, $0.baseAddress, $0.count) }
                 }
             }
         }

@@ -15,51 +15,17 @@ extension Pipeline {
                 into: transactions)
             return
         }
-        let countdown = AcknowledgementCountdown(count: outputs.count)
         let invalidTokens = outputs.reduce(0) { $0 + ($1.topic == configuration.invalidTokensTopic ? 1 : 0) }
-        let parked = outputs.last?.topic == configuration.retryTopic
-        let finish: @Sendable (Bool) -> Void = { [self] succeeded in
-            finishRecord(
-                record, generation: generation, published: succeeded, outcomes: outcomes,
-                invalidTokens: invalidTokens, parked: parked, eventTime: eventTime)
-        }
+        let publication = RecordPublication(
+            pipeline: self, record: record, generation: generation, outputs: outputs, outcomes: outcomes,
+            invalidTokens: invalidTokens, parked: outputs.last?.topic == configuration.retryTopic,
+            eventTime: eventTime)
         if outputs.isEmpty {
-            finish(true)
+            publication.finish(succeeded: true)
             return
         }
-        let acknowledge: @Sendable (Result<Void, any Error>) -> Void = { [self] result in
-            if case .failure(let error) = result {
-                // Kept for the log: the worker stops on it, and the operator needs the real cause.
-                let cause =
-                    "results of \(record.topicPartition) offset \(record.offset) could not be published: "
-                    + "\(error)"
-                state.withLock { $0.fatalError = $0.fatalError ?? cause }
-            }
-            if let allSucceeded = countdown.acknowledge(succeeded: (try? result.get()) != nil) {
-                finish(allSucceeded)
-            }
-        }
-        let deadLetters = DeadLetterReplacement(sink: sink, topic: configuration.deadLetterTopic)
         // One closure for all of the record's outputs (the sink tells which one answered).
-        sink.publish(outputs) { [observer] index, result in
-            guard case .failure(let refusal as RecordTooLargeError) = result else {
-                acknowledge(result)
-                return
-            }
-            // Kafka can never take this record: a smaller dead letter stands in for it, so that the
-            // partition moves on instead of stopping the worker for good.
-            deadLetters.publish(replacing: outputs[index], of: record, after: refusal) { replaced in
-                switch replaced {
-                case .success(let letter):
-                    if letter.resultTopic != nil {
-                        observer?.deadLettered(record, errorClass: letter.errorClass, message: letter.message)
-                    }
-                    acknowledge(.success(()))
-                case .failure(let error):
-                    acknowledge(.failure(error))
-                }
-            }
-        }
+        sink.publish(outputs) { index, result in publication.acknowledged(index, result) }
     }
 
     func finishRecord(
@@ -98,19 +64,74 @@ extension Pipeline {
     }
 }
 
-/// Counts acknowledgements of one record's outputs; the last one reports whether all succeeded.
-final class AcknowledgementCountdown: Sendable {
+/// One source record's results on their way to the sink, with all that their acknowledgements need: one
+/// object per record, where a closure per step (finish, acknowledge, replace) each held its own copy of
+/// the source record.
+final class RecordPublication: Sendable {
+    let pipeline: Pipeline
+    let record: SourceRecord
+    let generation: UInt64
+    let outputs: [OutboundRecord]
+    let outcomes: [OutcomeRecord]
+    let invalidTokens: Int
+    let parked: Bool
+    let eventTime: Double?
     private let remaining: Atomic<Int>
     private let failed = Atomic<Bool>(false)
 
-    init(count: Int) { remaining = Atomic(count) }
+    init(
+        pipeline: Pipeline, record: SourceRecord, generation: UInt64, outputs: [OutboundRecord],
+        outcomes: [OutcomeRecord], invalidTokens: Int, parked: Bool, eventTime: Double?
+    ) {
+        self.pipeline = pipeline
+        self.record = record
+        self.generation = generation
+        self.outputs = outputs
+        self.outcomes = outcomes
+        self.invalidTokens = invalidTokens
+        self.parked = parked
+        self.eventTime = eventTime
+        remaining = Atomic(outputs.count)
+    }
 
-    /// Returns nil until the last acknowledgement, then whether every one succeeded.
-    func acknowledge(succeeded: Bool) -> Bool? {
-        if !succeeded { failed.store(true, ordering: .relaxed) }
-        let left = remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue
-        guard left == 0 else { return nil }
-        return !failed.load(ordering: .relaxed)
+    /// The sink's answer for `outputs[index]`. A record Kafka can never take (too large) is replaced by a
+    /// smaller dead letter, so that the partition moves on instead of stopping the worker for good.
+    func acknowledged(_ index: Int, _ result: Result<Void, any Error>) {
+        guard case .failure(let refusal as RecordTooLargeError) = result else {
+            acknowledge(result)
+            return
+        }
+        let deadLetters = DeadLetterReplacement(
+            sink: pipeline.sink, topic: pipeline.configuration.deadLetterTopic)
+        deadLetters.publish(replacing: outputs[index], of: record, after: refusal) { [self] replaced in
+            switch replaced {
+            case .success(let letter):
+                if letter.resultTopic != nil {
+                    pipeline.observer?.deadLettered(record, errorClass: letter.errorClass, message: letter.message)
+                }
+                acknowledge(.success(()))
+            case .failure(let error):
+                acknowledge(.failure(error))
+            }
+        }
+    }
+
+    /// Counts one output's final answer; the last one finishes the record.
+    private func acknowledge(_ result: Result<Void, any Error>) {
+        if case .failure(let error) = result {
+            // Kept for the log: the worker stops on it, and the operator needs the real cause.
+            let cause = "results of \(record.topicPartition) offset \(record.offset) could not be published: \(error)"
+            pipeline.state.withLock { $0.fatalError = $0.fatalError ?? cause }
+            failed.store(true, ordering: .relaxed)
+        }
+        guard remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        finish(succeeded: !failed.load(ordering: .relaxed))
+    }
+
+    func finish(succeeded: Bool) {
+        pipeline.finishRecord(
+            record, generation: generation, published: succeeded, outcomes: outcomes, invalidTokens: invalidTokens,
+            parked: parked, eventTime: eventTime)
     }
 }
 
