@@ -175,6 +175,17 @@ public enum PipelineBenchmark {
                     format: "  the worker's part by thread: event loops %.1f, Kafka clients %.1f, other %.1f",
                     perNotification(parts.eventLoops), perNotification(parts.kafkaClients),
                     perNotification(parts.worker - parts.eventLoops - parts.kafkaClients)))
+            if parts.simulator > 0 {
+                // The machine's speed moves by a fifth from run to run (the simulator's own µs per request
+                // move with the worker's); the simulator does the same work per request in every run and
+                // build, so the ratio compares builds where the µs cannot.
+                print(
+                    String(
+                        format:
+                            "  worker ÷ simulator CPU: %.2f (event loops %.2f, Kafka clients %.2f): compare builds by these",
+                        parts.worker / parts.simulator, parts.eventLoops / parts.simulator,
+                        parts.kafkaClients / parts.simulator))
+            }
             print(
                 "  event loops \(parts.eventLoopThreads) (pipeline.threads "
                     + "\(stack.configuration.pipeline.effectiveThreads))")

@@ -48,6 +48,12 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     # (each thread's CPU is read from its own clock, to the nanosecond, so no share rounds down to 0).
     assert loops > 0 and kafka_clients > 0
     assert abs(loops + kafka_clients + other - worker) <= 0.3
+    # The same parts over the simulator's, the yardstick that compares builds across runs: ratios of the
+    # printed µs (one decimal each, so within their rounding).
+    ratio, loops_ratio, kafka_ratio = number(
+        r"worker ÷ simulator CPU: ([\d.]+) \(event loops ([\d.]+), Kafka clients ([\d.]+)\)", out)
+    for printed, part in ((ratio, worker), (loops_ratio, loops), (kafka_ratio, kafka_clients)):
+        assert (part - 0.05) / (simulator + 0.05) - 0.005 <= printed <= (part + 0.05) / (simulator - 0.05) + 0.005
     p50, p99 = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert 0 < p50 <= p99 < 30_000
     (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 8000\)", out)
