@@ -58,8 +58,11 @@ public final class APNsPushTransport: PushTransport {
     /// First attempts are not cancellable; each ends with its response or the request timeout.
     public func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult] {
         if pushes.isEmpty { return [] }
-        // The work between the awaits is in synchronous helpers, so that this function's async frame
-        // stays small: a record's frames that outgrow its task's first allocator slab cost a malloc.
+        // The work between the awaits is in synchronous helpers, never inlined here, so that this
+        // function's async frame stays small: it is allocated whole for every record and held for the
+        // round trip to APNs, and the helpers' locals inlined into it took it from 304 to 1,312 bytes
+        // (about 8 MB more at 8,000 records in flight; frames that outgrow the task's first allocator
+        // slab also cost a malloc each).
         let firstAttempts = await sendFirstAttempts(pushes)
         var results = settledResults(pushes, firstAttempts)
         if results.contains(where: { $0 == nil }) { await retry(firstAttempts, into: &results) }
@@ -84,6 +87,7 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// Each push's result where its first attempt settled it; nil where the policy retries.
+    @inline(never)
     private func settledResults(_ pushes: ArraySlice<PlannedPush>, _ firstAttempts: [FirstAttempt?])
         -> [DeliveryResult?]
     {
@@ -122,6 +126,7 @@ public final class APNsPushTransport: PushTransport {
         for (slot, result) in finished { results[slot] = result }
     }
 
+    @inline(never)
     private func needsOtherEnvironment(_ pushes: ArraySlice<PlannedPush>, _ results: [DeliveryResult?]) -> Bool {
         zip(pushes.indices, results).contains { index, result in
             guard let result, result.response?.reason == .badDeviceToken else { return false }
@@ -168,6 +173,7 @@ public final class APNsPushTransport: PushTransport {
             expiryReason: retried.expiryReason)
     }
 
+    @inline(never)
     private func observed(_ pushes: ArraySlice<PlannedPush>, _ results: [DeliveryResult?]) -> [DeliveryResult] {
         var delivered: [DeliveryResult] = []
         delivered.reserveCapacity(pushes.count)

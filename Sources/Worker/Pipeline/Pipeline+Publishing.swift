@@ -5,6 +5,8 @@ import APNs
 import Synchronization
 
 extension Pipeline {
+    /// Never inlined into `process`, whose async frame would hold its locals for every record in flight.
+    @inline(never)
     func publish(
         _ outputs: [OutboundRecord], of record: SourceRecord, generation: UInt64, outcomes: [OutcomeRecord],
         eventTime: Double?
