@@ -66,7 +66,10 @@ import Testing
             list.filter { if case .fatal = $0 { return true } else { return false } }.count
         }
         #expect(fatalEvents == 1)
-        #expect(sink.transactionsAborted == 0)
+        // librdkafka raises the fatal error at once but moves its transaction state machine to it on its
+        // main thread, later: a transaction begun meanwhile can fail as abortable and be aborted once
+        // before the next call meets the fatal state (seen once in CI, under load). Never more than once.
+        #expect(sink.transactionsAborted <= 1)
         try await consumer.close(deadline: .now + .seconds(10))
     }
 }

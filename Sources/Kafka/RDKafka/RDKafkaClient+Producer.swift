@@ -143,20 +143,16 @@ extension RDKafkaClient {
                         argument.vtype = RD_KAFKA_VTYPE_MSGFLAGS
                         argument.u.i = RD_KAFKA_MSG_F_COPY
                         append(argument)
-                        if let keyBytes {
-                            argument = rd_kafka_vu_t()
-                            argument.vtype = RD_KAFKA_VTYPE_KEY
-                            argument.u.mem.ptr = UnsafeMutableRawPointer(mutating: keyBytes.baseAddress)
-                            argument.u.mem.size = keyBytes.count
+                        func append(_ type: rd_kafka_vtype_t, bytes: UnsafeRawBufferPointer?) {
+                            guard let bytes else { return }
+                            var argument = rd_kafka_vu_t()
+                            argument.vtype = type
+                            argument.u.mem.ptr = UnsafeMutableRawPointer(mutating: bytes.baseAddress)
+                            argument.u.mem.size = bytes.count
                             append(argument)
                         }
-                        if let valueBytes {
-                            argument = rd_kafka_vu_t()
-                            argument.vtype = RD_KAFKA_VTYPE_VALUE
-                            argument.u.mem.ptr = UnsafeMutableRawPointer(mutating: valueBytes.baseAddress)
-                            argument.u.mem.size = valueBytes.count
-                            append(argument)
-                        }
+                        append(RD_KAFKA_VTYPE_KEY, bytes: keyBytes)
+                        append(RD_KAFKA_VTYPE_VALUE, bytes: valueBytes)
                         for header in headerCopies?.headers ?? [] {
                             argument = rd_kafka_vu_t()
                             argument.vtype = RD_KAFKA_VTYPE_HEADER
