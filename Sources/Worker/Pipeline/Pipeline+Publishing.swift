@@ -30,6 +30,13 @@ extension Pipeline {
         sink.publish(outputs) { index, result in publication.acknowledged(index, result) }
     }
 
+    /// Keeps the first reason a record's results could not be published, for the log: the worker stops on
+    /// it, and the operator needs the real cause.
+    func notePublishFailure(of record: SourceRecord, _ error: any Error) {
+        let cause = "results of \(record.topicPartition) offset \(record.offset) could not be published: \(error)"
+        state.withLock { $0.fatalError = $0.fatalError ?? cause }
+    }
+
     func finishRecord(
         _ record: SourceRecord, generation: UInt64, published: Bool, outcomes: [OutcomeRecord], invalidTokens: Int,
         parked: Bool = false, eventTime: Double?
@@ -121,9 +128,7 @@ final class RecordPublication: Sendable {
     /// Counts one output's final answer; the last one finishes the record.
     private func acknowledge(_ result: Result<Void, any Error>) {
         if case .failure(let error) = result {
-            // Kept for the log: the worker stops on it, and the operator needs the real cause.
-            let cause = "results of \(record.topicPartition) offset \(record.offset) could not be published: \(error)"
-            pipeline.state.withLock { $0.fatalError = $0.fatalError ?? cause }
+            pipeline.notePublishFailure(of: record, error)
             failed.store(true, ordering: .relaxed)
         }
         guard remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }

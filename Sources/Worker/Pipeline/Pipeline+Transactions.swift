@@ -34,11 +34,7 @@ extension Pipeline {
                 }
             case .failure(let error)?:
                 published = false
-                state.withLock {
-                    $0.fatalError =
-                        $0.fatalError
-                        ?? "results of \(record.topicPartition) offset \(record.offset) could not be published: \(error)"
-                }
+                notePublishFailure(of: record, error)
             case nil:
                 published = false
             }
