@@ -51,7 +51,7 @@ public struct JSONObjectWriter: ~Copyable {
     }
 
     /// `"key":"<text>"` with the text written by `write` (it needs no escaping), or `"key":null`.
-    package mutating func quoted<Value>(_ key: StaticString, _ value: Value?, _ write: (inout [UInt8], Value) -> Void) {
+    private mutating func quoted<Value>(_ key: StaticString, _ value: Value?, _ write: (inout [UInt8], Value) -> Void) {
         self.key(key)
         guard let value else {
             bytes.append(contentsOf: "null".utf8)
