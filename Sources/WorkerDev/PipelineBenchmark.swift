@@ -40,7 +40,27 @@ public enum PipelineBenchmark {
         public var kafkaBrokers: String?
         /// librdkafka properties for the worker's clients (`kafka.properties`), over the dev stack's own.
         public var kafkaProperties: [String: String] = [:]
+        /// A reference client measured right after the backlog phase, while the worker idles, so that the
+        /// worker's CPU per notification is compared with it in the same minute. Default: none.
+        public var reference: (@Sendable () async throws -> ReferenceRun)?
         public init() {}
+    }
+
+    /// A reference client's CPU per request (h2load's, in `bench pipeline --compare-h2load`).
+    public struct ReferenceRun: Sendable {
+        /// The client's name ("h2load").
+        public var name: String
+        /// How it ran and against what, for the report.
+        public var setup: String
+        public var requests: Int
+        public var cpuMicroseconds: Int64
+        public init(name: String, setup: String, requests: Int, cpuMicroseconds: Int64) {
+            self.name = name
+            self.setup = setup
+            self.requests = requests
+            self.cpuMicroseconds = cpuMicroseconds
+        }
+        public var cpuMicrosecondsPerRequest: Double { Double(cpuMicroseconds) / Double(max(1, requests)) }
     }
 
     /// What APNs' latency allows, by Little's law (in flight = rate × latency): the streams bound is what
@@ -186,6 +206,9 @@ public enum PipelineBenchmark {
                         parts.worker / parts.simulator, parts.eventLoops / parts.simulator,
                         parts.kafkaClients / parts.simulator))
             }
+            if let reference = options.reference {
+                try await compare(workerMicroseconds: perNotification(parts.worker), with: reference, print: print)
+            }
             print(
                 "  event loops \(parts.eventLoopThreads) (pipeline.threads "
                     + "\(stack.configuration.pipeline.effectiveThreads))")
@@ -251,6 +274,25 @@ public enum PipelineBenchmark {
             print("bench pipeline: \(error)")
             return 1
         }
+    }
+
+    /// Runs the reference client now (the worker idles between the phases) and prints the worker's CPU per
+    /// notification over the reference's per request: one run's ratio, where the µs of two separate runs
+    /// differ by as much as the machine's speed moves between them (docs/performance.md).
+    static func compare(
+        workerMicroseconds: Double, with reference: @Sendable () async throws -> ReferenceRun,
+        print: @Sendable (String) -> Void
+    ) async throws {
+        let run = try await reference()
+        print(
+            "  \(run.name) \(run.setup): "
+                + String(format: "%.2f µs CPU per request over %d requests", run.cpuMicrosecondsPerRequest, run.requests))
+        print(
+            "  worker ÷ \(run.name) CPU: "
+                + String(
+                    format: "%.2f (%.1f µs per notification over %.2f µs per request, in this run)",
+                    workerMicroseconds / run.cpuMicrosecondsPerRequest, workerMicroseconds,
+                    run.cpuMicrosecondsPerRequest))
     }
 
     /// Waits until `target` records have finished; fails rather than waiting forever when none finishes

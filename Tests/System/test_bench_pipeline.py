@@ -123,6 +123,31 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
     assert p50 >= 40
 
 
+def test_bench_pipeline_compares_the_workers_cpu_with_h2loads_in_the_same_run():
+    """--compare-h2load runs h2load between the phases as `bench send --compare-h2load` does by default, and
+    prints the worker's CPU per notification over h2load's per request: the ratio a CPU target is judged by,
+    with both sides from one run instead of two runs minutes apart."""
+    run = subprocess.run([BIN, "bench", "pipeline", "--count", "1500", "--latency-seconds", "1", "--idle-seconds",
+                          "0", "--compare-h2load"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    (worker,) = number(r"by part, µs per notification: worker ([\d.]+),", out)
+    connections, streams, payload, h2load, requests = number(
+        r"h2load as `bench send --compare-h2load` runs it \(h2o, (\d+) connection × (\d+) streams, (\d+)-byte "
+        r"payload\): ([\d.]+) µs CPU per request over (\d+) requests", out)
+    # bench send's defaults, every request answered.
+    assert (connections, streams, payload, requests) == (1, 100, 200, 100_000)
+    assert h2load > 0
+    ratio, ratio_worker, ratio_h2load = number(
+        r"worker ÷ h2load CPU: ([\d.]+) \(([\d.]+) µs per notification over ([\d.]+) µs per request, in this run\)",
+        out)
+    assert (ratio_worker, ratio_h2load) == (worker, h2load)
+    # The ratio of the printed figures, within their rounding (one and two decimals).
+    assert (worker - 0.05) / (h2load + 0.005) - 0.005 <= ratio <= (worker + 0.05) / (h2load - 0.005) + 0.005
+    # The live phase still runs after it.
+    assert re.search(r"event → outcome p50 [\d.]+ ms", out), out
+
+
 def test_bench_pipeline_runs_the_worker_on_the_event_loops_threads_asks_for():
     run = subprocess.run([BIN, "bench", "pipeline", "--count", "300", "--latency-seconds", "1", "--idle-seconds", "0",
                           "--threads", "1"], capture_output=True, text=True, timeout=180)

@@ -12,7 +12,9 @@ struct BenchPipelineCommand: Command {
         Phase 1 pre-fills the requests topic and measures events/s, notifications/s and CPU per
         notification while the worker drains it; phase 2 feeds events at half that rate and reports
         the p50/p99 time from each event's occurred_at to its acknowledged outcome. Build with
-        -c release for meaningful numbers.
+        -c release for meaningful numbers. With --compare-h2load, h2load runs between the phases as
+        `bench send --compare-h2load` runs it, and the report prints the worker's CPU per notification
+        over h2load's per request, both from the same minute.
 
         example: swift run -c release apns-worker bench pipeline --count 50000
         """
@@ -59,6 +61,10 @@ struct BenchPipelineCommand: Command {
             "--exactly-once",
             "kafka.exactly_once: results and offsets in Kafka transactions (the mock cluster's, which cost no "
                 + "broker time: a lower bound of the cost)."),
+        .flag(
+            "--compare-h2load",
+            "After the backlog phase, run h2load as `bench send --compare-h2load` does with its defaults (an h2o "
+                + "started for it) and print the worker's CPU per notification over h2load's per request."),
     ]
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
@@ -93,6 +99,7 @@ struct BenchPipelineCommand: Command {
         if let spec = arguments.value("--apns-latency-ms") {
             options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
         }
+        if arguments.has("--compare-h2load") { options.reference = { try await h2loadReference() } }
         FileHandle.standardOutput.write(Data("bench pipeline: memory allocator \(MemoryAllocator.description)\n".utf8))
         return await PipelineBenchmark.run(options) { line in
             FileHandle.standardOutput.write(Data((line + "\n").utf8))

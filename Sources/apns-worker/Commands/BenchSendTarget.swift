@@ -45,7 +45,7 @@ struct BenchSendTarget {
     }
 
     /// Ctrl-C or SIGTERM during the run must not leave the h2o the bench started behind.
-    private static func stopOnInterrupt(pid: pid_t) -> SignalWatcher {
+    static func stopOnInterrupt(pid: pid_t) -> SignalWatcher {
         SignalWatcher(signals: [SIGINT, SIGTERM]) { signalNumber in
             kill(pid, SIGTERM)
             usleep(300_000)
