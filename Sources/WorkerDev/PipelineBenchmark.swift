@@ -286,7 +286,8 @@ public enum PipelineBenchmark {
         let run = try await reference()
         print(
             "  \(run.name) \(run.setup): "
-                + String(format: "%.2f µs CPU per request over %d requests", run.cpuMicrosecondsPerRequest, run.requests))
+                + String(
+                    format: "%.2f µs CPU per request over %d requests", run.cpuMicrosecondsPerRequest, run.requests))
         print(
             "  worker ÷ \(run.name) CPU: "
                 + String(
