@@ -243,6 +243,15 @@ struct JSONParser {
         // validating: it is the common case of ids, tokens and keys).
         var highBits: UInt8 = 0
         while index < bytes.count {
+            // Eight plain bytes at a time (no quote, backslash or control character among them).
+            if bytes.count - index >= 8 {
+                let word = ByteScan.word(bytes, at: index)
+                if !ByteScan.hasQuoteBackslashOrControl(word) {
+                    if ByteScan.hasNonASCII(word) { highBits = 0x80 }
+                    index += 8
+                    continue
+                }
+            }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[contentStart..<index])

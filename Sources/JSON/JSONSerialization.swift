@@ -92,13 +92,20 @@ public enum JSONWriter {
         var string = string
         string.withUTF8 { bytes in
             var runStart = 0
-            for index in 0..<bytes.count {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                if runStart < index {
-                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+            var index = 0
+            while index < bytes.count {
+                // Eight bytes that need no escaping are copied with the run they belong to.
+                if bytes.count - index >= 8, !ByteScan.hasQuoteBackslashOrControl(ByteScan.word(bytes, at: index)) {
+                    index += 8
+                    continue
                 }
-                runStart = index + 1
+                let byte = bytes[index]
+                index += 1
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                if runStart < index - 1 {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index - 1]))
+                }
+                runStart = index
                 output.append(UInt8(ascii: "\\"))
                 switch byte {
                 case UInt8(ascii: "\""): output.append(UInt8(ascii: "\""))

@@ -133,6 +133,19 @@ import Testing
         #expect(!PushEventSchema.isDeviceToken(String(repeating: "ag", count: 32)))
     }
 
+    @Test func aDeviceTokenIsHexDigitsAndNothingElseWhateverTheByte() {
+        let hexDigits = Set("0123456789abcdefABCDEF".utf8)
+        for byte in UInt8.min...UInt8.max where byte < 0x80 {
+            var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: 64)
+            bytes[31] = byte
+            let token = String(decoding: bytes, as: UTF8.self)
+            #expect(PushEventSchema.isDeviceToken(token) == hexDigits.contains(byte), "byte 0x\(String(byte, radix: 16))")
+        }
+        // Bytes at or above 0x80, as the UTF-8 of a non-ASCII character (two bytes keep the length even).
+        #expect(!PushEventSchema.isDeviceToken(String(repeating: "0", count: 62) + "é"))
+        #expect(!PushEventSchema.isDeviceToken(String(repeating: "0", count: 61) + "\u{FF10}"))
+    }
+
     @Test func emptyAndMissingValuesAreUndecodable() {
         #expect(throws: EventDecodingError.self) { try PushEventDecoder.decode(nil) }
         #expect(throws: EventDecodingError.self) { try PushEventDecoder.decode([]) }
