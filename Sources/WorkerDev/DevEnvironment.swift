@@ -254,9 +254,12 @@ struct OutcomePrinter: PipelineObserver {
     let print: @Sendable (String) -> Void
     let summary: DevSummary
 
-    func outcomesPublished(_ outcomes: [OutcomeRecord], eventTime: Double?) {
-        for outcome in outcomes { printLine(outcome) }
+    func outcomesPublished(_ outcomes: PublishedOutcomes, eventTime: Double?) {
+        for outcome in outcomes.records ?? [] { printLine(outcome) }
     }
+
+    /// Each outcome is printed (and its status and reason counted for the summary).
+    var keepsOutcomeRecords: Bool { true }
 
     private func printLine(_ outcome: OutcomeRecord) {
         summary.counts.withLock { counts in

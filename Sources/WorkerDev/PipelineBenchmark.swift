@@ -388,8 +388,8 @@ final class LatencyRecorder: PipelineObserver {
 
     /// Called once a record's outcomes are acknowledged by Kafka, so the latency runs to that moment rather than
     /// to the outcome's `completed_at` (when the APNs answer came).
-    func outcomesPublished(_ outcomes: [OutcomeRecord], eventTime: Double?) {
-        guard let eventTime, !outcomes.isEmpty else { return }
+    func outcomesPublished(_ outcomes: PublishedOutcomes, eventTime: Double?) {
+        guard let eventTime, outcomes.count > 0 else { return }
         let latency = WallClockTime.seconds() - eventTime
         samples.withLock { $0.append(contentsOf: repeatElement(latency, count: outcomes.count)) }
     }

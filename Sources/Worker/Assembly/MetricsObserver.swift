@@ -40,17 +40,18 @@ struct MetricsObserver: PipelineObserver {
         next?.recordReceived(record)
     }
 
-    func outcomesPublished(_ published: [OutcomeRecord], eventTime: Double?) {
-        // By index: each outcome is read in place, not copied.
-        for index in published.indices {
-            let status = published[index].status
-            outcomes[status].increment()
+    func outcomesPublished(_ published: PublishedOutcomes, eventTime: Double?) {
+        published.forEachStatus { status, count in
+            outcomes[status].increment(by: UInt64(count))
             if let eventTime {
-                eventToOutcome[status].observe(max(0, published[index].completedAt - eventTime))
+                let seconds = max(0, published.completedAt - eventTime)
+                for _ in 0..<count { eventToOutcome[status].observe(seconds) }
             }
         }
         next?.outcomesPublished(published, eventTime: eventTime)
     }
+
+    var keepsOutcomeRecords: Bool { next?.keepsOutcomeRecords ?? false }
 
     func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {
         metrics.deadLetters.labels(errorClass).increment()

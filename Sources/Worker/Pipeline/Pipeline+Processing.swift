@@ -14,12 +14,26 @@ extension Pipeline {
         if record.topic == configuration.retryTopic { await waitUntilDue(record) }
         switch prepare(record) {
         case .deadLetter(let output):
-            publish([output], of: record, generation: generation, outcomes: [], eventTime: nil)
+            publishDeadLetter(output, of: record, generation: generation)
         case .ready(let prepared):
             let sent = await transport.deliverAll(prepared.pushes[...])
-            let (outputs, outcomes) = results(of: prepared, sent: sent, source: record)
-            publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: prepared.eventTime)
+            publishResults(of: prepared, sent: sent, source: record, generation: generation)
         }
+    }
+
+    /// Never inlined into `process` (see there).
+    @inline(never)
+    func publishDeadLetter(_ output: OutboundRecord, of record: SourceRecord, generation: UInt64) {
+        publish([output], of: record, generation: generation, outcomes: PublishedOutcomes(), eventTime: nil)
+    }
+
+    /// Builds the sent event's results and hands them to the sink; never inlined into `process` (see there).
+    @inline(never)
+    func publishResults(
+        of prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord, generation: UInt64
+    ) {
+        let (outputs, outcomes) = results(of: prepared, sent: sent, source: record)
+        publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: prepared.eventTime)
     }
 
     /// A decoded and planned event, before its pushes are sent.
@@ -68,15 +82,14 @@ extension Pipeline {
     /// intermediate arrays of (outcome, result) pairs it replaced cost a copy of each outcome's strings.
     @inline(never)
     func results(of prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord)
-        -> (outputs: [OutboundRecord], outcomes: [OutcomeRecord])
+        -> (outputs: [OutboundRecord], outcomes: PublishedOutcomes)
     {
         let source = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
         let key = Array(prepared.event.id.utf8)
         let now = WallClockTime.seconds()
         var outputs: [OutboundRecord] = []
         outputs.reserveCapacity(prepared.plans.count)
-        var outcomes: [OutcomeRecord] = []
-        outcomes.reserveCapacity(prepared.plans.count)
+        var outcomes = PublishedOutcomes(completedAt: now, keepingRecords: keepsOutcomeRecords)
         var invalidTokens: [OutboundRecord] = []
         var anyParked = false
         var next = 0

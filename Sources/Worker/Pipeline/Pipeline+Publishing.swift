@@ -8,7 +8,7 @@ extension Pipeline {
     /// Never inlined into `process`, whose async frame would hold its locals for every record in flight.
     @inline(never)
     func publish(
-        _ outputs: [OutboundRecord], of record: SourceRecord, generation: UInt64, outcomes: [OutcomeRecord],
+        _ outputs: [OutboundRecord], of record: SourceRecord, generation: UInt64, outcomes: PublishedOutcomes,
         eventTime: Double?
     ) {
         if let transactions {
@@ -38,7 +38,7 @@ extension Pipeline {
     }
 
     func finishRecord(
-        _ record: SourceRecord, generation: UInt64, published: Bool, outcomes: [OutcomeRecord], invalidTokens: Int,
+        _ record: SourceRecord, generation: UInt64, published: Bool, outcomes: PublishedOutcomes, invalidTokens: Int,
         parked: Bool = false, eventTime: Double?
     ) {
         let partition = record.topicPartition
@@ -81,7 +81,7 @@ final class RecordPublication: Sendable {
     let record: SourceRecord
     let generation: UInt64
     let outputs: [OutboundRecord]
-    let outcomes: [OutcomeRecord]
+    let outcomes: PublishedOutcomes
     let invalidTokens: Int
     let parked: Bool
     let eventTime: Double?
@@ -90,7 +90,7 @@ final class RecordPublication: Sendable {
 
     init(
         pipeline: Pipeline, record: SourceRecord, generation: UInt64, outputs: [OutboundRecord],
-        outcomes: [OutcomeRecord], invalidTokens: Int, parked: Bool, eventTime: Double?
+        outcomes: PublishedOutcomes, invalidTokens: Int, parked: Bool, eventTime: Double?
     ) {
         self.pipeline = pipeline
         self.record = record
@@ -145,16 +145,15 @@ final class RecordPublication: Sendable {
 extension Pipeline.State {
     /// Counts a record whose results are safely in Kafka, and its pushes for the in-flight sizing; true
     /// when the cap is due to be computed again.
-    mutating func countFinished(outcomes: [OutcomeRecord], invalidTokens: Int, parked: Bool) -> Bool {
+    mutating func countFinished(outcomes: PublishedOutcomes, invalidTokens: Int, parked: Bool) -> Bool {
         counters.recordsFinished += 1
         counters.outcomes += outcomes.count
-        if !outcomes.isEmpty { sizing.recordFinished(pushes: outcomes.count) }
+        if outcomes.count > 0 { sizing.recordFinished(pushes: outcomes.count) }
         counters.invalidTokens += invalidTokens
-        // By index: `for outcome in` copies each record (a dozen references) just to read its status.
-        for index in outcomes.indices { counters.byStatus[outcomes[index].status, default: 0] += 1 }
+        outcomes.forEachStatus { status, count in counters.byStatus[status, default: 0] += count }
         if parked {
             counters.parked += 1
-        } else if outcomes.isEmpty {
+        } else if outcomes.count == 0 {
             counters.deadLettered += 1
         }
         return sizing.tick()

@@ -7,7 +7,7 @@ import Synchronization
 
 extension Pipeline {
     func publishHeld(
-        _ outputs: [OutboundRecord], of record: SourceRecord, generation: UInt64, outcomes: [OutcomeRecord],
+        _ outputs: [OutboundRecord], of record: SourceRecord, generation: UInt64, outcomes: PublishedOutcomes,
         eventTime: Double?, into transactions: any TransactionalResultSink
     ) {
         // A result Kafka could never take is replaced by a smaller dead letter, as in the default mode; the
@@ -74,7 +74,7 @@ extension Pipeline {
 
     /// A held record's transaction committed (`committed`), or its partition was released: it stops counting
     /// against the in-flight cap, and a committed one is counted and observed as published.
-    func settleHeld(committed: Bool, outcomes: [OutcomeRecord], invalidTokens: Int, parked: Bool, eventTime: Double?) {
+    func settleHeld(committed: Bool, outcomes: PublishedOutcomes, invalidTokens: Int, parked: Bool, eventTime: Double?) {
         let (resizeDue, appliesSteps) = state.withLock { state -> (Bool, Bool) in
             var resizeDue = false
             if committed {

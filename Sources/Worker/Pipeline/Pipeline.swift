@@ -52,9 +52,13 @@ public struct PipelineCounters: Sendable, Equatable {
 /// Observes results as they are published (the `dev` command prints them; metrics count them).
 public protocol PipelineObserver: Sendable {
     func recordReceived(_ record: SourceRecord)
-    /// A record's outcomes, once Kafka has acknowledged all of its results: one call per record, so that
-    /// an observer reads each outcome in place (a call per outcome copied each one, a dozen references).
-    func outcomesPublished(_ outcomes: [OutcomeRecord], eventTime: Double?)
+    /// A record's outcomes, once Kafka has acknowledged all of its results: one call per record, with their
+    /// counts by status (and the records themselves when `keepsOutcomeRecords`).
+    func outcomesPublished(_ outcomes: PublishedOutcomes, eventTime: Double?)
+    /// Whether `outcomesPublished` needs the outcome records (`PublishedOutcomes.records`), as a printer of
+    /// each outcome does. Keeping them costs every record's outcomes in memory until Kafka acknowledges
+    /// them; counting needs none. Read once, when the pipeline is made. Default: false.
+    var keepsOutcomeRecords: Bool { get }
     func deadLettered(_ record: SourceRecord, errorClass: String, message: String)
     func flowChanged(paused: Bool, partitions: [TopicPartition])
     /// A record's pushes that APNs refused for their credential went to the retry topic.
@@ -63,7 +67,8 @@ public protocol PipelineObserver: Sendable {
 
 extension PipelineObserver {
     public func recordReceived(_ record: SourceRecord) {}
-    public func outcomesPublished(_ outcomes: [OutcomeRecord], eventTime: Double?) {}
+    public func outcomesPublished(_ outcomes: PublishedOutcomes, eventTime: Double?) {}
+    public var keepsOutcomeRecords: Bool { false }
     public func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {}
     public func flowChanged(paused: Bool, partitions: [TopicPartition]) {}
     public func parked(_ record: SourceRecord, devices: Int, reason: String) {}
@@ -98,6 +103,8 @@ public final class Pipeline: SourceHandler {
     let planner: any NotificationPlanner
     let transport: any PushTransport
     let observer: (any PipelineObserver)?
+    /// `observer?.keepsOutcomeRecords`, read once.
+    let keepsOutcomeRecords: Bool
     let state: Mutex<State>
     /// Held while queued flow steps are applied, so that they reach the source in order.
     let flowStepsApplying = Mutex(())
@@ -136,6 +143,7 @@ public final class Pipeline: SourceHandler {
         self.planner = planner
         self.transport = transport
         self.observer = observer
+        keepsOutcomeRecords = observer?.keepsOutcomeRecords ?? false
         let cap = max(1, configuration.maxRecordsInFlight)
         let sizing = InFlightSizing(upperBound: cap)
         let initial = sizing.capacity(streams: transport.streamCapacity)

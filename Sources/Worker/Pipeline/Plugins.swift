@@ -149,7 +149,7 @@ public struct RecordTooLargeError: Error, Sendable, CustomStringConvertible {
 }
 
 /// How an (event, device) pair ended: the delivery statuses, plus `skipped` when nothing was sent.
-public enum OutcomeStatus: String, Sendable {
+public enum OutcomeStatus: String, Sendable, CaseIterable {
     case delivered, rejected, failed, expired, skipped
 
     public init(_ status: DeliveryStatus) {
