@@ -207,20 +207,23 @@ func apnsAnswer(_ push: PlannedPush, status: Int, reason: String? = nil, timesta
 
 /// Sends an alert for every device, with the event's type as the alert text.
 struct OnePushPerDevicePlanner: NotificationPlanner {
-    func plan(_ event: PushEvent, now: Double) -> [PlannedDelivery] {
-        event.devices.map { device in
+    func plan(_ event: PushEvent, now: Double) -> EventPlan {
+        var plan = EventPlan()
+        for device in event.devices {
             do {
                 let token = try DeviceToken(device.token)
                 let request = APNsRequest(
                     deviceToken: token, environment: device.environment == "sandbox" ? .sandbox : .production,
                     topic: "com.example.app", pushType: .alert, payload: ["aps": ["alert": .string(event.type)]])
-                return .send(PlannedPush(request: request, app: "com.example.app", ruleID: "all"), device: device)
+                plan.send(PlannedPush(request: request, app: "com.example.app", ruleID: "all"), to: device)
             } catch {
-                return .reject(
-                    device: device, reason: "BadDeviceToken", detail: "\(error)", ruleID: "all", topic: nil,
-                    pushType: nil)
+                plan.add(
+                    .reject(
+                        device: device, reason: "BadDeviceToken", detail: "\(error)", ruleID: "all", topic: nil,
+                        pushType: nil))
             }
         }
+        return plan
     }
 }
 

@@ -18,7 +18,7 @@ public struct RulesPlanner: NotificationPlanner {
         self.onMatch = onMatch
     }
 
-    public func plan(_ event: PushEvent, now: Double) throws(PlanningError) -> [PlannedDelivery] {
+    public func plan(_ event: PushEvent, now: Double) throws(PlanningError) -> EventPlan {
         if let app = event.app, !configuredApps.contains(app) {
             throw PlanningError(
                 errorClass: "invalid_event",
@@ -27,7 +27,8 @@ public struct RulesPlanner: NotificationPlanner {
         }
         let result = store.current.evaluate(event.document, now: Int64(now))
         if !result.matchedRuleIDs.isEmpty { onMatch?(result.matchedRuleIDs) }
-        return result.decisions.map { decision in
+        var plan = EventPlan(capacity: result.decisions.count)
+        for decision in result.decisions {
             switch decision {
             case .send(let push):
                 let device = EventDevice(
@@ -35,24 +36,29 @@ public struct RulesPlanner: NotificationPlanner {
                     environment: push.request.environment.rawValue, channelID: push.request.channelID?.value)
                 let app = Self.bundle(of: push.request)
                 guard configuredApps.contains(app) else {
-                    return .reject(
-                        device: device, reason: "UnknownApp",
-                        detail:
-                            "rule '\(push.ruleID)' sends to app '\(app)', which has no credential in the configuration",
-                        ruleID: push.ruleID, topic: push.request.topic, pushType: push.request.pushType.rawValue)
+                    plan.add(
+                        .reject(
+                            device: device, reason: "UnknownApp",
+                            detail:
+                                "rule '\(push.ruleID)' sends to app '\(app)', which has no credential in the configuration",
+                            ruleID: push.ruleID, topic: push.request.topic, pushType: push.request.pushType.rawValue))
+                    continue
                 }
-                return .send(PlannedPush(request: push.request, app: app, ruleID: push.ruleID), device: device)
+                plan.send(PlannedPush(request: push.request, app: app, ruleID: push.ruleID), to: device)
             case .skip(let skip):
-                return .skip(
-                    device: Self.device(skip.device, event), reason: skip.reason.rawValue, ruleID: skip.ruleID,
-                    topic: nil, pushType: nil)
+                plan.add(
+                    .skip(
+                        device: Self.device(skip.device, event), reason: skip.reason.rawValue, ruleID: skip.ruleID,
+                        topic: nil, pushType: nil))
             case .reject(let rejection):
-                return .reject(
-                    device: Self.device(rejection.device, event), reason: rejection.reason.rawValue,
-                    detail: rejection.problems.joined(separator: "; "), ruleID: rejection.ruleID, topic: nil,
-                    pushType: nil)
+                plan.add(
+                    .reject(
+                        device: Self.device(rejection.device, event), reason: rejection.reason.rawValue,
+                        detail: rejection.problems.joined(separator: "; "), ruleID: rejection.ruleID, topic: nil,
+                        pushType: nil))
             }
         }
+        return plan
     }
 
     /// The bundle id a request's topic belongs to (the topic without its push type's suffix).

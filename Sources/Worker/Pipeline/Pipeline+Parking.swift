@@ -60,11 +60,11 @@ extension Pipeline {
         var reason = "credential"
         var app = prepared.event.app ?? ""
         var next = 0
-        for plan in prepared.plans {
-            guard case .send(let push, let device) = plan else { continue }
+        prepared.plan.forEachDelivery { delivery, push in
+            guard case .send(let device) = delivery, let push else { return }
             let result = sent[next]
             next += 1
-            guard result.status == .credentialRefused else { continue }
+            guard result.status == .credentialRefused else { return }
             waiting.append(device)
             reason = result.response?.reason?.rawValue ?? reason
             app = push.app

@@ -16,7 +16,7 @@ extension Pipeline {
         case .deadLetter(let output):
             publishDeadLetter(output, of: record, generation: generation)
         case .ready(let prepared):
-            let sent = await transport.deliverAll(prepared.pushes[...])
+            let sent = await transport.deliverAll(prepared.plan.pushes[...])
             publishResults(of: prepared, sent: sent, source: record, generation: generation)
         }
     }
@@ -39,9 +39,7 @@ extension Pipeline {
     /// A decoded and planned event, before its pushes are sent.
     struct PreparedEvent {
         var event: PushEvent
-        var plans: [PlannedDelivery]
-        /// The pushes among the plans, in order.
-        var pushes: [PlannedPush]
+        var plan: EventPlan
         var eventTime: Double?
     }
 
@@ -55,17 +53,11 @@ extension Pipeline {
     func prepare(_ record: SourceRecord) -> Preparation {
         do throws(PipelineInputError) {
             var event = try PipelineInputError.decode(record.value)
-            let plans = try PipelineInputError.plan(event, with: planner)
+            let plan = try PipelineInputError.plan(event, with: planner)
             // The parsed document is for the rules and templates, which are done with it now; the record
             // waits a round trip to APNs holding only what its results need (the event's id).
             event.document = .null
-            var pushes: [PlannedPush] = []
-            pushes.reserveCapacity(plans.count)
-            for plan in plans { if case .send(let push, _) = plan { pushes.append(push) } }
-            return .ready(
-                PreparedEvent(
-                    event: event, plans: plans, pushes: pushes,
-                    eventTime: event.occurredAt ?? record.timestamp))
+            return .ready(PreparedEvent(event: event, plan: plan, eventTime: event.occurredAt ?? record.timestamp))
         } catch {
             observer?.deadLettered(record, errorClass: error.errorClass, message: error.message)
             return .deadLetter(
@@ -87,26 +79,31 @@ extension Pipeline {
         let source = RecordSource(topic: record.topic, partition: record.partition, offset: record.offset)
         let key = Array(prepared.event.id.utf8)
         let now = WallClockTime.seconds()
+        let deliveries = prepared.plan.deliveries
         var outputs: [OutboundRecord] = []
-        outputs.reserveCapacity(prepared.plans.count)
+        outputs.reserveCapacity(deliveries.count)
         var outcomes = PublishedOutcomes(completedAt: now, keepingRecords: keepsOutcomeRecords)
         var invalidTokens: [OutboundRecord] = []
         var anyParked = false
         var next = 0
-        for plan in prepared.plans {
-            var report: DeliveryResult? = nil
-            if case .send = plan {
-                report = sent[next]
+        // By index: binding each delivery and push would copy (retain) all their fields.
+        for index in deliveries.indices {
+            var sentPush: (push: PlannedPush, result: DeliveryResult)? = nil
+            if case .send = deliveries[index] {
+                sentPush = (prepared.plan.pushes[next], sent[next])
                 next += 1
             }
             // Pushes refused for their credential get no outcome yet: they are parked, below.
-            if report?.status == .credentialRefused {
+            if sentPush?.result.status == .credentialRefused {
                 anyParked = true
                 continue
             }
-            let outcome = Self.outcome(of: plan, report, event: prepared.event, source: source, completedAt: now)
+            let outcome = Self.outcome(
+                of: deliveries[index], sentPush, event: prepared.event, source: source, completedAt: now)
             outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
-            if let invalid = invalidTokenRecord(plan, outcome, report: report, event: prepared.event) {
+            if let sentPush,
+                let invalid = invalidTokenRecord(sentPush.push, sentPush.result, outcome, event: prepared.event)
+            {
                 invalidTokens.append(
                     OutboundRecord(
                         topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
@@ -119,15 +116,16 @@ extension Pipeline {
         return (outputs, outcomes)
     }
 
-    /// The outcome of one plan, from the result of its sent push or from its skip or reject.
+    /// The outcome of one device's delivery, from its sent push and the push's result, or from its skip or
+    /// rejection.
     static func outcome(
-        of plan: PlannedDelivery, _ result: DeliveryResult?, event: PushEvent, source: RecordSource,
-        completedAt now: Double
+        of delivery: PlannedDelivery, _ sent: (push: PlannedPush, result: DeliveryResult)?, event: PushEvent,
+        source: RecordSource, completedAt now: Double
     ) -> OutcomeRecord {
-        switch plan {
-        case .send(let push, let device):
-            // Every plan to send has its result: `results(of:sent:source:)` passes them in order.
-            guard let result else { preconditionFailure("a sent push without its delivery result") }
+        switch delivery {
+        case .send(let device):
+            // Every delivery to send has its push and result: `results(of:sent:source:)` passes them in order.
+            guard let (push, result) = sent else { preconditionFailure("a sent push without its delivery result") }
             let last = result.attempts.last
             var outcome = OutcomeRecord(
                 eventID: event.id, deviceToken: device.token, environment: device.environment,
@@ -163,11 +161,10 @@ extension Pipeline {
     /// The invalid-token event for a push whose final answer proves its token invalid
     /// (`InvalidTokenRecord.invalidatingReason`), naming every environment that was asked.
     func invalidTokenRecord(
-        _ plan: PlannedDelivery, _ outcome: OutcomeRecord, report: DeliveryResult?, event: PushEvent
+        _ push: PlannedPush, _ report: DeliveryResult, _ outcome: OutcomeRecord, event: PushEvent
     ) -> InvalidTokenRecord? {
         // A broadcast has no device token to invalidate: a deleted channel is reported in its outcome only.
-        guard case .send(let push, _) = plan, let report, let token = push.request.deviceToken,
-            let reason = InvalidTokenRecord.invalidatingReason(of: report)
+        guard let token = push.request.deviceToken, let reason = InvalidTokenRecord.invalidatingReason(of: report)
         else { return nil }
         let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
         return InvalidTokenRecord(
@@ -192,7 +189,7 @@ struct PipelineInputError: Error {
     }
 
     static func plan(_ event: PushEvent, with planner: any NotificationPlanner) throws(PipelineInputError)
-        -> [PlannedDelivery]
+        -> EventPlan
     {
         do {
             return try planner.plan(event, now: WallClockTime.seconds())

@@ -226,18 +226,58 @@ public struct PlannedPush: Sendable {
 
 /// What the rules decided for one device of an event.
 public enum PlannedDelivery: Sendable {
-    case send(PlannedPush, device: EventDevice)
+    /// The device gets a push: the next one of its `EventPlan`'s pushes (they are in the same order).
+    case send(device: EventDevice)
     /// Nothing is sent: no rule matched (`no_rule`), or a rule decided so. Outcome `skipped`.
     case skip(device: EventDevice, reason: String, ruleID: String?, topic: String?, pushType: String?)
     /// The rules produced something Apple would reject (too large, invalid token...). Outcome `rejected`.
     case reject(device: EventDevice, reason: String, detail: String, ruleID: String?, topic: String?, pushType: String?)
 }
 
+/// What the rules decided for an event: the pushes to send, and for each device, in the event's order,
+/// whether it gets the next of them or why not. The pushes are kept once, where the transport reads them:
+/// a copy in each delivery as well cost a dozen retains and releases per push, and their memory for the
+/// whole round trip to APNs.
+public struct EventPlan: Sendable {
+    public private(set) var pushes: [PlannedPush] = []
+    public private(set) var deliveries: [PlannedDelivery] = []
+
+    public init(capacity: Int = 0) {
+        pushes.reserveCapacity(capacity)
+        deliveries.reserveCapacity(capacity)
+    }
+
+    /// `device` gets `push`.
+    public mutating func send(_ push: PlannedPush, to device: EventDevice) {
+        pushes.append(push)
+        deliveries.append(.send(device: device))
+    }
+
+    /// A device that gets nothing: a skip or a rejection (a send goes through `send(_:to:)`).
+    public mutating func add(_ delivery: PlannedDelivery) {
+        if case .send = delivery { preconditionFailure("EventPlan.add(.send): a push goes with send(_:to:)") }
+        deliveries.append(delivery)
+    }
+
+    /// Each delivery with its push (nil for a skip or a rejection), in order.
+    public func forEachDelivery(_ body: (PlannedDelivery, PlannedPush?) -> Void) {
+        var next = 0
+        for index in deliveries.indices {
+            if case .send = deliveries[index] {
+                body(deliveries[index], pushes[next])
+                next += 1
+            } else {
+                body(deliveries[index], nil)
+            }
+        }
+    }
+}
+
 /// Maps an event to what to send for each of its devices (the rules engine in production).
 public protocol NotificationPlanner: Sendable {
     /// `now` is UNIX seconds, for relative expirations when the event has no time of its own.
     /// Throws when the event as a whole cannot be processed; it then goes to the dead-letter topic.
-    func plan(_ event: PushEvent, now: Double) throws(PlanningError) -> [PlannedDelivery]
+    func plan(_ event: PushEvent, now: Double) throws(PlanningError) -> EventPlan
 }
 
 /// Why an event cannot be planned at all (an app without credentials, say): a dead letter.
