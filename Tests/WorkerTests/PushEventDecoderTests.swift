@@ -29,6 +29,19 @@ import Testing
         #expect(event.document["data"]?["text"] == "hi")
     }
 
+    /// maxLength counts characters, not bytes: 256 two-byte characters fit, 257 one-byte ones do not.
+    @Test func lengthLimitsCountCharactersNotBytes() throws {
+        let id = String(repeating: "é", count: 256)
+        let event = try PushEventDecoder.decode(Array(Self.event("id", "\"\(id)\"").utf8))
+        #expect(event.id == id)
+        #expect(throws: EventDecodingError.self) {
+            try PushEventDecoder.decode(Array(Self.event("id", "\"\(String(repeating: "e", count: 257))\"").utf8))
+        }
+        #expect(PushEventSchema.fits(String(repeating: "é", count: 256), 256))
+        #expect(!PushEventSchema.fits(String(repeating: "é", count: 257), 256))
+        #expect(PushEventSchema.fits(String(repeating: "e", count: 256), 256))
+    }
+
     /// A valid event with one member replaced (or removed, with nil).
     static func event(_ key: String, _ json: String?) -> String {
         var members = [
@@ -139,7 +152,8 @@ import Testing
             var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: 64)
             bytes[31] = byte
             let token = String(decoding: bytes, as: UTF8.self)
-            #expect(PushEventSchema.isDeviceToken(token) == hexDigits.contains(byte), "byte 0x\(String(byte, radix: 16))")
+            #expect(
+                PushEventSchema.isDeviceToken(token) == hexDigits.contains(byte), "byte 0x\(String(byte, radix: 16))")
         }
         // Bytes at or above 0x80, as the UTF-8 of a non-ASCII character (two bytes keep the length even).
         #expect(!PushEventSchema.isDeviceToken(String(repeating: "0", count: 62) + "é"))

@@ -54,7 +54,7 @@ enum PushEventSchema {
             return "recipient at $.recipient must be an object, found \(value.typeName)"
         }
         if let userID = recipient["user_id"] {
-            guard let text = userID.stringValue, !text.isEmpty, text.unicodeScalars.count <= maximumUserIDLength
+            guard let text = userID.stringValue, !text.isEmpty, fits(text, maximumUserIDLength)
             else {
                 return "recipient.user_id at $.recipient.user_id must be a string of 1 to \(maximumUserIDLength) "
                     + "characters, found \(describe(userID))"
@@ -183,11 +183,18 @@ enum PushEventSchema {
 
     static func requiredString(_ object: JSONObject, _ key: String, path: String, maximumLength: Int) -> String? {
         guard let value = object[key] else { return "\(key) is missing at \(path)" }
-        guard let text = value.stringValue, !text.isEmpty, text.unicodeScalars.count <= maximumLength else {
+        guard let text = value.stringValue, !text.isEmpty, fits(text, maximumLength) else {
             return "\(key) at \(path).\(key) must be a string of 1 to \(maximumLength) characters, "
                 + "found \(describe(value))"
         }
         return nil
+    }
+
+    /// At most `maximumLength` characters (Unicode scalars, as JSON Schema's maxLength counts them). A text
+    /// of no more UTF-8 bytes than that fits without counting them (decoding the scalars of every event's
+    /// id and type was most of what checking them cost).
+    static func fits(_ text: String, _ maximumLength: Int) -> Bool {
+        text.utf8.count <= maximumLength || text.unicodeScalars.count <= maximumLength
     }
 
     static func timestamp(_ value: JSONValue, path: String) -> String? {
