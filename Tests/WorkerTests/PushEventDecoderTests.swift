@@ -155,7 +155,7 @@ import Testing
             #expect(
                 PushEventSchema.isDeviceToken(token) == hexDigits.contains(byte), "byte 0x\(String(byte, radix: 16))")
         }
-        // Bytes at or above 0x80, as the UTF-8 of a non-ASCII character (two bytes keep the length even).
+        // Bytes at or above 0x80, as the UTF-8 of a non-ASCII character (64 bytes in all, an even count).
         #expect(!PushEventSchema.isDeviceToken(String(repeating: "0", count: 62) + "é"))
         #expect(!PushEventSchema.isDeviceToken(String(repeating: "0", count: 61) + "\u{FF10}"))
     }
