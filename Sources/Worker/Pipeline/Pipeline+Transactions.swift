@@ -74,7 +74,8 @@ extension Pipeline {
 
     /// A held record's transaction committed (`committed`), or its partition was released: it stops counting
     /// against the in-flight cap, and a committed one is counted and observed as published.
-    func settleHeld(committed: Bool, outcomes: PublishedOutcomes, invalidTokens: Int, parked: Bool, eventTime: Double?) {
+    func settleHeld(committed: Bool, outcomes: PublishedOutcomes, invalidTokens: Int, parked: Bool, eventTime: Double?)
+    {
         let (resizeDue, appliesSteps) = state.withLock { state -> (Bool, Bool) in
             var resizeDue = false
             if committed {
