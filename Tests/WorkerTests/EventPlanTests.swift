@@ -32,11 +32,12 @@ import Testing
         #expect(plan.pushes.map(\.ruleID) == ["rule-1", "rule-2", "rule-3"])
         #expect(plan.deliveries.count == 5)
         var pairs: [String] = []
-        plan.forEachDelivery { delivery, push in
+        plan.forEachDelivery { delivery, pushIndex in
             switch delivery {
-            case .send(let device): pairs.append("\(device.token)=\(push?.ruleID ?? "none")")
+            case .send(let device):
+                pairs.append("\(device.token)=\(pushIndex.map { plan.pushes[$0].ruleID } ?? "none")")
             case .skip(let device, _, _, _, _), .reject(let device, _, _, _, _, _):
-                pairs.append("\(device.token)=\(push == nil ? "none" : "unexpected")")
+                pairs.append("\(device.token)=\(pushIndex == nil ? "none" : "unexpected")")
             }
         }
         #expect(pairs == ["a=none", "b=rule-1", "c=none", "d=rule-2", "e=rule-3"])

@@ -59,15 +59,13 @@ extension Pipeline {
         var waiting: [EventDevice] = []
         var reason = "credential"
         var app = prepared.event.app ?? ""
-        var next = 0
-        prepared.plan.forEachDelivery { delivery, push in
-            guard case .send(let device) = delivery, let push else { return }
-            let result = sent[next]
-            next += 1
+        prepared.plan.forEachDelivery { delivery, pushIndex in
+            guard case .send(let device) = delivery, let pushIndex else { return }
+            let result = sent[pushIndex]
             guard result.status == .credentialRefused else { return }
             waiting.append(device)
             reason = result.response?.reason?.rawValue ?? reason
-            app = push.app
+            app = prepared.plan.pushes[pushIndex].app
         }
         guard !waiting.isEmpty else { return nil }
         // The first park names where the event came from; later ones keep that. Park headers on an input

@@ -85,21 +85,14 @@ extension Pipeline {
         var outcomes = PublishedOutcomes(completedAt: now, keepingRecords: keepsOutcomeRecords)
         var invalidTokens: [OutboundRecord] = []
         var anyParked = false
-        var next = 0
-        // By index: binding each delivery and push would copy (retain) all their fields.
-        for index in deliveries.indices {
-            var sentPush: (push: PlannedPush, result: DeliveryResult)? = nil
-            if case .send = deliveries[index] {
-                sentPush = (prepared.plan.pushes[next], sent[next])
-                next += 1
-            }
+        prepared.plan.forEachDelivery { delivery, pushIndex in
+            let sentPush = pushIndex.map { (push: prepared.plan.pushes[$0], result: sent[$0]) }
             // Pushes refused for their credential get no outcome yet: they are parked, below.
             if sentPush?.result.status == .credentialRefused {
                 anyParked = true
-                continue
+                return
             }
-            let outcome = Self.outcome(
-                of: deliveries[index], sentPush, event: prepared.event, source: source, completedAt: now)
+            let outcome = Self.outcome(of: delivery, sentPush, event: prepared.event, source: source, completedAt: now)
             outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
             if let sentPush,
                 let invalid = invalidTokenRecord(sentPush.push, sentPush.result, outcome, event: prepared.event)

@@ -259,12 +259,13 @@ public struct EventPlan: Sendable {
         deliveries.append(delivery)
     }
 
-    /// Each delivery with its push (nil for a skip or a rejection), in order.
-    public func forEachDelivery(_ body: (PlannedDelivery, PlannedPush?) -> Void) {
+    /// Each delivery, in order, with the index of its push in `pushes` (and in the transport's results,
+    /// which follow the pushes), or nil for a skip or a rejection.
+    public func forEachDelivery(_ body: (PlannedDelivery, _ pushIndex: Int?) -> Void) {
         var next = 0
         for index in deliveries.indices {
             if case .send = deliveries[index] {
-                body(deliveries[index], pushes[next])
+                body(deliveries[index], next)
                 next += 1
             } else {
                 body(deliveries[index], nil)
