@@ -1,88 +1,157 @@
 // Writes a JSON object's compact bytes member by member, for records written once per notification
 // (outcomes): building a JSONValue tree first would cost an allocation per member only to be walked
 // and freed again. The output is byte for byte what `JSONValue.compactBytes` gives for the same members.
+//
+// The bytes go into a buffer this writer owns, each member's text copied in with one capacity check,
+// and become an array of exactly their size at `finish()`. Appending to an `[UInt8]` byte by byte
+// (a uniqueness and a capacity check per quote, comma and colon) cost more than the text itself, and
+// the array kept its whole reserved capacity for as long as the record waited for Kafka.
 
 /// Appends one JSON object to a byte buffer. Call `finish()` once, after the last member.
 public struct JSONObjectWriter: ~Copyable {
-    public private(set) var bytes: [UInt8]
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private var count = 0
     private var isFirst = true
 
     public init(capacity: Int = 512) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
-        bytes.append(UInt8(ascii: "{"))
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+        append(UInt8(ascii: "{"))
     }
 
-    /// Writes `"key":`. Keys are literals of a record's schema, so they are copied as they are.
+    deinit { base.deallocate() }
+
+    /// The bytes written so far.
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    /// Makes room for `extra` more bytes.
+    @inline(__always)
+    private mutating func reserve(_ extra: Int) {
+        if count + extra > capacity { grow(toFit: count + extra) }
+    }
+
+    private mutating func grow(toFit needed: Int) {
+        let newCapacity = max(capacity * 2, needed)
+        let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        newBase.update(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
+    }
+
+    @inline(__always)
+    private mutating func append(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    private mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        reserve(bytes.count)
+        if let source = bytes.baseAddress {
+            UnsafeMutableRawPointer(base + count).copyMemory(from: source, byteCount: bytes.count)
+        }
+        count += bytes.count
+    }
+
+    private mutating func appendNull() {
+        let literal: StaticString = "null"
+        literal.withUTF8Buffer { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Writes `,"key":` (no comma before the first member). Keys are literals of a record's schema, so
+    /// they are copied as they are.
     ///
     /// - Precondition: `key` needs no JSON escaping (no `"`, `\` or control characters).
     private mutating func key(_ key: StaticString) {
-        if !isFirst { bytes.append(UInt8(ascii: ",")) }
-        isFirst = false
-        bytes.append(UInt8(ascii: "\""))
         key.withUTF8Buffer { literal in
-            assert(
-                !literal.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") },
-                "JSON object keys written raw must need no escaping")
-            bytes.append(contentsOf: literal)
+            assert(!JSONWriter.needsEscaping(literal), "JSON object keys written raw must need no escaping")
+            reserve(literal.count + 4)
+            if !isFirst {
+                base[count] = UInt8(ascii: ",")
+                count += 1
+            }
+            base[count] = UInt8(ascii: "\"")
+            (base + count + 1).update(from: literal.baseAddress!, count: literal.count)
+            count += literal.count + 1
+            base[count] = UInt8(ascii: "\"")
+            base[count + 1] = UInt8(ascii: ":")
+            count += 2
         }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
+        isFirst = false
     }
 
     public mutating func string(_ key: StaticString, _ value: String?) {
         self.key(key)
-        if let value { JSONWriter.writeString(value, into: &bytes) } else { bytes.append(contentsOf: "null".utf8) }
+        guard let value else { return appendNull() }
+        var contiguous = value
+        contiguous.withUTF8 { text in
+            guard !JSONWriter.needsEscaping(text) else {
+                // Rare in records (texts are ids, tokens, topics and reasons): the general writer escapes.
+                var escaped: [UInt8] = []
+                JSONWriter.writeString(value, into: &escaped)
+                escaped.withUnsafeBytes { append($0) }
+                return
+            }
+            reserve(text.count + 2)
+            base[count] = UInt8(ascii: "\"")
+            if let source = text.baseAddress { (base + count + 1).update(from: source, count: text.count) }
+            count += text.count + 1
+            base[count] = UInt8(ascii: "\"")
+            count += 1
+        }
     }
 
     public mutating func integer(_ key: StaticString, _ value: Int64?) {
         self.key(key)
-        if let value { JSONWriter.writeInteger(value, into: &bytes) } else { bytes.append(contentsOf: "null".utf8) }
+        guard let value else { return appendNull() }
+        JSONWriter.withIntegerText(value) { append($0) }
     }
 
     public mutating func double(_ key: StaticString, _ value: Double) {
         self.key(key)
-        JSONWriter.writeDouble(value, into: &bytes)
+        JSONWriter.withDoubleText(value) { append($0) }
+    }
+
+    public mutating func bool(_ key: StaticString, _ value: Bool) {
+        self.key(key)
+        let literal: StaticString = value ? "true" : "false"
+        literal.withUTF8Buffer { append(UnsafeRawBufferPointer($0)) }
     }
 
     /// A UNIX time as an RFC 3339 string with milliseconds (`RFC3339.format`), or null.
     public mutating func timestamp(_ key: StaticString, _ seconds: Double?) {
-        quoted(key, seconds) { RFC3339.append($1, to: &$0) }
-    }
-
-    /// `"key":"<text>"` with the text written by `write` (it needs no escaping), or `"key":null`.
-    private mutating func quoted<Value>(_ key: StaticString, _ value: Value?, _ write: (inout [UInt8], Value) -> Void) {
         self.key(key)
-        guard let value else {
-            bytes.append(contentsOf: "null".utf8)
-            return
+        guard let seconds else { return appendNull() }
+        RFC3339.withText(seconds) { text in
+            append(UInt8(ascii: "\""))
+            append(UnsafeRawBufferPointer(text))
+            append(UInt8(ascii: "\""))
         }
-        bytes.append(UInt8(ascii: "\""))
-        write(&bytes, value)
-        bytes.append(UInt8(ascii: "\""))
     }
 
     /// `"key":"<text>"` for a text of exactly `count` bytes that `write` fills in place (it needs no
-    /// escaping), or `"key":null`. Not generic, unlike `quoted`: called from another module, a generic
-    /// one looked up its type's metadata at run time on every call.
+    /// escaping), or `"key":null`. Not generic: called from another module, a generic one looked up
+    /// its type's metadata at run time on every call.
     package mutating func quotedText(
-        _ key: StaticString, count: Int?, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Void
+        _ key: StaticString, count textCount: Int?, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Void
     ) {
         self.key(key)
-        guard let count else {
-            bytes.append(contentsOf: "null".utf8)
-            return
-        }
-        bytes.append(UInt8(ascii: "\""))
-        let start = bytes.count
-        bytes.append(contentsOf: repeatElement(0, count: count))
-        bytes.withUnsafeMutableBufferPointer { write(UnsafeMutableBufferPointer(rebasing: $0[start..<start + count])) }
-        bytes.append(UInt8(ascii: "\""))
+        guard let textCount else { return appendNull() }
+        reserve(textCount + 2)
+        base[count] = UInt8(ascii: "\"")
+        write(UnsafeMutableBufferPointer(start: base + count + 1, count: textCount))
+        count += textCount + 1
+        base[count] = UInt8(ascii: "\"")
+        count += 1
     }
 
     public mutating func value(_ key: StaticString, _ value: JSONValue) {
         self.key(key)
-        JSONWriter.write(value, into: &bytes)
+        var text: [UInt8] = []
+        JSONWriter.write(value, into: &text)
+        text.withUnsafeBytes { append($0) }
     }
 
     /// A nested object, written by `body` into the same buffer.
@@ -97,27 +166,26 @@ public struct JSONObjectWriter: ~Copyable {
         _ body: (inout JSONObjectWriter, Element) -> Void
     ) {
         self.key(key)
-        bytes.append(UInt8(ascii: "["))
+        append(UInt8(ascii: "["))
         for index in elements.indices {
-            if index > elements.startIndex { bytes.append(UInt8(ascii: ",")) }
+            if index > elements.startIndex { append(UInt8(ascii: ",")) }
             nested { body(&$0, elements[index]) }
         }
-        bytes.append(UInt8(ascii: "]"))
+        append(UInt8(ascii: "]"))
     }
 
     /// `{...}` written by `body` with this writer (same buffer, no copy), its members counted afresh.
     private mutating func nested(_ body: (inout JSONObjectWriter) -> Void) {
-        bytes.append(UInt8(ascii: "{"))
+        append(UInt8(ascii: "{"))
         isFirst = true
         body(&self)
-        bytes.append(UInt8(ascii: "}"))
+        append(UInt8(ascii: "}"))
         isFirst = false
     }
 
-    /// Closes the object and returns the bytes.
+    /// Closes the object and returns the bytes, in an array of exactly their size.
     public consuming func finish() -> [UInt8] {
-        bytes.append(UInt8(ascii: "}"))
+        append(UInt8(ascii: "}"))
         return bytes
     }
-
 }

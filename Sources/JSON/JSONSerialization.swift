@@ -50,7 +50,12 @@ public enum JSONWriter {
             output.append(UInt8(ascii: "0") + UInt8(value))
             return
         }
-        // Digits from the right into a 20-byte scratch tuple: no String is made for a number.
+        withIntegerText(value) { output.append(contentsOf: $0) }
+    }
+
+    /// Calls `body` with the decimal text of `value`, made in a 24-byte scratch tuple: no String is made
+    /// for a number.
+    static func withIntegerText(_ value: Int64, _ body: (UnsafeRawBufferPointer) -> Void) {
         var magnitude = value.magnitude
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
         withUnsafeMutableBytes(of: &digits) { scratch in
@@ -60,23 +65,33 @@ public enum JSONWriter {
                 scratch[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
                 magnitude /= 10
             } while magnitude > 0
-            if value < 0 { output.append(UInt8(ascii: "-")) }
-            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[start...]))
+            if value < 0 {
+                start -= 1
+                scratch[start] = UInt8(ascii: "-")
+            }
+            body(UnsafeRawBufferPointer(rebasing: scratch[start...]))
         }
     }
 
     static func writeDouble(_ value: Double, into output: inout [UInt8]) {
+        withDoubleText(value) { output.append(contentsOf: $0) }
+    }
+
+    /// Calls `body` with the JSON text of `value`.
+    static func withDoubleText(_ value: Double, _ body: (UnsafeRawBufferPointer) -> Void) {
         // JSON has no NaN or infinity; they can only arise from arithmetic in templates.
         guard value.isFinite else {
-            output.append(contentsOf: "null".utf8)
+            let literal: StaticString = "null"
+            literal.withUTF8Buffer { body(UnsafeRawBufferPointer($0)) }
             return
         }
         if value.rounded() == value, abs(value) < 1e15 {
             // Whole numbers print without a fraction ("3", not "3.0"), as a JSON producer would.
-            writeInteger(Int64(value), into: &output)
+            withIntegerText(Int64(value), body)
             return
         }
-        output.append(contentsOf: value.description.utf8)
+        var text = value.description
+        text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
@@ -85,6 +100,22 @@ public enum JSONWriter {
         output.append(UInt8(ascii: "\""))
         writeStringContents(string, into: &output)
         output.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether `bytes`, as the text of a JSON string, needs any escaping (a quote, a backslash or a
+    /// control character).
+    public static func needsEscaping(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        while bytes.count - index >= 8 {
+            if ByteScan.hasQuoteBackslashOrControl(ByteScan.word(bytes, at: index)) { return true }
+            index += 8
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return true }
+            index += 1
+        }
+        return false
     }
 
     /// What `writeString` writes between the quotes: the text, escaped.

@@ -80,6 +80,11 @@ public enum RFC3339 {
 
     /// Appends `format(seconds)`'s UTF-8 to `output` (for writers of JSON records: no String made).
     public static func append(_ seconds: Double, to output: inout [UInt8]) {
+        withText(seconds) { output.append(contentsOf: $0) }
+    }
+
+    /// Calls `body` with `format(seconds)`'s UTF-8, made in a buffer on the stack.
+    public static func withText(_ seconds: Double, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
         let totalMilliseconds = Int64((seconds * 1000).rounded(.down))
         var days = totalMilliseconds / 86_400_000
         var millisecondOfDay = totalMilliseconds % 86_400_000
@@ -92,12 +97,16 @@ public enum RFC3339 {
         let minute = Int(millisecondOfDay / 60_000 % 60)
         let second = Int(millisecondOfDay / 1000 % 60)
         let millisecond = Int(millisecondOfDay % 1000)
-        // Outside four digits the year is written in full, as `String(year)` would (never for real timestamps).
-        let fourDigitYear = year >= 0 && year <= 9999
-        if !fourDigitYear { output.append(contentsOf: String(year).utf8) }
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: fixedWidthLength) { text in
-            writeFixedWidth(fourDigitYear ? year : 0, month, day, hour, minute, second, millisecond, into: text)
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: text[(fourDigitYear ? 0 : 4)...]))
+            // Outside four digits the year is written in full, as `String(year)` would (never for real timestamps).
+            guard year >= 0 && year <= 9999 else {
+                writeFixedWidth(0, month, day, hour, minute, second, millisecond, into: text)
+                let whole = Array(String(year).utf8) + text[4...]
+                whole.withUnsafeBufferPointer(body)
+                return
+            }
+            writeFixedWidth(year, month, day, hour, minute, second, millisecond, into: text)
+            body(UnsafeBufferPointer(text))
         }
     }
 

@@ -199,10 +199,15 @@ public final class APNsClient: Sendable {
     /// A class, not a struct: it is handed from the loop that saw the response to the waiting event and
     /// on to the retries, and a reference moves with one retain where the request and the attempt's
     /// fields would each be retained at every hand-over.
-    public final class SendInProgress: Sendable {
+    ///
+    /// It is also what the first attempt's response handler captures while the request is in flight:
+    /// one reference, where capturing the request and the attempt copied both into the closure's
+    /// context (a retain per string of each) and again into this object.
+    public final class SendInProgress: @unchecked Sendable {
         let request: APNsRequest
-        /// Nil when nothing was sent yet: the pool's breaker was holding its pushes.
-        let first: RecordedAttempt?
+        /// Nil when nothing was sent yet: the pool's breaker was holding its pushes. Written only
+        /// before the object is handed to `beginSend`'s completion, never after.
+        fileprivate(set) var first: RecordedAttempt?
         let firstStart: ContinuousClock.Instant
 
         init(request: APNsRequest, first: RecordedAttempt?, firstStart: ContinuousClock.Instant) {
@@ -231,29 +236,31 @@ public final class APNsClient: Sendable {
             completion(SendInProgress(request: request, first: nil, firstStart: firstStart))
             return
         }
-        var attempt = Self.newAttempt(request)
+        let progress = SendInProgress(request: request, first: Self.newAttempt(request), firstStart: firstStart)
         let http: HTTP2Request
         let token: ProviderToken?
         do {
             (http, token) = try prepare(request)
         } catch {
-            Self.record(error, in: &attempt)
-            attempt.record.latency = firstStart.duration(to: clock.now)
-            observe(request, attempt)
-            completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
+            Self.record(error, in: &progress.first!)
+            progress.first!.record.latency = firstStart.duration(to: clock.now)
+            observe(request, progress.first!)
+            completion(progress)
             return
         }
-        pool(for: request.environment).start(http) { [self, attempt] result in
-            var attempt = attempt
+        pool(for: request.environment).start(http) { [self, progress] result in
+            // Moved out and back in: mutated in place, never copied.
+            var attempt = progress.first.take()!
             switch result {
             case .success(let response): record(response, token: token, in: &attempt)
             case .failure(let error): Self.record(error, in: &attempt)
             }
-            attempt.record.latency = firstStart.duration(to: clock.now)
-            observe(request, attempt)
+            attempt.record.latency = progress.firstStart.duration(to: clock.now)
+            observe(progress.request, attempt)
             breaker.record(CircuitBreaker.Verdict(attempt.outcome))
-            pace(request, after: attempt)
-            completion(SendInProgress(request: request, first: attempt, firstStart: firstStart))
+            pace(progress.request, after: attempt)
+            progress.first = consume attempt
+            completion(progress)
         }
     }
 

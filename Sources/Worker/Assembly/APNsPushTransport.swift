@@ -74,9 +74,22 @@ public final class APNsPushTransport: PushTransport {
     private func sendFirstAttempts(_ pushes: ArraySlice<PlannedPush>) async -> [FirstAttempt?] {
         await withUnsafeContinuation { continuation in
             let collector = FirstAttemptCollector(count: pushes.count, continuation)
-            for (slot, push) in pushes.enumerated() {
-                if let client = client(for: push) {
-                    client.beginSend(push.request) { progress in
+            // By index, not `for push in pushes` (binding a push copies all its fields), and with the
+            // client of the previous push at hand: an event's pushes mostly share app and environment,
+            // and each lookup hashes both.
+            var previous: (app: String, environment: APNsEnvironment, client: APNsClient?)?
+            for (slot, index) in pushes.indices.enumerated() {
+                let app = pushes[index].app
+                let environment = pushes[index].request.environment
+                let client: APNsClient?
+                if let previous, previous.app == app, previous.environment == environment {
+                    client = previous.client
+                } else {
+                    client = clients[app]?[environment]
+                    previous = (app, environment, client)
+                }
+                if let client {
+                    client.beginSend(pushes[index].request) { progress in
                         collector.store(FirstAttempt(client: client, progress: progress), at: slot)
                     }
                 } else {

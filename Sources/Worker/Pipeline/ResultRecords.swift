@@ -125,7 +125,7 @@ public struct OutcomeRecord: Sendable {
             object.integer("offset", source.offset)
         }
         writer.timestamp("completed_at", completedAt)
-        writer.value("environment_fallback", .bool(environmentFallback))
+        writer.bool("environment_fallback", environmentFallback)
         return writer.finish()
     }
 
