@@ -1,0 +1,62 @@
+// The object writer keeps its own buffer and grows it: whatever the starting capacity and whatever the
+// texts need (escaping, non-ASCII, numbers, nested objects), its bytes are what `JSONValue.compactBytes`
+// writes for the same members, and they parse as JSON.
+
+import Testing
+
+@testable import JSON
+
+@Suite struct JSONObjectWriterTests {
+    static let texts = [
+        "", "plain", "quote \" and backslash \\", "line\nbreak\ttab\u{01}", "ünïcödé ✓ 🚀",
+        String(repeating: "long text without escapes ", count: 40),
+    ]
+
+    /// Every kind of member the writer has, from a capacity far below what the object needs.
+    @Test(arguments: [1, 16, 64, 4096])
+    func bytesMatchTheCompactEncodingWhateverTheStartingCapacity(capacity: Int) throws {
+        var writer = JSONObjectWriter(capacity: capacity)
+        var expected = JSONObject()
+        for (index, text) in Self.texts.enumerated() {
+            writer.string("text", text)
+            expected.appendUnchecked("text", .string(text))
+            writer.integer("integer", Int64(index) * -1_234_567_891)
+            expected.appendUnchecked("integer", .int(Int64(index) * -1_234_567_891))
+        }
+        writer.string("missing", nil)
+        expected.appendUnchecked("missing", .null)
+        writer.integer("no_number", nil)
+        expected.appendUnchecked("no_number", .null)
+        writer.integer("smallest", .min)
+        expected.appendUnchecked("smallest", .int(.min))
+        writer.double("whole", 3)
+        expected.appendUnchecked("whole", .double(3))
+        writer.double("fraction", 12.345)
+        expected.appendUnchecked("fraction", .double(12.345))
+        writer.double("not_finite", .nan)
+        expected.appendUnchecked("not_finite", .double(.nan))
+        writer.bool("yes", true)
+        expected.appendUnchecked("yes", .bool(true))
+        writer.timestamp("at", 1_764_590_400.123)
+        expected.appendUnchecked("at", .string(RFC3339.format(1_764_590_400.123)))
+        writer.timestamp("never", nil)
+        expected.appendUnchecked("never", .null)
+        writer.objects("items", [1, 2]) { object, item in
+            object.integer("n", Int64(item))
+            object.string("label", "item \"\(item)\"")
+        }
+        expected.appendUnchecked(
+            "items", .array([1, 2].map { .object(["n": .int(Int64($0)), "label": .string("item \"\($0)\"")]) }))
+        writer.object("nested") { object in object.value("value", ["a": [true, .null]]) }
+        expected.appendUnchecked("nested", .object(["value": ["a": [true, .null]]]))
+
+        let bytes = writer.finish()
+        #expect(bytes == JSONValue.object(expected).compactBytes)
+        _ = try JSONValue(parsing: bytes)
+    }
+
+    @Test func anEmptyObjectIsTwoBraces() {
+        let writer = JSONObjectWriter(capacity: 0)
+        #expect(writer.finish() == Array("{}".utf8))
+    }
+}
