@@ -150,17 +150,21 @@ public final class RuleSet: Sendable {
                 matchedRuleIDs: matchedIDs)
         }
         // Devices, then broadcast channels: each is one target, with one decision per matching rule.
-        let references =
-            devices.enumerated().map { index, device in
+        // One array, sized once (two mapped arrays joined made three).
+        var references: [DeviceReference] = []
+        references.reserveCapacity(devices.count + channels.count)
+        for (index, device) in devices.enumerated() {
+            references.append(
                 DeviceReference(
                     index: index, token: device["token"]?.stringValue,
-                    environment: device["environment"]?.stringValue)
-            }
-            + channels.enumerated().map { index, channel in
+                    environment: device["environment"]?.stringValue))
+        }
+        for (index, channel) in channels.enumerated() {
+            references.append(
                 DeviceReference(
                     index: index, token: nil, environment: channel["environment"]?.stringValue,
-                    channelID: channel["id"]?.stringValue ?? "")
-            }
+                    channelID: channel["id"]?.stringValue ?? ""))
+        }
         if matched.isEmpty {
             return EventDecisions(
                 decisions: references.map {

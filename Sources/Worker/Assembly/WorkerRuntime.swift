@@ -146,10 +146,12 @@ public final class WorkerRuntime: Sendable {
         // Each record runs on one of the loops (round-robin): its sends go out and its responses come
         // back on that thread, without a hand-off to and from the cooperative pool for every send.
         let recordExecutor: @Sendable () -> any TaskExecutor = { loops.taskExecutor() }
-        let ruleMatches = metrics.ruleMatches
+        // Each rule's series looked up by its id alone: `labels(id)` made an array of label values and
+        // hashed it under the family's lock, once per event on every loop.
+        let ruleMatches = SeriesCache<String, Counter>(metrics.ruleMatches) { [$0] }
         let planner = RulesPlanner(
             store: rules, configuredApps: Set(configuration.apps.keys),
-            onMatch: { ids in for id in ids { ruleMatches.labels(id).increment() } })
+            onMatch: { ids in for id in ids { ruleMatches[id].increment() } })
         let sink = KafkaResultSink(
             producer: producer, report: { kafkaLogger.error($0, [:], rateLimitKey: "record too large") })
         self.sink = sink
