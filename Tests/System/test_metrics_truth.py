@@ -167,6 +167,8 @@ def test_pool_gauges_follow_the_load_and_the_table_matches_what_is_exported(make
     assert done.total("apns_worker_apns_requests_total") == len(pairs)
     assert done.total("apns_worker_apns_requests_total", status="200", reason="none") == len(pairs)
     assert done.total("apns_worker_outcomes_total", status="delivered") == len(pairs)
+    # Each event matched the one rule once.
+    assert done.total("apns_worker_rule_matches_total", rule_id="all") == len(events)
     assert done.total("apns_worker_apns_response_duration_seconds_count", environment="production") == len(pairs)
     assert done.value("apns_worker_records_in_flight") == 0
     # The cap in force followed the pool (1,000 streams on its connection, one connection of growth, at
