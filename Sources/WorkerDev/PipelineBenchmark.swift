@@ -52,13 +52,21 @@ public enum PipelineBenchmark {
         public var name: String
         /// How it ran and against what, for the report.
         public var setup: String
+        /// Requests and CPU of the run the ratio uses (the median, when the client ran several times).
         public var requests: Int
         public var cpuMicroseconds: Int64
-        public init(name: String, setup: String, requests: Int, cpuMicroseconds: Int64) {
+        /// Every run's CPU per request, in the order they ran (one value when it ran once).
+        public var microsecondsPerRequestOfEachRun: [Double]
+        public init(
+            name: String, setup: String, requests: Int, cpuMicroseconds: Int64,
+            microsecondsPerRequestOfEachRun: [Double]? = nil
+        ) {
             self.name = name
             self.setup = setup
             self.requests = requests
             self.cpuMicroseconds = cpuMicroseconds
+            self.microsecondsPerRequestOfEachRun =
+                microsecondsPerRequestOfEachRun ?? [Double(cpuMicroseconds) / Double(max(1, requests))]
         }
         public var cpuMicrosecondsPerRequest: Double { Double(cpuMicroseconds) / Double(max(1, requests)) }
     }
@@ -284,10 +292,16 @@ public enum PipelineBenchmark {
         print: @Sendable (String) -> Void
     ) async throws {
         let run = try await reference()
+        let runs = run.microsecondsPerRequestOfEachRun
+        let spread =
+            runs.count > 1
+            ? " (the median of \(runs.count) runs: "
+                + runs.map { String(format: "%.2f", $0) }.joined(separator: ", ") + ")" : ""
         print(
             "  \(run.name) \(run.setup): "
                 + String(
-                    format: "%.2f µs CPU per request over %d requests", run.cpuMicrosecondsPerRequest, run.requests))
+                    format: "%.2f µs CPU per request over %d requests", run.cpuMicrosecondsPerRequest, run.requests)
+                + spread)
         print(
             "  worker ÷ \(run.name) CPU: "
                 + String(

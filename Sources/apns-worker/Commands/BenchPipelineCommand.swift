@@ -12,9 +12,9 @@ struct BenchPipelineCommand: Command {
         Phase 1 pre-fills the requests topic and measures events/s, notifications/s and CPU per
         notification while the worker drains it; phase 2 feeds events at half that rate and reports
         the p50/p99 time from each event's occurred_at to its acknowledged outcome. Build with
-        -c release for meaningful numbers. With --compare-h2load, h2load runs between the phases as
-        `bench send --compare-h2load` runs it, and the report prints the worker's CPU per notification
-        over h2load's per request, both from the same minute.
+        -c release for meaningful numbers. With --compare-h2load, h2load runs three times between the
+        phases as `bench send --compare-h2load` runs it, and the report prints the worker's CPU per
+        notification over h2load's per request in the median run, both from the same minute.
 
         example: swift run -c release apns-worker bench pipeline --count 50000
         """
@@ -63,8 +63,9 @@ struct BenchPipelineCommand: Command {
                 + "broker time: a lower bound of the cost)."),
         .flag(
             "--compare-h2load",
-            "After the backlog phase, run h2load as `bench send --compare-h2load` does with its defaults (an h2o "
-                + "started for it) and print the worker's CPU per notification over h2load's per request."),
+            "After the backlog phase, run h2load three times as `bench send --compare-h2load` does with its "
+                + "defaults (an h2o started for it) and print the worker's CPU per notification over h2load's per "
+                + "request in the median run."),
     ]
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
