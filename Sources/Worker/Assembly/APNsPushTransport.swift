@@ -229,7 +229,7 @@ extension APNsEnvironment {
 struct EnvironmentsAsked: Sendable, Equatable {
     var environments: [APNsEnvironment]
 
-    init(_ result: DeliveryResult, sentTo requested: APNsEnvironment) {
+    init(_ result: borrowing DeliveryResult, sentTo requested: APNsEnvironment) {
         let movedOn = result.attempts.dropLast().contains { $0.reason == APNsErrorReason.badDeviceToken.rawValue }
         environments = movedOn ? [requested, requested.other] : [requested]
     }

@@ -85,17 +85,26 @@ extension Pipeline {
         var outcomes = PublishedOutcomes(completedAt: now, keepingRecords: keepsOutcomeRecords)
         var invalidTokens: [OutboundRecord] = []
         var anyParked = false
+        // Each push and result is read where it lies, by index: binding them to a pair copied (retained)
+        // every field of both for every delivery.
         prepared.plan.forEachDelivery { delivery, pushIndex in
-            let sentPush = pushIndex.map { (push: prepared.plan.pushes[$0], result: sent[$0]) }
             // Pushes refused for their credential get no outcome yet: they are parked, below.
-            if sentPush?.result.status == .credentialRefused {
+            if let pushIndex, sent[pushIndex].status == .credentialRefused {
                 anyParked = true
                 return
             }
-            let outcome = Self.outcome(of: delivery, sentPush, event: prepared.event, source: source, completedAt: now)
+            let outcome =
+                if let pushIndex, case .send(let device) = delivery {
+                    Self.outcome(
+                        sentTo: device, prepared.plan.pushes[pushIndex], sent[pushIndex], event: prepared.event,
+                        source: source, completedAt: now)
+                } else {
+                    Self.outcome(of: delivery, event: prepared.event, source: source, completedAt: now)
+                }
             outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
-            if let sentPush,
-                let invalid = invalidTokenRecord(sentPush.push, sentPush.result, outcome, event: prepared.event)
+            if let pushIndex,
+                let invalid = invalidTokenRecord(
+                    prepared.plan.pushes[pushIndex], sent[pushIndex], outcome, event: prepared.event)
             {
                 invalidTokens.append(
                     OutboundRecord(
@@ -109,33 +118,38 @@ extension Pipeline {
         return (outputs, outcomes)
     }
 
-    /// The outcome of one device's delivery, from its sent push and the push's result, or from its skip or
-    /// rejection.
+    /// The outcome of a push sent to `device`, from the push and its result.
     static func outcome(
-        of delivery: PlannedDelivery, _ sent: (push: PlannedPush, result: DeliveryResult)?, event: PushEvent,
-        source: RecordSource, completedAt now: Double
+        sentTo device: EventDevice, _ push: borrowing PlannedPush, _ result: borrowing DeliveryResult,
+        event: PushEvent, source: RecordSource, completedAt now: Double
+    ) -> OutcomeRecord {
+        let last = result.attempts.last
+        var outcome = OutcomeRecord(
+            eventID: event.id, deviceToken: device.token, environment: device.environment,
+            topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
+            status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
+            reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
+            apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
+            attempts: result.attempts, source: source, completedAt: now, channelID: device.channelID)
+        // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
+        if result.attempts.count > 1 {
+            let asked = EnvironmentsAsked(result, sentTo: push.request.environment)
+            if asked.fellBack {
+                outcome.environment = asked.final.rawValue
+                outcome.environmentFallback = true
+            }
+        }
+        return outcome
+    }
+
+    /// The outcome of a device's delivery that sent nothing: its skip or rejection.
+    static func outcome(
+        of delivery: PlannedDelivery, event: PushEvent, source: RecordSource, completedAt now: Double
     ) -> OutcomeRecord {
         switch delivery {
-        case .send(let device):
-            // Every delivery to send has its push and result: `results(of:sent:source:)` passes them in order.
-            guard let (push, result) = sent else { preconditionFailure("a sent push without its delivery result") }
-            let last = result.attempts.last
-            var outcome = OutcomeRecord(
-                eventID: event.id, deviceToken: device.token, environment: device.environment,
-                topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
-                status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
-                reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
-                apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
-                attempts: result.attempts, source: source, completedAt: now, channelID: device.channelID)
-            // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
-            if result.attempts.count > 1 {
-                let asked = EnvironmentsAsked(result, sentTo: push.request.environment)
-                if asked.fellBack {
-                    outcome.environment = asked.final.rawValue
-                    outcome.environmentFallback = true
-                }
-            }
-            return outcome
+        case .send:
+            // `results(of:sent:source:)` gives every delivery to send its push and result.
+            preconditionFailure("a sent push without its delivery result")
         case .skip(let device, let reason, let ruleID, let topic, let pushType):
             return OutcomeRecord(
                 eventID: event.id, deviceToken: device.token, environment: device.environment, topic: topic,
@@ -154,7 +168,7 @@ extension Pipeline {
     /// The invalid-token event for a push whose final answer proves its token invalid
     /// (`InvalidTokenRecord.invalidatingReason`), naming every environment that was asked.
     func invalidTokenRecord(
-        _ push: PlannedPush, _ report: DeliveryResult, _ outcome: OutcomeRecord, event: PushEvent
+        _ push: borrowing PlannedPush, _ report: borrowing DeliveryResult, _ outcome: OutcomeRecord, event: PushEvent
     ) -> InvalidTokenRecord? {
         // A broadcast has no device token to invalidate: a deleted channel is reported in its outcome only.
         guard let token = push.request.deviceToken, let reason = InvalidTokenRecord.invalidatingReason(of: report)
