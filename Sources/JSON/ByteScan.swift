@@ -24,6 +24,13 @@ enum ByteScan {
         return control != 0 || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
     }
 
+    /// Whether `byte` is one `hasQuoteBackslashOrControl` looks for: the test for the bytes after the
+    /// last whole word.
+    @inline(__always)
+    static func isQuoteBackslashOrControl(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
     /// Whether any byte of `word` is at or above 0x80 (not ASCII).
     @inline(__always)
     static func hasNonASCII(_ word: UInt64) -> Bool {

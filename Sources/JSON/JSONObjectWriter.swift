@@ -55,6 +55,18 @@ public struct JSONObjectWriter: ~Copyable {
         count += bytes.count
     }
 
+    /// `"<text>"` for a text of exactly `textCount` bytes that `fill` writes at the pointer it is given
+    /// (it needs no escaping).
+    @inline(__always)
+    private mutating func appendQuoted(_ textCount: Int, _ fill: (UnsafeMutablePointer<UInt8>) -> Void) {
+        reserve(textCount + 2)
+        base[count] = UInt8(ascii: "\"")
+        fill(base + count + 1)
+        count += textCount + 1
+        base[count] = UInt8(ascii: "\"")
+        count += 1
+    }
+
     private mutating func appendNull() {
         let literal: StaticString = "null"
         literal.withUTF8Buffer { append(UnsafeRawBufferPointer($0)) }
@@ -94,12 +106,9 @@ public struct JSONObjectWriter: ~Copyable {
                 escaped.withUnsafeBytes { append($0) }
                 return
             }
-            reserve(text.count + 2)
-            base[count] = UInt8(ascii: "\"")
-            if let source = text.baseAddress { (base + count + 1).update(from: source, count: text.count) }
-            count += text.count + 1
-            base[count] = UInt8(ascii: "\"")
-            count += 1
+            appendQuoted(text.count) { target in
+                if let source = text.baseAddress { target.update(from: source, count: text.count) }
+            }
         }
     }
 
@@ -125,9 +134,7 @@ public struct JSONObjectWriter: ~Copyable {
         self.key(key)
         guard let seconds else { return appendNull() }
         RFC3339.withText(seconds) { text in
-            append(UInt8(ascii: "\""))
-            append(UnsafeRawBufferPointer(text))
-            append(UInt8(ascii: "\""))
+            appendQuoted(text.count) { $0.update(from: text.baseAddress!, count: text.count) }
         }
     }
 
@@ -139,12 +146,7 @@ public struct JSONObjectWriter: ~Copyable {
     ) {
         self.key(key)
         guard let textCount else { return appendNull() }
-        reserve(textCount + 2)
-        base[count] = UInt8(ascii: "\"")
-        write(UnsafeMutableBufferPointer(start: base + count + 1, count: textCount))
-        count += textCount + 1
-        base[count] = UInt8(ascii: "\"")
-        count += 1
+        appendQuoted(textCount) { write(UnsafeMutableBufferPointer(start: $0, count: textCount)) }
     }
 
     public mutating func value(_ key: StaticString, _ value: JSONValue) {

@@ -111,8 +111,7 @@ public enum JSONWriter {
             index += 8
         }
         while index < bytes.count {
-            let byte = bytes[index]
-            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return true }
+            if ByteScan.isQuoteBackslashOrControl(bytes[index]) { return true }
             index += 1
         }
         return false
@@ -132,7 +131,7 @@ public enum JSONWriter {
                 }
                 let byte = bytes[index]
                 index += 1
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                guard ByteScan.isQuoteBackslashOrControl(byte) else { continue }
                 if runStart < index - 1 {
                     output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index - 1]))
                 }

@@ -55,18 +55,15 @@ public enum PipelineBenchmark {
         /// Requests and CPU of the run the ratio uses (the median, when the client ran several times).
         public var requests: Int
         public var cpuMicroseconds: Int64
-        /// Every run's CPU per request, in the order they ran (one value when it ran once).
-        public var microsecondsPerRequestOfEachRun: [Double]
-        public init(
-            name: String, setup: String, requests: Int, cpuMicroseconds: Int64,
-            microsecondsPerRequestOfEachRun: [Double]? = nil
-        ) {
+        /// Every run's CPU per request, in the order they ran (this run's alone unless the client ran several
+        /// times and this is their median).
+        public var microsecondsPerRequestOfEachRun: [Double] = []
+        public init(name: String, setup: String, requests: Int, cpuMicroseconds: Int64) {
             self.name = name
             self.setup = setup
             self.requests = requests
             self.cpuMicroseconds = cpuMicroseconds
-            self.microsecondsPerRequestOfEachRun =
-                microsecondsPerRequestOfEachRun ?? [Double(cpuMicroseconds) / Double(max(1, requests))]
+            microsecondsPerRequestOfEachRun = [cpuMicrosecondsPerRequest]
         }
         public var cpuMicrosecondsPerRequest: Double { Double(cpuMicroseconds) / Double(max(1, requests)) }
     }

@@ -85,7 +85,7 @@ public final class APNsPushTransport: PushTransport {
                 if let previous, previous.app == app, previous.environment == environment {
                     client = previous.client
                 } else {
-                    client = clients[app]?[environment]
+                    client = self.client(app: app, environment: environment)
                     previous = (app, environment, client)
                 }
                 if let client {
@@ -199,7 +199,11 @@ public final class APNsPushTransport: PushTransport {
     }
 
     private func client(for push: PlannedPush) -> APNsClient? {
-        clients[push.app]?[push.request.environment]
+        client(app: push.app, environment: push.request.environment)
+    }
+
+    private func client(app: String, environment: APNsEnvironment) -> APNsClient? {
+        clients[app]?[environment]
     }
 
     private static func noCredential(_ push: PlannedPush) -> DeliveryResult {

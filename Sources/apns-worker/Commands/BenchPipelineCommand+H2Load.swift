@@ -24,7 +24,10 @@ extension BenchPipelineCommand {
         let workload = try BenchSendWorkload(topic: settings.topic, payloadBytes: settings.payloadBytes)
         // One h2load run takes well under a second, and its CPU per request moved by a third from run to
         // run on this machine (3.7-5.9 µs): the median of a few runs is what the ratio is taken over.
-        var runs: [(succeeded: Int, cpuMicroseconds: Int64)] = []
+        let setup =
+            "as `bench send --compare-h2load` runs it (h2o, \(settings.connections) connection × "
+            + "\(settings.streams) streams, \(workload.payloadByteCount)-byte payload)"
+        var runs: [PipelineBenchmark.ReferenceRun] = []
         for _ in 0..<referenceRuns {
             let result = try await BenchSendCommand.runH2Load(
                 workload: workload, endpoint: server.url, count: settings.count, connections: settings.connections,
@@ -33,17 +36,13 @@ extension BenchPipelineCommand {
                 throw BenchError(
                     "h2load's reference run: \(result.succeeded) of \(settings.count) requests succeeded")
             }
-            runs.append((result.succeeded, result.cpuMicroseconds))
+            runs.append(
+                PipelineBenchmark.ReferenceRun(
+                    name: "h2load", setup: setup, requests: result.succeeded, cpuMicroseconds: result.cpuMicroseconds))
         }
-        let perRequest = runs.map { Double($0.cpuMicroseconds) / Double($0.succeeded) }
-        let median = runs.indices.sorted { perRequest[$0] < perRequest[$1] }[runs.count / 2]
-        return PipelineBenchmark.ReferenceRun(
-            name: "h2load",
-            setup:
-                "as `bench send --compare-h2load` runs it (h2o, \(settings.connections) connection × "
-                + "\(settings.streams) streams, \(workload.payloadByteCount)-byte payload)",
-            requests: runs[median].succeeded, cpuMicroseconds: runs[median].cpuMicroseconds,
-            microsecondsPerRequestOfEachRun: perRequest)
+        var median = runs.sorted { $0.cpuMicrosecondsPerRequest < $1.cpuMicrosecondsPerRequest }[runs.count / 2]
+        median.microsecondsPerRequestOfEachRun = runs.map(\.cpuMicrosecondsPerRequest)
+        return median
     }
 
     /// How many times h2load runs; the ratio uses the median run.
