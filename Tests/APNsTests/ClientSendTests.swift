@@ -251,28 +251,38 @@ struct ClientSendTests {
         simulator.stop()
     }
 
-    // MARK: beginSend / finishSend: the first attempt with a completion handler, then the policy
+    // MARK: beginSend / finishSend: the first attempt told to a receiver, then the policy
 
-    /// How many times a `beginSend` completion ran.
+    /// How many times a `beginSend` receiver was told.
     final class CompletionCount: Sendable {
         let calls = Atomic<Int>(0)
         var value: Int { calls.load(ordering: .relaxed) }
     }
 
+    /// A receiver that calls a closure.
+    final class Receiver: FirstAttemptReceiver {
+        let ended: @Sendable (APNsClient.SendInProgress) -> Void
+        init(_ ended: @escaping @Sendable (APNsClient.SendInProgress) -> Void) { self.ended = ended }
+        func firstAttemptEnded(_ progress: APNsClient.SendInProgress) { ended(progress) }
+    }
+
     /// `beginSend`'s completion, awaited; the count goes on counting calls after the first, which the
     /// tests read once the client has shut down and no completion can still be on its way.
-    static func firstAttempt(_ client: APNsClient, _ request: APNsRequest) async
+    static func firstAttempt(_ client: APNsClient, _ request: APNsRequest, slot: Int = 7) async
         -> (progress: APNsClient.SendInProgress, count: CompletionCount)
     {
         let count = CompletionCount()
         let progress = await withCheckedContinuation { continuation in
-            client.beginSend(request) { progress in
+            let receiver = Receiver { progress in
                 // Resumed on the first call only; a second would be a bug the count reports.
                 if count.calls.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
                     continuation.resume(returning: progress)
                 }
             }
+            client.beginSend(request, slot: slot, to: receiver)
         }
+        #expect(progress.slot == slot, "the receiver hears the slot it was given")
+        #expect(progress.client === client)
         return (progress, count)
     }
 
@@ -317,10 +327,11 @@ struct ClientSendTests {
         let oversized: JSONValue = ["aps": ["alert": .string(String(repeating: "x", count: 5000))]]
         let completedBeforeReturn = Atomic<Bool>(false)
         let progress = Mutex<APNsClient.SendInProgress?>(nil)
-        client.beginSend(try request(payload: oversized)) { attempt in
+        let receiver = Receiver { attempt in
             progress.withLock { $0 = attempt }
             completedBeforeReturn.store(true, ordering: .relaxed)
         }
+        client.beginSend(try request(payload: oversized), slot: 0, to: receiver)
         let completedAtOnce = completedBeforeReturn.load(ordering: .relaxed)
         #expect(completedAtOnce)
         let begun = try #require(progress.withLock { $0 })

@@ -90,7 +90,8 @@ struct APNsPushTransportTests {
         defer { simulator.stop() }
         let loops = EventLoopGroup(threadCount: 1)
         let client = try Self.client(simulator, loops: loops)
-        let observed = Mutex<[String]>([])
+        // Each result's first apns-id (nil for the push without a credential, which sent nothing).
+        let observed = Mutex<[APNsID?]>([])
         let transport = APNsPushTransport(
             clients: [Self.app: [.sandbox: client]],
             policy: RetryPolicy(
@@ -98,7 +99,7 @@ struct APNsPushTransportTests {
                 backoff: ExponentialBackoff(
                     initial: .milliseconds(10),
                     maximum: .milliseconds(10))),
-            observe: { push, _ in observed.withLock { $0.append(push.ruleID) } })
+            observe: { result in observed.withLock { $0.append(result.attempts.first?.apnsID) } })
         let pushes = try (0..<6).map { try Self.push($0) } + [try Self.push(6, app: "com.example.unknown")]
 
         let results = await transport.deliverAll(pushes[...])
@@ -122,7 +123,9 @@ struct APNsPushTransportTests {
         }
         #expect(results.filter { $0.status == .delivered }.count == 5)
         #expect(results[6].status == .failed && results[6].summary.contains("no credential"))
-        #expect(observed.withLock { $0 } == pushes.map(\.ruleID), "every push observed once, in order")
+        #expect(
+            observed.withLock { $0 } == pushes.prefix(6).map(\.request.apnsID) + [nil],
+            "every push's result observed once, in order")
         let accepted = simulator.accepted.map(\.apnsID)
         #expect(Set(accepted).count == 5, "five notifications accepted, each once")
         await client.shutdown()

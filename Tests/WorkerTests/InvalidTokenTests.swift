@@ -85,7 +85,7 @@ struct InvalidTokenTests {
             clients[.sandbox] = try client(sandboxSimulator, loops: loops, observer: observer)
         }
         let transport = APNsPushTransport(
-            clients: [app: clients], policy: policy, observe: { push, result in observer.delivered(push, result) })
+            clients: [app: clients], policy: policy, observe: { result in observer.delivered(result) })
         // makeRecord declares every device a production one.
         let source = InMemoryEventSource(records: [
             makeRecord(partition: 0, offset: 0, devices: Device.allCases.map(\.token), id: "evt-tokens")

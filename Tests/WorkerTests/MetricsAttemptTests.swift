@@ -61,7 +61,7 @@ struct MetricsAttemptTests {
                 backoff: ExponentialBackoff(
                     initial: .milliseconds(10),
                     maximum: .milliseconds(20))),
-            observe: { push, result in observer.delivered(push, result) })
+            observe: { result in observer.delivered(result) })
         let refused = metrics.apnsRequests.labels("alert", "503", "ServiceUnavailable")
         let accepted = metrics.apnsRequests.labels("alert", "200", "none")
         let retried = metrics.retries.labels("ServiceUnavailable")
@@ -122,7 +122,6 @@ struct MetricsAttemptTests {
         let response = APNsResponse(status: 410, reason: .unregistered)
 
         observer.delivered(
-            try Self.push(),
             DeliveryResult(
                 status: .rejected, response: response, attempts: attempts,
                 summary: "unregistered"))

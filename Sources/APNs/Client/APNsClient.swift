@@ -191,7 +191,8 @@ public final class APNsClient: Sendable {
         let first =
             breaker(for: request.environment).isClosed && !isPaced(request)
             ? await attemptOnce(request, clock: clock, start: firstStart, probe: false) : nil
-        return await finishSend(SendInProgress(request: request, first: first, firstStart: firstStart), policy: policy)
+        return await finishSend(
+            SendInProgress(client: self, request: request, first: first, firstStart: firstStart), policy: policy)
     }
 
     /// A send whose first attempt has ended (`beginSend`); `finishSend` takes it from there.
@@ -204,64 +205,94 @@ public final class APNsClient: Sendable {
     /// one reference, where capturing the request and the attempt copied both into the closure's
     /// context (a retain per string of each) and again into this object.
     public final class SendInProgress: @unchecked Sendable {
+        /// The client that sent the first attempt, which `settledResult` and `finishSend` go on with.
+        public let client: APNsClient
         let request: APNsRequest
         /// Nil when nothing was sent yet: the pool's breaker was holding its pushes. Written only
-        /// before the object is handed to `beginSend`'s completion, never after.
+        /// before the object is handed to `beginSend`'s receiver, never after.
         fileprivate(set) var first: RecordedAttempt?
         let firstStart: ContinuousClock.Instant
+        /// Told when the first attempt has ended, with `slot`.
+        fileprivate let receiver: (any FirstAttemptReceiver)?
+        /// The receiver's number for this send (its index among the sends it waits for).
+        public let slot: Int
+        /// The provider token the first attempt carried, for ExpiredProviderToken.
+        fileprivate var token: ProviderToken?
 
-        init(request: APNsRequest, first: RecordedAttempt?, firstStart: ContinuousClock.Instant) {
+        init(
+            client: APNsClient, request: APNsRequest, first: RecordedAttempt?, firstStart: ContinuousClock.Instant,
+            receiver: (any FirstAttemptReceiver)? = nil, slot: Int = 0
+        ) {
+            self.client = client
             self.request = request
             self.first = first
             self.firstStart = firstStart
+            self.receiver = receiver
+            self.slot = slot
         }
 
         /// True when APNs accepted the first attempt: `finishSend` then returns at once.
         public var isDelivered: Bool { first?.record.httpStatus == 200 && first?.response != nil }
+
+        /// The response handler of the first attempt: a method of this object, so that the closure handed
+        /// to the pool captures this one reference and needs no context of its own.
+        fileprivate func firstAttemptEnded(_ result: Result<HTTP2Response, any Error>) {
+            // Moved out and back in: mutated in place, never copied.
+            var attempt = first.take()!
+            switch result {
+            case .success(let response): client.record(response, token: token, in: &attempt)
+            case .failure(let error): APNsClient.record(error, in: &attempt)
+            }
+            token = nil
+            attempt.record.latency = firstStart.duration(to: ContinuousClock.now)
+            client.observe(request, attempt)
+            client.breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome))
+            client.pace(request, after: attempt)
+            first = consume attempt
+            receiver?.firstAttemptEnded(self)
+        }
     }
 
-    /// Sends the first attempt of `request` now and calls `completion` once it has ended, on the
-    /// connection's loop thread (or before returning, when it fails at once). `finishSend` then makes
-    /// the result, retrying as the policy says.
+    /// Sends the first attempt of `request` now and tells `receiver` once it has ended, on the
+    /// connection's loop thread (or before returning, when it fails at once), with `slot`. `finishSend`
+    /// then makes the result, retrying as the policy says.
     ///
     /// `send(_:policy:)` in two halves, for callers that send many notifications and wait once for all
     /// their first attempts (a worker's event with several devices): no task, continuation or
-    /// cancellation handler per notification. The first attempt is not cancellable; it ends with its
-    /// response or the request timeout.
-    public func beginSend(_ request: APNsRequest, completion: @escaping @Sendable (SendInProgress) -> Void) {
-        let clock = ContinuousClock()
-        let firstStart = clock.now
-        let breaker = breaker(for: request.environment)
-        guard breaker.isClosed && !isPaced(request) else {
-            completion(SendInProgress(request: request, first: nil, firstStart: firstStart))
+    /// cancellation handler per notification, and no closure either: a receiver object and a slot
+    /// number, where a closure per push capturing its waiter, client and slot cost an allocation each.
+    /// The first attempt is not cancellable; it ends with its response or the request timeout.
+    public func beginSend(_ request: consuming APNsRequest, slot: Int, to receiver: any FirstAttemptReceiver) {
+        let firstStart = ContinuousClock.now
+        guard breaker(for: request.environment).isClosed && !isPaced(request) else {
+            receiver.firstAttemptEnded(
+                SendInProgress(
+                    client: self, request: request, first: nil, firstStart: firstStart, receiver: receiver,
+                    slot: slot))
             return
         }
-        let progress = SendInProgress(request: request, first: Self.newAttempt(request), firstStart: firstStart)
-        let http: HTTP2Request
-        let token: ProviderToken?
+        // Everything that reads the request does so before it moves into the send: read back from the
+        // object, it was copied for every call.
+        var first = Self.newAttempt(request)
+        let prepared: (http: HTTP2Request, token: ProviderToken?)?
         do {
-            (http, token) = try prepare(request)
+            prepared = try prepare(request)
         } catch {
-            Self.record(error, in: &progress.first!)
-            progress.first!.record.latency = firstStart.duration(to: clock.now)
-            observe(request, progress.first!)
-            completion(progress)
+            Self.record(error, in: &first)
+            first.record.latency = firstStart.duration(to: ContinuousClock.now)
+            observe(request, first)
+            prepared = nil
+        }
+        let pool = pool(for: request.environment)
+        let progress = SendInProgress(
+            client: self, request: consume request, first: consume first, firstStart: firstStart, receiver: receiver,
+            slot: slot)
+        guard let prepared else {
+            receiver.firstAttemptEnded(progress)
             return
         }
-        pool(for: request.environment).start(http) { [self, progress] result in
-            // Moved out and back in: mutated in place, never copied.
-            var attempt = progress.first.take()!
-            switch result {
-            case .success(let response): record(response, token: token, in: &attempt)
-            case .failure(let error): Self.record(error, in: &attempt)
-            }
-            attempt.record.latency = progress.firstStart.duration(to: clock.now)
-            observe(progress.request, attempt)
-            breaker.record(CircuitBreaker.Verdict(attempt.outcome))
-            pace(progress.request, after: attempt)
-            progress.first = consume attempt
-            completion(progress)
-        }
+        progress.token = prepared.token
+        pool.start(prepared.http, onResponse: progress.firstAttemptEnded)
     }
 
     /// The result of a send begun with `beginSend`: at once when its first attempt settled it (accepted,
@@ -298,4 +329,13 @@ public final class APNsClient: Sendable {
         await sandboxPool.shutdown(gracePeriod: gracePeriod)
         await productionPool.shutdown(gracePeriod: gracePeriod)
     }
+}
+
+/// What waits for first attempts begun with ``APNsClient/beginSend(_:slot:to:)``: told once per send,
+/// with the send's slot, when its first attempt has ended.
+///
+/// - Important: called on the loop thread that saw the response (or on the sender's, when the attempt
+///   ends before anything is sent); it must be quick and must not block.
+public protocol FirstAttemptReceiver: AnyObject, Sendable {
+    func firstAttemptEnded(_ progress: APNsClient.SendInProgress)
 }

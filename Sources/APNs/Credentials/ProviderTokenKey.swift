@@ -104,22 +104,50 @@ public final class ProviderTokenKey: @unchecked Sendable, CustomStringConvertibl
 
 /// A signed APNs provider token (JWT). `description` hides the token itself.
 public struct ProviderToken: Sendable, Hashable, CustomStringConvertible {
+    /// The token's fields in one object: a token goes with every request (into its first attempt, for
+    /// ExpiredProviderToken), and a reference is one retain where five fields were four.
+    private final class Storage: Sendable {
+        let jwt: String
+        let keyID: String
+        let teamID: String
+        let issuedAt: Int64
+        let authorizationHeaderValue: String
+
+        init(jwt: String, keyID: String, teamID: String, issuedAt: Int64) {
+            self.jwt = jwt
+            self.keyID = keyID
+            self.teamID = teamID
+            self.issuedAt = issuedAt
+            authorizationHeaderValue = "bearer " + jwt
+        }
+    }
+    private let storage: Storage
+
     /// The compact JWS, the value after `bearer ` in the `authorization` header. Secret: never log it.
-    public let jwt: String
-    public let keyID: String
-    public let teamID: String
+    public var jwt: String { storage.jwt }
+    public var keyID: String { storage.keyID }
+    public var teamID: String { storage.teamID }
     /// The `iat` claim, UNIX seconds.
-    public let issuedAt: Int64
+    public var issuedAt: Int64 { storage.issuedAt }
 
     /// The `authorization` header value: `bearer <jwt>`. Made once per token, not once per request.
-    public let authorizationHeaderValue: String
+    public var authorizationHeaderValue: String { storage.authorizationHeaderValue }
 
     public init(jwt: String, keyID: String, teamID: String, issuedAt: Int64) {
-        self.jwt = jwt
-        self.keyID = keyID
-        self.teamID = teamID
-        self.issuedAt = issuedAt
-        authorizationHeaderValue = "bearer " + jwt
+        storage = Storage(jwt: jwt, keyID: keyID, teamID: teamID, issuedAt: issuedAt)
+    }
+
+    public static func == (lhs: ProviderToken, rhs: ProviderToken) -> Bool {
+        lhs.storage === rhs.storage
+            || (lhs.jwt == rhs.jwt && lhs.keyID == rhs.keyID && lhs.teamID == rhs.teamID
+                && lhs.issuedAt == rhs.issuedAt)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(jwt)
+        hasher.combine(keyID)
+        hasher.combine(teamID)
+        hasher.combine(issuedAt)
     }
 
     public var description: String { "ProviderToken(keyID: \(keyID), teamID: \(teamID), issuedAt: \(issuedAt))" }

@@ -11,7 +11,8 @@ public final class APNsPushTransport: PushTransport {
     /// Clients by bundle id, then environment (apps sharing a credential share its clients).
     let clients: [String: [APNsEnvironment: APNsClient]]
     let policy: RetryPolicy
-    let observe: (@Sendable (PlannedPush, DeliveryResult) -> Void)?
+    /// Told each push's final result (for metrics of retries and invalid tokens).
+    let observe: (@Sendable (DeliveryResult) -> Void)?
     /// Each pool that pushes go through, once: a client sends to its own environment's pool, and apps
     /// that share a credential share their clients. Fixed at init, so sizing reads only their statistics.
     let pools: [ConnectionPool]
@@ -20,7 +21,7 @@ public final class APNsPushTransport: PushTransport {
 
     public init(
         clients: [String: [APNsEnvironment: APNsClient]], policy: RetryPolicy,
-        observe: (@Sendable (PlannedPush, DeliveryResult) -> Void)? = nil
+        observe: (@Sendable (DeliveryResult) -> Void)? = nil
     ) {
         self.clients = clients
         self.policy = policy
@@ -46,7 +47,7 @@ public final class APNsPushTransport: PushTransport {
         guard let client = client(for: push) else { return Self.noCredential(push) }
         let firstEnvironment = await client.send(push.request, policy: policy)
         let result = await inOtherEnvironmentIfRefused(push, firstEnvironment)
-        observe?(push, result)
+        observe?(result)
         return result
     }
 
@@ -67,7 +68,7 @@ public final class APNsPushTransport: PushTransport {
         var results = settledResults(pushes, firstAttempts)
         if results.contains(where: { $0 == nil }) { await retry(firstAttempts, into: &results) }
         if needsOtherEnvironment(pushes, results) { await tryOtherEnvironments(pushes, into: &results) }
-        return observed(pushes, results)
+        return observed(results)
     }
 
     /// Each push's first attempt with the client that sent it; nil for a push without a credential.
@@ -89,9 +90,7 @@ public final class APNsPushTransport: PushTransport {
                     previous = (app, environment, client)
                 }
                 if let client {
-                    client.beginSend(pushes[index].request) { progress in
-                        collector.store(FirstAttempt(client: client, progress: progress), at: slot)
-                    }
+                    client.beginSend(pushes[index].request, slot: slot, to: collector)
                 } else {
                     collector.store(nil, at: slot)
                 }
@@ -110,7 +109,7 @@ public final class APNsPushTransport: PushTransport {
         // the rare push without a credential.
         for (slot, index) in pushes.indices.enumerated() {
             if let first = firstAttempts[slot] {
-                results.append(first.client.settledResult(first.progress, policy: policy))
+                results.append(first.client.settledResult(first, policy: policy))
             } else {
                 results.append(Self.noCredential(pushes[index]))
             }
@@ -127,12 +126,12 @@ public final class APNsPushTransport: PushTransport {
         }
         if retries.count == 1 {
             let (slot, first) = retries[0]
-            results[slot] = await first.client.finishSend(first.progress, policy: policy)
+            results[slot] = await first.client.finishSend(first, policy: policy)
             return
         }
         let finished = await withTaskGroup(of: (Int, DeliveryResult).self) { group in
             for (slot, first) in retries {
-                group.addTask { (slot, await first.client.finishSend(first.progress, policy: policy)) }
+                group.addTask { (slot, await first.client.finishSend(first, policy: policy)) }
             }
             return await group.reduce(into: [(Int, DeliveryResult)]()) { $0.append($1) }
         }
@@ -186,13 +185,14 @@ public final class APNsPushTransport: PushTransport {
             expiryReason: retried.expiryReason)
     }
 
+    /// The results, each told to `observe`: moved out of `results`, never copied.
     @inline(never)
-    private func observed(_ pushes: ArraySlice<PlannedPush>, _ results: [DeliveryResult?]) -> [DeliveryResult] {
+    private func observed(_ results: consuming [DeliveryResult?]) -> [DeliveryResult] {
         var delivered: [DeliveryResult] = []
-        delivered.reserveCapacity(pushes.count)
-        for (slot, index) in pushes.indices.enumerated() {
-            let result = results[slot]!
-            observe?(pushes[index], result)
+        delivered.reserveCapacity(results.count)
+        for slot in results.indices {
+            let result = results[slot].take()!
+            observe?(result)
             delivered.append(result)
         }
         return delivered
@@ -244,14 +244,12 @@ struct EnvironmentsAsked: Sendable, Equatable {
 }
 
 /// A push's first attempt and the client that sent it (and retries it).
-private struct FirstAttempt: Sendable {
-    let client: APNsClient
-    let progress: APNsClient.SendInProgress
-}
+/// A push's first attempt, which knows the client that sent it.
+private typealias FirstAttempt = APNsClient.SendInProgress
 
 /// Gathers the first attempts of one event's pushes, which end on loop threads in any order, and
 /// resumes the waiting event with all of them once the last has ended.
-private final class FirstAttemptCollector: Sendable {
+private final class FirstAttemptCollector: FirstAttemptReceiver {
     private let slots: Mutex<[FirstAttempt?]>
     private let remaining: Atomic<Int>
     private let continuation: UnsafeContinuation<[FirstAttempt?], Never>
@@ -261,6 +259,8 @@ private final class FirstAttemptCollector: Sendable {
         remaining = Atomic(count)
         self.continuation = continuation
     }
+
+    func firstAttemptEnded(_ progress: APNsClient.SendInProgress) { store(progress, at: progress.slot) }
 
     /// Each slot exactly once (nil for a push that could not be sent).
     func store(_ first: FirstAttempt?, at slot: Int) {

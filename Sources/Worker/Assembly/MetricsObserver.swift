@@ -78,7 +78,7 @@ struct MetricsObserver: PipelineObserver {
 
     /// A push is done: what only the whole push knows (its retries, a token APNs refused for good). Its
     /// attempts were counted one by one in `attemptEnded`.
-    func delivered(_ push: PlannedPush, _ result: DeliveryResult) {
+    func delivered(_ result: DeliveryResult) {
         for retried in result.attempts.dropLast() {
             metrics.retries.labels(WorkerMetrics.reasonLabel(retried.reason)).increment()
         }

@@ -53,7 +53,7 @@ public final class WorkerRuntime: Sendable {
         CredentialClients.logProxies(clients, logger: logger)
         transport = APNsPushTransport(
             clients: clients, policy: CredentialClients.retryPolicy(configuration.retry),
-            observe: { push, result in metricsObserver.delivered(push, result) })
+            observe: { result in metricsObserver.delivered(result) })
 
         let kafkaProperties = try Self.kafkaProperties(configuration.kafka)
         let client = KafkaConfiguration(

@@ -85,33 +85,40 @@ extension Pipeline {
         var outcomes = PublishedOutcomes(completedAt: now, keepingRecords: keepsOutcomeRecords)
         var invalidTokens: [OutboundRecord] = []
         var anyParked = false
-        // Each push and result is read where it lies, by index: binding them to a pair copied (retained)
-        // every field of both for every delivery.
-        prepared.plan.forEachDelivery { delivery, pushIndex in
-            // Pushes refused for their credential get no outcome yet: they are parked, below.
-            if let pushIndex, sent[pushIndex].status == .credentialRefused {
-                anyParked = true
-                return
-            }
-            let outcome =
-                if let pushIndex, case .send(let device) = delivery {
-                    Self.outcome(
-                        sentTo: device, prepared.plan.pushes[pushIndex], sent[pushIndex], event: prepared.event,
-                        source: source, completedAt: now)
-                } else {
-                    Self.outcome(of: delivery, event: prepared.event, source: source, completedAt: now)
+        // Each push and result is read where it lies, through buffer pointers (whose elements are borrowed
+        // in place; an array's subscript returns a copy, a retain per field of each), and each outcome is
+        // written in the branch that made it (a value chosen by an `if` expression was copied out of it).
+        prepared.plan.pushes.withUnsafeBufferPointer { pushes in
+            sent.withUnsafeBufferPointer { sent in
+                prepared.plan.forEachDelivery { delivery, pushIndex in
+                    guard let pushIndex, case .send(let device) = delivery else {
+                        let outcome = Self.outcome(
+                            of: delivery, event: prepared.event, source: source, completedAt: now)
+                        outputs.append(
+                            OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
+                        outcomes.append(outcome)
+                        return
+                    }
+                    // Pushes refused for their credential get no outcome yet: they are parked, below.
+                    if sent[pushIndex].status == .credentialRefused {
+                        anyParked = true
+                        return
+                    }
+                    let push = pushes.baseAddress! + pushIndex
+                    let result = sent.baseAddress! + pushIndex
+                    let outcome = Self.outcome(
+                        sentTo: device, push, result, event: prepared.event, source: source, completedAt: now)
+                    outputs.append(
+                        OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
+                    if let invalid = invalidTokenRecord(push, result, event: prepared.event, observedAt: now) {
+                        invalidTokens.append(
+                            OutboundRecord(
+                                topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
+                                value: invalid.json.compactBytes))
+                    }
+                    outcomes.append(outcome)
                 }
-            outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
-            if let pushIndex,
-                let invalid = invalidTokenRecord(
-                    prepared.plan.pushes[pushIndex], sent[pushIndex], outcome, event: prepared.event)
-            {
-                invalidTokens.append(
-                    OutboundRecord(
-                        topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
-                        value: invalid.json.compactBytes))
             }
-            outcomes.append(outcome)
         }
         outputs.append(contentsOf: invalidTokens)
         if anyParked, let parked = parkedRecord(prepared, sent: sent, source: record) { outputs.append(parked) }
@@ -119,27 +126,35 @@ extension Pipeline {
     }
 
     /// The outcome of a push sent to `device`, from the push and its result.
+    ///
+    /// Both are read through pointers, field by field: a push or result passed by value (or borrowed from
+    /// an array) was copied whole first, a retain and a release for every field of both.
+    @inline(never)
     static func outcome(
-        sentTo device: EventDevice, _ push: borrowing PlannedPush, _ result: borrowing DeliveryResult,
+        sentTo device: EventDevice, _ push: UnsafePointer<PlannedPush>, _ result: UnsafePointer<DeliveryResult>,
         event: PushEvent, source: RecordSource, completedAt now: Double
     ) -> OutcomeRecord {
-        let last = result.attempts.last
-        var outcome = OutcomeRecord(
-            eventID: event.id, deviceToken: device.token, environment: device.environment,
-            topic: push.request.topic, pushType: push.request.pushType.rawValue, ruleID: push.ruleID,
-            status: OutcomeStatus(result.status), httpStatus: result.response?.status ?? last?.httpStatus,
-            reason: result.expiryReason ?? result.response?.reason?.rawValue ?? last?.reason,
-            apnsID: result.finalAPNsID, apnsUniqueID: result.response?.apnsUniqueID,
-            attempts: result.attempts, source: source, completedAt: now, channelID: device.channelID)
+        let attempts = result.pointee.attempts
+        let last = attempts.last
         // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
-        if result.attempts.count > 1 {
-            let asked = EnvironmentsAsked(result, sentTo: push.request.environment)
+        var environment = device.environment
+        var fellBack = false
+        if attempts.count > 1 {
+            let asked = EnvironmentsAsked(result.pointee, sentTo: push.pointee.request.environment)
             if asked.fellBack {
-                outcome.environment = asked.final.rawValue
-                outcome.environmentFallback = true
+                environment = asked.final.rawValue
+                fellBack = true
             }
         }
-        return outcome
+        // Made in one expression and returned as it is: a record built and then changed was copied whole.
+        return OutcomeRecord(
+            eventID: event.id, deviceToken: device.token, environment: environment,
+            topic: push.pointee.request.topic, pushType: push.pointee.request.pushType.rawValue,
+            ruleID: push.pointee.ruleID, status: OutcomeStatus(result.pointee.status),
+            httpStatus: result.pointee.response?.status ?? last?.httpStatus,
+            reason: result.pointee.expiryReason ?? result.pointee.response?.reason?.rawValue ?? last?.reason,
+            apnsID: last?.apnsID, apnsUniqueID: result.pointee.response?.apnsUniqueID, attempts: attempts,
+            source: source, completedAt: now, environmentFallback: fellBack, channelID: device.channelID)
     }
 
     /// The outcome of a device's delivery that sent nothing: its skip or rejection.
@@ -166,19 +181,23 @@ extension Pipeline {
     }
 
     /// The invalid-token event for a push whose final answer proves its token invalid
-    /// (`InvalidTokenRecord.invalidatingReason`), naming every environment that was asked.
+    /// (`InvalidTokenRecord.invalidatingReason`), naming every environment that was asked. Read through
+    /// pointers, as `outcome(sentTo:_:_:event:source:completedAt:)` reads them.
+    @inline(never)
     func invalidTokenRecord(
-        _ push: borrowing PlannedPush, _ report: borrowing DeliveryResult, _ outcome: OutcomeRecord, event: PushEvent
+        _ push: UnsafePointer<PlannedPush>, _ result: UnsafePointer<DeliveryResult>, event: PushEvent,
+        observedAt now: Double
     ) -> InvalidTokenRecord? {
         // A broadcast has no device token to invalidate: a deleted channel is reported in its outcome only.
-        guard let token = push.request.deviceToken, let reason = InvalidTokenRecord.invalidatingReason(of: report)
+        guard let token = push.pointee.request.deviceToken,
+            let reason = InvalidTokenRecord.invalidatingReason(of: result.pointee)
         else { return nil }
-        let asked = EnvironmentsAsked(report, sentTo: push.request.environment)
+        let asked = EnvironmentsAsked(result.pointee, sentTo: push.pointee.request.environment)
         return InvalidTokenRecord(
-            deviceToken: token.hex, environment: asked.final.rawValue, topic: push.request.topic,
-            app: push.app, reason: reason.rawValue, invalidSince: report.response?.timestamp?.timeIntervalSince1970,
-            eventID: event.id, observedAt: outcome.completedAt,
-            checkedEnvironments: asked.environments.map(\.rawValue))
+            deviceToken: token.hex, environment: asked.final.rawValue, topic: push.pointee.request.topic,
+            app: push.pointee.app, reason: reason.rawValue,
+            invalidSince: result.pointee.response?.timestamp?.timeIntervalSince1970, eventID: event.id,
+            observedAt: now, checkedEnvironments: asked.environments.map(\.rawValue))
     }
 }
 
