@@ -142,6 +142,14 @@ package struct PackedHeaderList: Sendable {
         fileprivate init(buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
         package mutating func append(name: StaticString, value: String, indexable: Bool) {
+            // A native string's bytes are read where they are; `withUTF8` on a copy retained and released
+            // it (several header values per request).
+            let done: Void? = value.utf8.withContiguousStorageIfAvailable { bytes in
+                append(name: name, valueCount: bytes.count, indexable: indexable) {
+                    _ = $0.initialize(fromContentsOf: bytes)
+                }
+            }
+            if done != nil { return }
             var value = value
             value.withUTF8 { bytes in
                 append(name: name, valueCount: bytes.count, indexable: indexable) {

@@ -65,11 +65,20 @@ struct Template: Sendable {
 }
 
 /// An expression between `{{` and `}}`: a value followed by filters.
-struct TemplateExpression: Sendable {
+///
+/// A class: compiled once and read for every event, and each template part or text piece that names it
+/// is bound per render. As a struct each binding copied its operand, filters and source (a retain each).
+final class TemplateExpression: Sendable {
     let operand: TemplateOperand
     let filters: [TemplateFilter]
     /// The expression as written, for messages.
     let source: String
+
+    init(operand: TemplateOperand, filters: [TemplateFilter], source: String) {
+        self.operand = operand
+        self.filters = filters
+        self.source = source
+    }
 
     var readsDevice: Bool {
         operand.readsDevice
