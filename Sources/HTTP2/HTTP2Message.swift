@@ -142,16 +142,7 @@ package struct PackedHeaderList: Sendable {
         fileprivate init(buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
         package mutating func append(name: StaticString, value: String, indexable: Bool) {
-            // A native string's bytes are read where they are; `withUTF8` on a copy retained and released
-            // it (several header values per request).
-            let done: Void? = value.utf8.withContiguousStorageIfAvailable { bytes in
-                append(name: name, valueCount: bytes.count, indexable: indexable) {
-                    _ = $0.initialize(fromContentsOf: bytes)
-                }
-            }
-            if done != nil { return }
-            var value = value
-            value.withUTF8 { bytes in
+            Self.withBytes(of: value) { bytes in
                 append(name: name, valueCount: bytes.count, indexable: indexable) {
                     _ = $0.initialize(fromContentsOf: bytes)
                 }
@@ -159,15 +150,22 @@ package struct PackedHeaderList: Sendable {
         }
 
         package mutating func append(name: String, value: String, indexable: Bool) {
-            var name = name
-            var value = value
-            name.withUTF8 { nameBytes in
-                value.withUTF8 { bytes in
+            Self.withBytes(of: name) { nameBytes in
+                Self.withBytes(of: value) { bytes in
                     append(nameBytes: nameBytes, valueCount: bytes.count, indexable: indexable) {
                         _ = $0.initialize(fromContentsOf: bytes)
                     }
                 }
             }
+        }
+
+        /// Calls `body` with `text`'s UTF-8 bytes: a native string's own, read where they are (`withUTF8`
+        /// on a copy retained and released it, for several header values per request); a bridged one's
+        /// copied first.
+        private static func withBytes(of text: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+            if text.utf8.withContiguousStorageIfAvailable(body) != nil { return }
+            var text = text
+            text.withUTF8(body)
         }
 
         /// A field whose value `write` renders in place: exactly `valueCount` bytes.

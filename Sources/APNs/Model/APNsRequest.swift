@@ -314,7 +314,7 @@ public struct APNsRequest: Sendable, Hashable {
         }
         let suffix = pushType.topicSuffix
         if !suffix.isEmpty {
-            if !hasASCIISuffix(topic, suffix) {
+            if !hasASCIISuffix(bytes, suffix) {
                 problems.append(
                     APNsRequestProblem(
                         .topicSuffixMismatch, field: "apns-topic",
@@ -326,13 +326,11 @@ public struct APNsRequest: Sendable, Hashable {
         // Only a topic whose last part is as long as a suffix's last part can carry that suffix; this
         // check runs for every request, and most topics end in a part no suffix has.
         guard lastPartLength < 64, suffixLastPartLengths & (1 << UInt64(lastPartLength)) != 0 else { return }
-        // Compared as bytes with suffixes spelled out once: a topic such as com.example.chat (whose last
-        // part is as long as .voip's) took this path for every event, two strings per push type.
-        for (other, suffix) in suffixesByType
-        where bytes.count > suffix.count
-            && ASCIIBytes.equal(UnsafeBufferPointer(rebasing: bytes.suffix(suffix.count)), suffix)
-        {
-            let bundle = String(decoding: bytes.dropLast(suffix.count), as: UTF8.self)
+        // The topic's bytes against each suffix (literals): a topic such as com.example.chat (whose last
+        // part is as long as .voip's) takes this path for every event, and the String form of the check
+        // retained and released the topic once per push type.
+        for other in PushType.allCases where !other.topicSuffix.isEmpty && hasASCIISuffix(bytes, other.topicSuffix) {
+            let bundle = String(decoding: bytes.dropLast(other.topicSuffix.utf8.count), as: UTF8.self)
             problems.append(
                 APNsRequestProblem(
                     .topicSuffixMismatch, field: "apns-topic",
@@ -349,27 +347,18 @@ public struct APNsRequest: Sendable, Hashable {
         return mask | (1 << UInt64(part.utf8.count))
     }
 
-    /// Every push type with a topic suffix, with the suffix's bytes: immutable once initialized, so it is
-    /// shared across threads as it is.
-    nonisolated(unsafe) private static let suffixesByType: [(PushType, UnsafeBufferPointer<UInt8>)] =
-        PushType.allCases.compactMap { type in
-            let suffix = Array(type.topicSuffix.utf8)
-            guard !suffix.isEmpty else { return nil }
-            // Allocated once for the life of the process: a constant table read by pointer.
-            let bytes = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: suffix.count)
-            _ = bytes.initialize(from: suffix)
-            return (type, UnsafeBufferPointer(bytes))
-        }
-
     /// Byte-wise: `text` is longer than `suffix` and ends with it.
     static func hasASCIISuffix(_ text: String, _ suffix: String) -> Bool {
         var text = text
+        return text.withUTF8 { hasASCIISuffix($0, suffix) }
+    }
+
+    /// Byte-wise: `bytes` are more than `suffix` and end with it.
+    static func hasASCIISuffix(_ bytes: UnsafeBufferPointer<UInt8>, _ suffix: String) -> Bool {
         var suffix = suffix
-        return text.withUTF8 { text in
-            suffix.withUTF8 { suffix in
-                text.count > suffix.count
-                    && ASCIIBytes.equal(UnsafeBufferPointer(rebasing: text.suffix(suffix.count)), suffix)
-            }
+        return suffix.withUTF8 { suffix in
+            bytes.count > suffix.count
+                && ASCIIBytes.equal(UnsafeBufferPointer(rebasing: bytes.suffix(suffix.count)), suffix)
         }
     }
 

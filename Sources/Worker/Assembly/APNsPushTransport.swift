@@ -243,8 +243,7 @@ struct EnvironmentsAsked: Sendable, Equatable {
     var fellBack: Bool { environments.count > 1 }
 }
 
-/// A push's first attempt and the client that sent it (and retries it).
-/// A push's first attempt, which knows the client that sent it.
+/// A push's first attempt, which knows the client that sent it (and retries it).
 private typealias FirstAttempt = APNsClient.SendInProgress
 
 /// Gathers the first attempts of one event's pushes, which end on loop threads in any order, and

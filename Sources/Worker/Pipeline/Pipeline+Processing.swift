@@ -153,7 +153,7 @@ extension Pipeline {
             ruleID: push.pointee.ruleID, status: OutcomeStatus(result.pointee.status),
             httpStatus: result.pointee.response?.status ?? last?.httpStatus,
             reason: result.pointee.expiryReason ?? result.pointee.response?.reason?.rawValue ?? last?.reason,
-            apnsID: last?.apnsID, apnsUniqueID: result.pointee.response?.apnsUniqueID, attempts: attempts,
+            apnsID: result.pointee.finalAPNsID, apnsUniqueID: result.pointee.response?.apnsUniqueID, attempts: attempts,
             source: source, completedAt: now, environmentFallback: fellBack, channelID: device.channelID)
     }
 
