@@ -115,11 +115,12 @@ public struct OffsetTracker: Sendable {
     public mutating func finishReleasing(_ partition: TopicPartition, offset: Int64, generation: UInt64)
         -> (committable: Int64?, released: Int)
     {
-        guard var ledger = ledgers[partition], ledger.generation == generation else { return (nil, 1) }
-        let before = ledger.unfinished
-        let result = ledger.finish(offset)
-        unfinishedCount -= before - ledger.unfinished
-        ledgers[partition] = ledger
+        guard ledgers[partition]?.generation == generation else { return (nil, 1) }
+        // Changed in place: a ledger copied out of the dictionary shares its arrays with the stored one,
+        // so marking a record finished copied them whole, every offset the partition held, per record.
+        let before = ledgers[partition]!.unfinished
+        let result = ledgers[partition]!.finish(offset)
+        unfinishedCount -= before - ledgers[partition]!.unfinished
         return result
     }
 
