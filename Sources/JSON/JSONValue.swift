@@ -66,6 +66,9 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
         }
     }
 
+    /// An object of `members` as they are, for a parser that checked their keys are distinct.
+    init(uniqueMembers members: [Member]) { self.members = members }
+
     /// Appends without checking for an existing key; for builders that know keys are distinct.
     public mutating func appendUnchecked(_ key: String, _ value: JSONValue) {
         members.append(Member(key: key, value: value))

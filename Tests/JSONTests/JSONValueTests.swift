@@ -71,6 +71,55 @@ import Testing
         #expect(JSONValue.object(object).compactString == #"{"a":3,"c":4}"#)
     }
 
+    // Members wait on the parser's pending stack until their object ends; an object that outgrows its
+    // room (JSONParser.pendingCapacity) spills into an array of its own. Both ways must give the same
+    // objects, duplicates and errors.
+    @Test(arguments: [3, JSONParser.pendingCapacity - 1, JSONParser.pendingCapacity, 150])
+    func parsesObjectsOfAnySizeWithinOrBeyondThePendingRoom(members: Int) throws {
+        // An outer object's members wait below each nested one's: the nested one at the end starts
+        // with the room already taken by the outer's.
+        let inner = (0..<members).map { "\"i\($0)\":\($0)" }.joined(separator: ",")
+        let outer = (0..<members).map { "\"o\($0)\":\"v\($0)\"" }.joined(separator: ",")
+        let text = "{\(outer),\"nested\":{\(inner)},\"after\":[{\"x\":1},{}]}"
+        let value = try JSONValue(parsing: text)
+        #expect(value.compactString == text)
+        guard case .object(let object) = value, case .object(let nested)? = object["nested"] else {
+            Issue.record("not an object with a nested object: \(value.compactString.prefix(80))")
+            return
+        }
+        #expect(object.count == members + 2)
+        #expect(nested.count == members)
+        #expect(nested["i\(members - 1)"] == .int(Int64(members - 1)))
+        // A repeated name: the last one wins by default, and is refused when duplicates are not allowed.
+        let repeated = "{\(inner),\"i0\":\"last\"}"
+        #expect(try JSONValue(parsing: repeated)["i0"] == .string("last"))
+        #expect(try JSONValue(parsing: repeated)["i1"] == (members > 1 ? JSONValue.int(1) : nil))
+        #expect {
+            _ = try JSONValue(
+                parsing: Array(repeated.utf8), options: JSONParsingOptions(allowsDuplicateKeys: false))
+        } throws: { error in
+            (error as? JSONParseError)?.duplicateMemberName == "i0"
+        }
+        // A failure deep inside, with members of every enclosing object still pending, is reported where
+        // it is, and the members still pending are let go.
+        let broken = "{\(outer),\"nested\":{\(inner),\"bad\":[1,}]}}"
+        #expect {
+            _ = try JSONValue(parsing: broken)
+        } throws: { error in
+            (error as? JSONParseError)?.path == "$.nested.bad[1]"
+        }
+    }
+
+    @Test func deepNestingOfObjectsSpillsOnlyWhatOutgrowsTheRoom() throws {
+        let depth = 120
+        let text = String(repeating: #"{"a":1,"b":"#, count: depth) + "0" + String(repeating: "}", count: depth)
+        let value = try JSONValue(parsing: text)
+        #expect(value.compactString == text)
+        var level = value
+        for _ in 0..<depth - 1 { level = level["b"] ?? .null }
+        #expect(level == ["a": 1, "b": 0])
+    }
+
     @Test func followsDottedPathsThroughObjectsAndArrays() throws {
         let value = try JSONValue(parsing: #"{"data":{"list":[{"n":"x"}]}}"#)
         #expect(value.value(atPath: "data.list.0.n".split(separator: ".")) == .string("x"))
