@@ -71,9 +71,9 @@ struct JSONParser {
     var depth = 0
     /// The members of the objects being parsed, innermost object's last. An object's members wait here
     /// and move into an array of exactly their number at its `}`: built in place, every object's array
-    /// had room for eight members whatever it held (2,000-6,000 bytes of spare room per event, kept for
-    /// as long as the event is in flight). An object whose members would overflow this room spills them
-    /// into an array of its own.
+    /// had room for eight members whatever it held, spare room an event kept for as long as it was in
+    /// flight (figures: docs/performance.md). An object whose members would overflow this room spills
+    /// them into an array of its own.
     let pending: UnsafeMutablePointer<JSONObject.Member>
     var pendingCount = 0
     /// How many members wait at most: room for an event's nested objects at once. The caller's temporary

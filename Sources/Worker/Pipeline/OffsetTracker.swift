@@ -95,13 +95,16 @@ public struct OffsetTracker: Sendable {
     /// A generation starts when a partition is first seen after `forget`, so that work abandoned
     /// at a revoke, finishing late, can never mark a record of a later assignment finished.
     public mutating func take(_ partition: TopicPartition, offset: Int64) -> UInt64? {
-        if ledgers[partition] == nil {
+        // One lookup for a partition already seen (every record but its first); its ledger changed in place.
+        var slot = ledgers.index(forKey: partition)
+        if slot == nil {
             ledgers[partition] = PartitionLedger(generation: nextGeneration)
             nextGeneration += 1
+            slot = ledgers.index(forKey: partition)
         }
-        guard ledgers[partition]!.take(offset) else { return nil }
+        guard let slot, ledgers.values[slot].take(offset) else { return nil }
         unfinishedCount += 1
-        return ledgers[partition]!.generation
+        return ledgers.values[slot].generation
     }
 
     /// Marks a record finished. Returns the offset to store (next offset to read) when the
@@ -115,12 +118,15 @@ public struct OffsetTracker: Sendable {
     public mutating func finishReleasing(_ partition: TopicPartition, offset: Int64, generation: UInt64)
         -> (committable: Int64?, released: Int)
     {
-        guard ledgers[partition]?.generation == generation else { return (nil, 1) }
-        // Changed in place: a ledger copied out of the dictionary shares its arrays with the stored one,
-        // so marking a record finished copied them whole, every offset the partition held, per record.
-        let before = ledgers[partition]!.unfinished
-        let result = ledgers[partition]!.finish(offset)
-        unfinishedCount -= before - ledgers[partition]!.unfinished
+        guard let slot = ledgers.index(forKey: partition), ledgers.values[slot].generation == generation else {
+            return (nil, 1)
+        }
+        // Changed in place, found by one lookup: a ledger copied out of the dictionary shares its arrays
+        // with the stored one, so marking a record finished copied them whole, every offset the partition
+        // held, per record.
+        let before = ledgers.values[slot].unfinished
+        let result = ledgers.values[slot].finish(offset)
+        unfinishedCount -= before - ledgers.values[slot].unfinished
         return result
     }
 
