@@ -1,5 +1,7 @@
 // The transport's generic request and response: what one HTTP/2 stream carries each way.
 
+import Platform
+
 /// One header field. HTTP/2 requires lowercase names; the transport sends names as given.
 public struct HTTP2Header: Sendable, Hashable {
     public var name: String
@@ -142,7 +144,7 @@ package struct PackedHeaderList: Sendable {
         fileprivate init(buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
         package mutating func append(name: StaticString, value: String, indexable: Bool) {
-            Self.withBytes(of: value) { bytes in
+            value.withUTF8Bytes { bytes in
                 append(name: name, valueCount: bytes.count, indexable: indexable) {
                     _ = $0.initialize(fromContentsOf: bytes)
                 }
@@ -150,22 +152,13 @@ package struct PackedHeaderList: Sendable {
         }
 
         package mutating func append(name: String, value: String, indexable: Bool) {
-            Self.withBytes(of: name) { nameBytes in
-                Self.withBytes(of: value) { bytes in
+            name.withUTF8Bytes { nameBytes in
+                value.withUTF8Bytes { bytes in
                     append(nameBytes: nameBytes, valueCount: bytes.count, indexable: indexable) {
                         _ = $0.initialize(fromContentsOf: bytes)
                     }
                 }
             }
-        }
-
-        /// Calls `body` with `text`'s UTF-8 bytes: a native string's own, read where they are (`withUTF8`
-        /// on a copy retained and released it, for several header values per request); a bridged one's
-        /// copied first.
-        private static func withBytes(of text: String, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
-            if text.utf8.withContiguousStorageIfAvailable(body) != nil { return }
-            var text = text
-            text.withUTF8(body)
         }
 
         /// A field whose value `write` renders in place: exactly `valueCount` bytes.

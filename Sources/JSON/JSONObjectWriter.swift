@@ -97,8 +97,7 @@ public struct JSONObjectWriter: ~Copyable {
     public mutating func string(_ key: StaticString, _ value: String?) {
         self.key(key)
         guard let value else { return appendNull() }
-        var contiguous = value
-        contiguous.withUTF8 { text in
+        value.withUTF8Bytes { text in
             guard !JSONWriter.needsEscaping(text) else {
                 // Rare in records (texts are ids, tokens, topics and reasons): the general writer escapes.
                 var escaped: [UInt8] = []

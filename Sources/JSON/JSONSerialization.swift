@@ -119,8 +119,7 @@ public enum JSONWriter {
 
     /// What `writeString` writes between the quotes: the text, escaped.
     public static func writeStringContents(_ string: String, into output: inout [UInt8]) {
-        var string = string
-        string.withUTF8 { bytes in
+        string.withUTF8Bytes { bytes in
             var runStart = 0
             var index = 0
             while index < bytes.count {

@@ -5,8 +5,7 @@ public enum RFC3339 {
     /// Parses `2026-11-29T12:00:00Z`, with optional fraction and `+hh:mm` offset, to UNIX seconds.
     public static func parse(_ text: String) -> Double? {
         // Read in place: a copy into an array cost an allocation for every event's `occurred_at`.
-        var text = text
-        return text.withUTF8 { parse(utf8: $0) }
+        text.withUTF8Bytes { parse(utf8: $0) }
     }
 
     private static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Double? {

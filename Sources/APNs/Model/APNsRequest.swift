@@ -3,6 +3,7 @@
 
 import HTTP2
 public import JSON
+import Platform
 
 /// Where a notification goes: one device (`POST /3/device/<token>`) or every device subscribed to a
 /// broadcast channel (`POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`; Apple, "Sending
@@ -349,14 +350,12 @@ public struct APNsRequest: Sendable, Hashable {
 
     /// Byte-wise: `text` is longer than `suffix` and ends with it.
     static func hasASCIISuffix(_ text: String, _ suffix: String) -> Bool {
-        var text = text
-        return text.withUTF8 { hasASCIISuffix($0, suffix) }
+        text.withUTF8Bytes { hasASCIISuffix($0, suffix) }
     }
 
     /// Byte-wise: `bytes` are more than `suffix` and end with it.
     static func hasASCIISuffix(_ bytes: UnsafeBufferPointer<UInt8>, _ suffix: String) -> Bool {
-        var suffix = suffix
-        return suffix.withUTF8 { suffix in
+        suffix.withUTF8Bytes { suffix in
             bytes.count > suffix.count
                 && ASCIIBytes.equal(UnsafeBufferPointer(rebasing: bytes.suffix(suffix.count)), suffix)
         }
