@@ -200,7 +200,9 @@ struct JSONParser {
             skipWhitespace()
             let value: JSONValue
             do { value = try parseValue() } catch { throw error.inside(member: key) }
-            if let existing = spilled?.firstIndex(where: { $0.key == key }) ?? pendingIndex(of: key, from: start) {
+            // The object's members so far are either all pending or all spilled.
+            let existing = spilled == nil ? pendingIndex(of: key, from: start) : spilled!.firstIndex { $0.key == key }
+            if let existing {
                 guard allowsDuplicateKeys else {
                     var duplicate = error("duplicate member name \"\(key.prefix(100))\"", at: keyStart)
                     duplicate.duplicateMemberName = key

@@ -29,11 +29,6 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     public private(set) var members: [Member]
 
     public init() { members = [] }
-    /// An empty object with room for `capacity` members before it reallocates.
-    public init(minimumCapacity capacity: Int) {
-        members = []
-        members.reserveCapacity(capacity)
-    }
     public init(_ members: [Member]) {
         self.members = []
         self.members.reserveCapacity(members.count)
