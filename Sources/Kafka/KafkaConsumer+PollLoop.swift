@@ -8,10 +8,15 @@ extension KafkaConsumer {
     static let firstAssignmentWait: Duration = .seconds(5)
 
     static func pollLoop(client: RDKafkaClient, core: ConsumerCore) {
+        var stalledFetches = StalledFetchRestarter.isNeeded ? StalledFetchRestarter() : nil
         while core.isRunning {
             if !core.waitForRoom() { core.throttle() }
             switch client.consumerPoll(milliseconds: pollTimeoutMilliseconds) {
-            case nil, .partitionEnd?:
+            case nil:
+                guard stalledFetches != nil else { continue }
+                let restarted = stalledFetches?.pollCameBackEmpty(client: client, paused: core.pausedPartitions) ?? 0
+                if restarted > 0 { core.fetchRestarts.add(restarted, ordering: .relaxed) }
+            case .partitionEnd?:
                 continue
             case .message(let message)?:
                 core.deliver(message)

@@ -125,6 +125,10 @@ public final class KafkaConsumer: Sendable {
     /// How many received records wait in the hand-off (at most `bufferCapacity`, see ``KafkaConsumer``).
     public var bufferedMessageCount: Int { core.bufferedCount }
 
+    /// How many times the poll thread restarted a partition's fetching that librdkafka (before 2.2) had
+    /// left idle with records to read (see `StalledFetchRestarter`).
+    package var fetchRestarts: Int { core.fetchRestarts.load(ordering: .relaxed) }
+
     /// Whether brokers answer and the consumer holds group membership, as of the last check
     /// (librdkafka's error events, its statistics every `connectionCheckInterval`, and rebalances).
     public var status: KafkaConsumerStatus { core.status }

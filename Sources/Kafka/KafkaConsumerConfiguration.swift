@@ -75,6 +75,13 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// How long a rebalance handler may take for revoked (or assigned) partitions before the consumer
     /// commits what is stored and releases them anyway. Default: 10 seconds.
     public var rebalanceDeadline: Duration = .seconds(10)
+    /// How long a partition waits before fetching again after librdkafka found its prefetch queue full
+    /// (`fetch.queue.backoff.ms`, librdkafka 2.2 and later). librdkafka's default, one second, outlasts
+    /// the queue: a reader faster than one queue a second drained it and then waited for the rest of
+    /// the second with nothing to read, through every backlog (docs/performance.md, "A backlog stalled
+    /// once a second"). Retrying costs a look at the queue's size. Ignored by librdkafka before 2.2,
+    /// which waits up to the second regardless. Default: 50 ms.
+    public var fetchQueueBackoff: Duration = .milliseconds(50)
 
     public init(client: KafkaConfiguration, groupID: String) {
         self.client = client
@@ -95,6 +102,9 @@ public struct KafkaConsumerConfiguration: Sendable {
         ]
         let statistics = min(statisticsInterval ?? connectionCheckInterval, connectionCheckInterval)
         own.append(("statistics.interval.ms", String(max(1, statistics.wholeMilliseconds))))
+        if RDKafkaVersion.loaded.hasFetchQueueBackoff {
+            own.append(("fetch.queue.backoff.ms", String(fetchQueueBackoff.wholeMilliseconds)))
+        }
         return client.librdkafkaProperties(with: own)
     }
 }

@@ -64,6 +64,8 @@ final class ConsumerCore: Sendable {
     let forwardsStatistics: Bool
     let usesCooperativeSticky: Bool
     let promptCommits: PromptCommits?
+    /// Partitions whose idle fetching the poll thread restarted (`StalledFetchRestarter`), for tests.
+    let fetchRestarts = Atomic<Int>(0)
 
     init(
         capacity: Int, stallTimeout: Duration, rebalanceDeadline: Duration,
@@ -84,6 +86,10 @@ final class ConsumerCore: Sendable {
     }
 
     var isRunning: Bool { state.withLock { $0.lifecycle == .running } }
+    /// The partitions paused now, by the owner or by the hand-off.
+    var pausedPartitions: Set<KafkaTopicPartition> {
+        state.withLock { $0.pausedByOwner.union($0.pausedForBuffer) }
+    }
 
     /// Whether closing now would hit librdkafka 2.0.2's cooperative-sticky destroy bug: a member that
     /// joined but never got its first assignment has no assignor state, and destroying the handle then

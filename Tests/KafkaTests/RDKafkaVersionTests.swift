@@ -13,6 +13,10 @@ struct RDKafkaVersionTests {
         #expect(RDKafkaVersion(major: 2, minor: 0, revision: 2).abortsDestroyingBeforeFirstAssignment)
         #expect(!RDKafkaVersion(major: 2, minor: 3, revision: 0).abortsDestroyingBeforeFirstAssignment)
         #expect(!RDKafkaVersion(major: 2, minor: 16, revision: 1).abortsDestroyingBeforeFirstAssignment)
+        #expect(!RDKafkaVersion(major: 2, minor: 0, revision: 2).hasFetchQueueBackoff)
+        #expect(!RDKafkaVersion(major: 2, minor: 1, revision: 1).hasFetchQueueBackoff)
+        #expect(RDKafkaVersion(major: 2, minor: 2, revision: 0).hasFetchQueueBackoff)
+        #expect(RDKafkaVersion(major: 2, minor: 16, revision: 1).hasFetchQueueBackoff)
         print("librdkafka \(RDKafkaVersion.loadedText) loaded")
     }
 }

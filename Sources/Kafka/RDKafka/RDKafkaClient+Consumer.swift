@@ -87,6 +87,18 @@ extension RDKafkaClient {
         return known && high >= 0 ? high : nil
     }
 
+    /// Moves the fetch positions of assigned partitions to `offsets`, dropping what was prefetched for
+    /// them, and waits (at most `timeoutMilliseconds`) until the fetcher has taken the new positions, so
+    /// that nothing fetched from the old one reaches the reader. Returns the partitions moved.
+    func seek(_ offsets: [(KafkaTopicPartition, Int64)], timeoutMilliseconds: Int32) -> [KafkaTopicPartition] {
+        let list = RDKafkaTopicPartitionList(offsets: offsets)
+        if let error = rd_kafka_seek_partitions(handle, list.pointer, timeoutMilliseconds) {
+            rd_kafka_error_destroy(error)
+            return []
+        }
+        return list.entries.filter { $0.error == RD_KAFKA_RESP_ERR_NO_ERROR }.map(\.topicPartition)
+    }
+
     /// Stores next-to-read offsets for librdkafka to commit. Non-blocking.
     /// - Throws: ``KafkaError/Code/offsetStore``, naming the first partition refused.
     func storeOffsets(_ nextOffsets: [KafkaTopicPartition: Int64]) throws(KafkaError) {

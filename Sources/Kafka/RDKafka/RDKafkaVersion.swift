@@ -31,4 +31,10 @@ package struct RDKafkaVersion: Comparable, Sendable, CustomStringConvertible {
     package var abortsDestroyingBeforeFirstAssignment: Bool {
         self < RDKafkaVersion(major: 2, minor: 3, revision: 0)
     }
+
+    /// Whether `fetch.queue.backoff.ms` exists (2.2.0): before it, a partition whose prefetch queue was
+    /// full at a fetch decision waited for the broker thread's next wake-up, up to a second.
+    package var hasFetchQueueBackoff: Bool {
+        self >= RDKafkaVersion(major: 2, minor: 2, revision: 0)
+    }
 }

@@ -1,0 +1,42 @@
+// librdkafka before 2.2 decides whether to fetch a partition when its broker's thread wakes. If the
+// prefetch queue is over `queued.max.messages.kbytes` at that moment, the partition stops fetching
+// and nothing looks again until that thread next wakes: on I/O, or after up to a second. A reader
+// that drains the queue faster than that then waits out the rest of the second with nothing to read,
+// once per queueful, through every backlog: the backlog's drain rate fell to the queue's size per
+// second (docs/performance.md, "A backlog stalled once a second"). librdkafka 2.2 made the wait a
+// property (`fetch.queue.backoff.ms`, which the consumer sets); before it, the poll thread restarts
+// such a partition itself: a seek to where the reader stands, which wakes the broker's thread and
+// fetches from there. Nothing is skipped or read twice, since the seek goes to the next record the
+// reader would get and waits until the fetcher has taken it.
+
+/// Finds partitions librdkafka left idle with records to read and restarts their fetching (poll thread).
+struct StalledFetchRestarter {
+    /// Whether the loaded librdkafka needs it: 2.2 and later retry on their own.
+    static let isNeeded = !RDKafkaVersion.loaded.hasFetchQueueBackoff
+    /// How long after a restart a partition is left alone: a fetch slower than one empty poll then
+    /// costs at most one repeated fetch per cool-down, never a restart loop.
+    static let coolDown: Duration = .seconds(1)
+    /// How long a restart waits for the fetcher to take the new position.
+    static let seekTimeoutMilliseconds: Int32 = 500
+
+    private var restartedAt: [KafkaTopicPartition: ContinuousClock.Instant] = [:]
+
+    /// After a poll came back with nothing: the queue is empty, so an unpaused partition whose broker
+    /// reported records beyond the reader's position is not being fetched. Returns the partitions
+    /// restarted.
+    mutating func pollCameBackEmpty(client: RDKafkaClient, paused: Set<KafkaTopicPartition>) -> Int {
+        guard let assignment = try? client.assignment(withPositions: true), !assignment.isEmpty else { return 0 }
+        let now = ContinuousClock.now
+        var stalled: [(KafkaTopicPartition, Int64)] = []
+        for entry in assignment where entry.offset >= 0 && !paused.contains(entry.topicPartition) {
+            let partition = entry.topicPartition
+            guard let high = client.cachedHighWatermark(of: partition), high > entry.offset else { continue }
+            if let last = restartedAt[partition], now - last < Self.coolDown { continue }
+            stalled.append((partition, entry.offset))
+        }
+        guard !stalled.isEmpty else { return 0 }
+        let restarted = client.seek(stalled, timeoutMilliseconds: Self.seekTimeoutMilliseconds)
+        for partition in restarted { restartedAt[partition] = now }
+        return restarted.count
+    }
+}
