@@ -13,13 +13,36 @@
 struct StalledFetchRestarter {
     /// Whether the loaded librdkafka needs it: 2.2 and later retry on their own.
     static let isNeeded = !RDKafkaVersion.loaded.hasFetchQueueBackoff
-    /// How long after a restart a partition is left alone: a fetch slower than one empty poll then
-    /// costs at most one repeated fetch per cool-down, never a restart loop.
+    /// How long a restarted partition that has not moved since is left alone: a fetch slower than one
+    /// empty poll then costs at most one repeated fetch per cool-down, never a restart loop. A partition
+    /// that moved since its last restart may be restarted at once (a queueful drains in well under a
+    /// second at full rate).
     static let coolDown: Duration = .seconds(1)
     /// How long a restart waits for the fetcher to take the new position.
     static let seekTimeoutMilliseconds: Int32 = 500
 
-    private var restartedAt: [KafkaTopicPartition: ContinuousClock.Instant] = [:]
+    /// While records flow, an empty queue is noticed after this long instead of the poll loop's usual
+    /// 100 ms: each queueful drains in a fraction of a second at full rate, and every empty poll is
+    /// time the pipeline waits.
+    static let busyPollTimeoutMilliseconds: Int32 = 10
+    /// How long after the last record the consumer still counts as busy.
+    static let busyFor: Duration = .seconds(1)
+
+    private var lastRecordAt: ContinuousClock.Instant?
+
+    /// Each restarted partition's last restart: when, and the position it restarted from.
+    private var restarts: [KafkaTopicPartition: (at: ContinuousClock.Instant, position: Int64)] = [:]
+
+    /// How long the next poll may wait: briefly while records flow, the poll loop's usual wait when idle.
+    var pollTimeoutMilliseconds: Int32 {
+        guard let lastRecordAt, ContinuousClock.now - lastRecordAt < Self.busyFor else {
+            return KafkaConsumer.pollTimeoutMilliseconds
+        }
+        return Self.busyPollTimeoutMilliseconds
+    }
+
+    /// Called for each record the poll returns.
+    mutating func recordArrived() { lastRecordAt = .now }
 
     /// After a poll came back with nothing: the queue is empty, so an unpaused partition whose broker
     /// reported records beyond the reader's position is not being fetched. Returns the partitions
@@ -31,12 +54,14 @@ struct StalledFetchRestarter {
         for entry in assignment where entry.offset >= 0 && !paused.contains(entry.topicPartition) {
             let partition = entry.topicPartition
             guard let high = client.cachedHighWatermark(of: partition), high > entry.offset else { continue }
-            if let last = restartedAt[partition], now - last < Self.coolDown { continue }
+            if let last = restarts[partition], last.position == entry.offset, now - last.at < Self.coolDown { continue }
             stalled.append((partition, entry.offset))
         }
         guard !stalled.isEmpty else { return 0 }
-        let restarted = client.seek(stalled, timeoutMilliseconds: Self.seekTimeoutMilliseconds)
-        for partition in restarted { restartedAt[partition] = now }
+        let restarted = Set(client.seek(stalled, timeoutMilliseconds: Self.seekTimeoutMilliseconds))
+        for (partition, position) in stalled where restarted.contains(partition) {
+            restarts[partition] = (now, position)
+        }
         return restarted.count
     }
 }

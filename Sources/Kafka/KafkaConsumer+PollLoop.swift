@@ -11,7 +11,8 @@ extension KafkaConsumer {
         var stalledFetches = StalledFetchRestarter.isNeeded ? StalledFetchRestarter() : nil
         while core.isRunning {
             if !core.waitForRoom() { core.throttle() }
-            switch client.consumerPoll(milliseconds: pollTimeoutMilliseconds) {
+            let timeout = stalledFetches?.pollTimeoutMilliseconds ?? pollTimeoutMilliseconds
+            switch client.consumerPoll(milliseconds: timeout) {
             case nil:
                 guard stalledFetches != nil else { continue }
                 let restarted = stalledFetches?.pollCameBackEmpty(client: client, paused: core.pausedPartitions) ?? 0
@@ -19,6 +20,7 @@ extension KafkaConsumer {
             case .partitionEnd?:
                 continue
             case .message(let message)?:
+                stalledFetches?.recordArrived()
                 core.deliver(message)
             case .fatal?:
                 let error = client.recordedFatalError ?? KafkaError(.fatal, "consumer", response: .fatal)

@@ -14,27 +14,29 @@ struct KafkaFetchRestartTests {
         let partitions: Int32 = 2
         let perPartition = 1_000
         let cluster = try startCluster(topic: "in", partitions: Int(partitions))
-        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
-        // 1 KB records: 2 MB against a 64 KB queue, about thirty queuefuls.
+        var producerConfiguration = testProducerConfiguration(cluster)
+        producerConfiguration.linger = .zero
+        let producer = try KafkaProducer(configuration: producerConfiguration)
+        // 1 KB records, 2 MB against a 64 KB queue fetched 32 KB at a time. One at a time, so that each is
+        // a batch of its own: a fetch returns whole batches, and large ones would fill the queue in one go.
         let padding = String(repeating: "x", count: 1_000)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<(perPartition * Int(partitions)) {
-                group.addTask {
-                    _ = try await producer.send(
-                        topic: "in", key: nil, value: Array("\(index) \(padding)".utf8),
-                        partition: Int32(index) % partitions)
-                }
-            }
-            try await group.waitForAll()
+        for index in 0..<(perPartition * Int(partitions)) {
+            _ = try await producer.send(
+                topic: "in", key: nil, value: Array("\(index) \(padding)".utf8), partition: Int32(index) % partitions)
         }
         try await producer.close(timeout: .seconds(10))
 
         var configuration = testConsumerConfiguration(cluster, group: "small-queue")
+        // A small hand-off, so that librdkafka's queue is what fills while the reader dawdles.
+        configuration.bufferCapacity = 16
         configuration.client[property: "queued.max.messages.kbytes"] = "64"
+        // A fetch may overshoot the queue's size by a partition's fetch size: keep that small too, so the
+        // queue fills and empties dozens of times per partition.
+        configuration.client[property: "fetch.message.max.bytes"] = "32768"
         let consumer = try KafkaConsumer(configuration: configuration)
         try consumer.subscribe(topics: ["in"])
         let total = perPartition * Int(partitions)
-        let received = try await receive(total, from: consumer, within: .seconds(120))
+        let received = try await receiveSlowly(total, from: consumer, within: .seconds(120))
         let restarts = consumer.fetchRestarts
         try await consumer.close()
 
@@ -55,6 +57,32 @@ struct KafkaFetchRestartTests {
             #expect(restarts > 0)
         } else {
             #expect(restarts == 0)
+        }
+    }
+
+    /// Reads like `receive`, but pauses a moment every 32 records: a reader slower than the fetcher lets
+    /// librdkafka's queue fill, so that fetching stops for every partition whose queue is full.
+    private func receiveSlowly(
+        _ count: Int, from consumer: KafkaConsumer, within timeout: Duration
+    ) async throws -> [KafkaConsumerMessage] {
+        try await withThrowingTaskGroup(of: [KafkaConsumerMessage]?.self) { group in
+            group.addTask {
+                var received: [KafkaConsumerMessage] = []
+                for try await message in consumer.messages {
+                    received.append(message)
+                    if received.count >= count { break }
+                    if received.count % 32 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+                }
+                return received
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            if let received = try await group.next()! { return received }
+            group.cancelAll()
+            return try await group.next()!!
         }
     }
 }
