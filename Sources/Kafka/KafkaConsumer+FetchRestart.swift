@@ -8,6 +8,11 @@
 // such a partition itself: a seek to where the reader stands, which wakes the broker's thread and
 // fetches from there. Nothing is skipped or read twice, since the seek goes to the next record the
 // reader would get and waits until the fetcher has taken it.
+//
+// A seek is an op with a version barrier, and librdkafka drops any older op of the partition that has not
+// run yet (confluentinc/librdkafka#2190): a seek landing between an assignment's FETCH_START and its run
+// would leave the partition stopped for good. So only a partition that has handed over a record since the
+// last assignment change (its fetcher has started) is ever restarted.
 
 /// Finds partitions librdkafka left idle with records to read and restarts their fetching (poll thread).
 struct StalledFetchRestarter {
@@ -29,6 +34,10 @@ struct StalledFetchRestarter {
     static let busyFor: Duration = .seconds(1)
 
     private var lastRecordAt: ContinuousClock.Instant?
+    /// Partitions that handed over a record since the assignment last changed (`assignmentsMade`).
+    private var started: Set<KafkaTopicPartition> = []
+    private var lastPartition: KafkaTopicPartition?
+    private var assignmentsSeen: UInt64 = 0
 
     /// Each restarted partition's last restart: when, and the position it restarted from.
     private var restarts: [KafkaTopicPartition: (at: ContinuousClock.Instant, position: Int64)] = [:]
@@ -42,17 +51,37 @@ struct StalledFetchRestarter {
     }
 
     /// Called for each record the poll returns.
-    mutating func recordArrived() { lastRecordAt = .now }
+    mutating func recordArrived(from partition: KafkaTopicPartition) {
+        lastRecordAt = .now
+        if partition != lastPartition {
+            started.insert(partition)
+            lastPartition = partition
+        }
+    }
+
+    /// Called with the consumer's count of assignments made, before each check: a new assignment (or
+    /// revocation) forgets which partitions had started.
+    private mutating func noteAssignments(_ assignmentsMade: UInt64) {
+        guard assignmentsMade != assignmentsSeen else { return }
+        assignmentsSeen = assignmentsMade
+        started.removeAll()
+        lastPartition = nil
+    }
 
     /// After a poll came back with nothing: the queue is empty, so an unpaused partition whose broker
     /// reported records beyond the reader's position is not being fetched. Returns the partitions
     /// restarted.
-    mutating func pollCameBackEmpty(client: RDKafkaClient, paused: Set<KafkaTopicPartition>) -> Int {
+    mutating func pollCameBackEmpty(
+        client: RDKafkaClient, paused: Set<KafkaTopicPartition>, assignmentsMade: UInt64
+    ) -> Int {
+        noteAssignments(assignmentsMade)
+        guard !started.isEmpty else { return 0 }
         guard let assignment = try? client.assignment(withPositions: true), !assignment.isEmpty else { return 0 }
         let now = ContinuousClock.now
         var stalled: [(KafkaTopicPartition, Int64)] = []
         for entry in assignment where entry.offset >= 0 && !paused.contains(entry.topicPartition) {
             let partition = entry.topicPartition
+            guard started.contains(partition) else { continue }
             guard let high = client.cachedHighWatermark(of: partition), high > entry.offset else { continue }
             if let last = restarts[partition], last.position == entry.offset, now - last.at < Self.coolDown { continue }
             stalled.append((partition, entry.offset))

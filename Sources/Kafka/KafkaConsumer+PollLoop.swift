@@ -15,12 +15,15 @@ extension KafkaConsumer {
             switch client.consumerPoll(milliseconds: timeout) {
             case nil:
                 guard stalledFetches != nil else { continue }
-                let restarted = stalledFetches?.pollCameBackEmpty(client: client, paused: core.pausedPartitions) ?? 0
+                let (paused, assignmentsMade) = core.pausesAndAssignments
+                let restarted =
+                    stalledFetches?.pollCameBackEmpty(client: client, paused: paused, assignmentsMade: assignmentsMade)
+                    ?? 0
                 if restarted > 0 { core.fetchRestarts.add(restarted, ordering: .relaxed) }
             case .partitionEnd?:
                 continue
             case .message(let message)?:
-                stalledFetches?.recordArrived()
+                stalledFetches?.recordArrived(from: message.topicPartition)
                 core.deliver(message)
             case .fatal?:
                 let error = client.recordedFatalError ?? KafkaError(.fatal, "consumer", response: .fatal)

@@ -86,9 +86,9 @@ final class ConsumerCore: Sendable {
     }
 
     var isRunning: Bool { state.withLock { $0.lifecycle == .running } }
-    /// The partitions paused now, by the owner or by the hand-off.
-    var pausedPartitions: Set<KafkaTopicPartition> {
-        state.withLock { $0.pausedByOwner.union($0.pausedForBuffer) }
+    /// The partitions paused now (by the owner or by the hand-off), and how many assignments were made so far.
+    var pausesAndAssignments: (paused: Set<KafkaTopicPartition>, assignmentsMade: UInt64) {
+        state.withLock { ($0.pausedByOwner.union($0.pausedForBuffer), $0.assignmentsMade) }
     }
 
     /// Whether closing now would hit librdkafka 2.0.2's cooperative-sticky destroy bug: a member that
