@@ -11,8 +11,9 @@
 //
 // A seek is an op with a version barrier, and librdkafka drops any older op of the partition that has not
 // run yet (confluentinc/librdkafka#2190): a seek landing between an assignment's FETCH_START and its run
-// would leave the partition stopped for good. So only a partition that has handed over a record since the
-// last assignment change (its fetcher has started) is ever restarted.
+// would leave the partition stopped for good, and one landing after a resume that has not run yet would
+// leave it paused for good. So only a partition that has handed over a record since the last assignment,
+// pause or resume (its fetcher has taken them) is ever restarted.
 
 /// Finds partitions librdkafka left idle with records to read and restarts their fetching (poll thread).
 struct StalledFetchRestarter {
@@ -34,10 +35,10 @@ struct StalledFetchRestarter {
     static let busyFor: Duration = .seconds(1)
 
     private var lastRecordAt: ContinuousClock.Instant?
-    /// Partitions that handed over a record since the assignment last changed (`assignmentsMade`).
+    /// Partitions that handed over a record since the last assignment, pause or resume.
     private var started: Set<KafkaTopicPartition> = []
     private var lastPartition: KafkaTopicPartition?
-    private var assignmentsSeen: UInt64 = 0
+    private var stateChangesSeen: UInt64 = 0
 
     /// Each restarted partition's last restart: when, and the position it restarted from.
     private var restarts: [KafkaTopicPartition: (at: ContinuousClock.Instant, position: Int64)] = [:]
@@ -59,11 +60,11 @@ struct StalledFetchRestarter {
         }
     }
 
-    /// Called with the consumer's count of assignments made, before each check: a new assignment (or
-    /// revocation) forgets which partitions had started.
-    private mutating func noteAssignments(_ assignmentsMade: UInt64) {
-        guard assignmentsMade != assignmentsSeen else { return }
-        assignmentsSeen = assignmentsMade
+    /// Called before each check with a count that moves with every assignment, pause and resume: a change
+    /// forgets which partitions had started.
+    private mutating func noteStateChanges(_ count: UInt64) {
+        guard count != stateChangesSeen else { return }
+        stateChangesSeen = count
         started.removeAll()
         lastPartition = nil
     }
@@ -72,9 +73,9 @@ struct StalledFetchRestarter {
     /// reported records beyond the reader's position is not being fetched. Returns the partitions
     /// restarted.
     mutating func pollCameBackEmpty(
-        client: RDKafkaClient, paused: Set<KafkaTopicPartition>, assignmentsMade: UInt64
+        client: RDKafkaClient, paused: Set<KafkaTopicPartition>, stateChanges: UInt64
     ) -> Int {
-        noteAssignments(assignmentsMade)
+        noteStateChanges(stateChanges)
         guard !started.isEmpty else { return 0 }
         guard let assignment = try? client.assignment(withPositions: true), !assignment.isEmpty else { return 0 }
         let now = ContinuousClock.now

@@ -15,10 +15,9 @@ extension KafkaConsumer {
             switch client.consumerPoll(milliseconds: timeout) {
             case nil:
                 guard stalledFetches != nil else { continue }
-                let (paused, assignmentsMade) = core.pausesAndAssignments
+                let (paused, changes) = core.pausesAndChanges
                 let restarted =
-                    stalledFetches?.pollCameBackEmpty(client: client, paused: paused, assignmentsMade: assignmentsMade)
-                    ?? 0
+                    stalledFetches?.pollCameBackEmpty(client: client, paused: paused, stateChanges: changes) ?? 0
                 if restarted > 0 { core.fetchRestarts.add(restarted, ordering: .relaxed) }
             case .partitionEnd?:
                 continue

@@ -51,7 +51,7 @@ extension ConsumerCore {
                 // Only a partition assigned while throttled can still deliver; pause it too.
                 let partition = message.topicPartition
                 if !state.pausedForBuffer.contains(partition), !state.pausedByOwner.contains(partition) {
-                    Self.setPaused(true, [partition], handle: state.handle)
+                    setPaused(true, [partition], handle: state.handle)
                     state.pausedForBuffer.insert(partition)
                 }
             }
@@ -84,7 +84,7 @@ extension ConsumerCore {
         state.withLock { state in
             guard !state.isThrottled, state.buffer.count >= capacity else { return }
             let toPause = state.assignment.subtracting(state.pausedByOwner)
-            Self.setPaused(true, toPause, handle: state.handle)
+            setPaused(true, toPause, handle: state.handle)
             state.pausedForBuffer = toPause
             state.isThrottled = true
         }
@@ -143,7 +143,7 @@ extension ConsumerCore {
     /// Resumes the partitions the hand-off paused once it has drained below the threshold.
     func resumeIfDrained(_ state: inout State) {
         guard state.isThrottled, state.buffer.count <= resumeThreshold else { return }
-        Self.setPaused(false, state.pausedForBuffer.subtracting(state.pausedByOwner), handle: state.handle)
+        setPaused(false, state.pausedForBuffer.subtracting(state.pausedByOwner), handle: state.handle)
         state.pausedForBuffer = []
         state.isThrottled = false
     }

@@ -7,7 +7,7 @@ extension ConsumerCore {
             try Self.checkAssigned(partitions, in: state.assignment, action: "pause")
             let fresh = Set(partitions).subtracting(state.pausedByOwner).subtracting(state.pausedForBuffer)
             state.pausedByOwner.formUnion(partitions)
-            if let error = Self.setPaused(true, fresh, handle: state.handle) { throw error }
+            if let error = setPaused(true, fresh, handle: state.handle) { throw error }
         }
     }
 
@@ -17,7 +17,7 @@ extension ConsumerCore {
             let paused = Set(partitions).intersection(state.pausedByOwner)
             state.pausedByOwner.subtract(paused)
             // A partition the full hand-off also paused stays paused until the hand-off drains.
-            if let error = Self.setPaused(false, paused.subtracting(state.pausedForBuffer), handle: state.handle) {
+            if let error = setPaused(false, paused.subtracting(state.pausedForBuffer), handle: state.handle) {
                 throw error
             }
         }
@@ -37,11 +37,14 @@ extension ConsumerCore {
         }
     }
 
-    /// Pauses or resumes `partitions` in librdkafka (nothing before the handle is set).
+    /// Pauses or resumes `partitions` in librdkafka (nothing before the handle is set), and counts the
+    /// change (`pauseChanges`).
     @discardableResult
-    static func setPaused(
+    func setPaused(
         _ pause: Bool, _ partitions: Set<KafkaTopicPartition>, handle: RDKafkaHandle?
     ) -> KafkaError? {
-        handle?.setPaused(pause, partitions)
+        guard !partitions.isEmpty else { return nil }
+        pauseChanges.add(1, ordering: .relaxed)
+        return handle?.setPaused(pause, partitions)
     }
 }

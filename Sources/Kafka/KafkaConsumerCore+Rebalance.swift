@@ -44,13 +44,13 @@ extension ConsumerCore {
             for partition in partitions { state.assignmentNumbers[partition] = state.assignmentsMade }
             let fresh = Set(partitions)
             if state.isThrottled {
-                Self.setPaused(true, fresh, handle: rebalance.handle)
+                setPaused(true, fresh, handle: rebalance.handle)
                 state.pausedForBuffer.formUnion(fresh)
             } else {
                 // librdkafka keeps a partition's pause flag across a revoke and a new assignment, while
                 // the pauses recorded here end at the revoke: make librdkafka agree, or a partition
                 // paused before a rebalance would come back never to fetch again.
-                Self.setPaused(false, fresh, handle: rebalance.handle)
+                setPaused(false, fresh, handle: rebalance.handle)
             }
         }
         noteMembership(true, cause: nil)

@@ -66,6 +66,9 @@ final class ConsumerCore: Sendable {
     let promptCommits: PromptCommits?
     /// Partitions whose idle fetching the poll thread restarted (`StalledFetchRestarter`), for tests.
     let fetchRestarts = Atomic<Int>(0)
+    /// Pause and resume requests made to librdkafka so far (`setPaused`): each is an op with a version
+    /// barrier, like the restarter's seek, which must not overtake one that has not run yet.
+    let pauseChanges = Atomic<UInt64>(0)
 
     init(
         capacity: Int, stallTimeout: Duration, rebalanceDeadline: Duration,
@@ -86,9 +89,12 @@ final class ConsumerCore: Sendable {
     }
 
     var isRunning: Bool { state.withLock { $0.lifecycle == .running } }
-    /// The partitions paused now (by the owner or by the hand-off), and how many assignments were made so far.
-    var pausesAndAssignments: (paused: Set<KafkaTopicPartition>, assignmentsMade: UInt64) {
-        state.withLock { ($0.pausedByOwner.union($0.pausedForBuffer), $0.assignmentsMade) }
+    /// The partitions paused now (by the owner or by the hand-off), and a count that moves with every
+    /// assignment and every pause or resume request.
+    var pausesAndChanges: (paused: Set<KafkaTopicPartition>, changes: UInt64) {
+        state.withLock {
+            ($0.pausedByOwner.union($0.pausedForBuffer), $0.assignmentsMade &+ pauseChanges.load(ordering: .relaxed))
+        }
     }
 
     /// Whether closing now would hit librdkafka 2.0.2's cooperative-sticky destroy bug: a member that

@@ -1,6 +1,7 @@
 // A prefetch queue far smaller than the backlog fills and empties many times over. librdkafka before
 // 2.2 then left each partition idle for up to a second per queueful; the poll thread restarts it with a
-// seek to the reader's position, which must neither skip nor repeat a record.
+// seek to the reader's position, which must neither skip nor repeat a record, nor, with the owner pausing
+// and resuming meanwhile, leave a partition stopped or paused.
 
 import Synchronization
 import Testing
@@ -11,8 +12,34 @@ import Testing
 struct KafkaFetchRestartTests {
     @Test("a backlog many prefetch queues long arrives whole, in order and once, however often fetching stalls")
     func smallPrefetchQueueDeliversTheWholeBacklogOnce() async throws {
-        let partitions: Int32 = 2
-        let perPartition = 1_000
+        let (received, restarts) = try await drainBacklog(pausingEvery: nil)
+        try expectWholeInOrderOnce(received)
+        print("librdkafka \(RDKafkaVersion.loadedText): \(restarts) fetch restarts over \(received.count) records")
+        if StalledFetchRestarter.isNeeded {
+            // The queue emptied while partitions waited for their broker's thread: restarts did the fetching.
+            #expect(restarts > 0)
+        } else {
+            #expect(restarts == 0)
+        }
+    }
+
+    @Test("pausing and resuming a partition over and over while fetching stalls loses, repeats and strands nothing")
+    func pausesAndResumesAmidRestartsStrandNothing() async throws {
+        // Each pause and resume is a librdkafka op with a version barrier, as a restart's seek is: an op that
+        // overtook a resume not yet run would leave the partition paused for good (the read would time out).
+        let (received, restarts) = try await drainBacklog(pausingEvery: 250)
+        try expectWholeInOrderOnce(received)
+        print("librdkafka \(RDKafkaVersion.loadedText): \(restarts) fetch restarts amid pauses")
+        #expect(StalledFetchRestarter.isNeeded ? restarts > 0 : restarts == 0)
+    }
+
+    private static let partitions: Int32 = 2
+    private static let perPartition = 1_000
+
+    /// Fills a two-partition topic with 1 KB records and reads them slowly through a 64 KB queue; with
+    /// `pausingEvery`, partition 0 is paused and at once resumed after every that many records.
+    private func drainBacklog(pausingEvery: Int?) async throws -> (received: [KafkaConsumerMessage], restarts: Int) {
+        let partitions = Self.partitions
         let cluster = try startCluster(topic: "in", partitions: Int(partitions))
         var producerConfiguration = testProducerConfiguration(cluster)
         producerConfiguration.linger = .zero
@@ -20,7 +47,7 @@ struct KafkaFetchRestartTests {
         // 1 KB records, 2 MB against a 64 KB queue fetched 32 KB at a time. One at a time, so that each is
         // a batch of its own: a fetch returns whole batches, and large ones would fill the queue in one go.
         let padding = String(repeating: "x", count: 1_000)
-        for index in 0..<(perPartition * Int(partitions)) {
+        for index in 0..<(Self.perPartition * Int(partitions)) {
             _ = try await producer.send(
                 topic: "in", key: nil, value: Array("\(index) \(padding)".utf8), partition: Int32(index) % partitions)
         }
@@ -35,11 +62,15 @@ struct KafkaFetchRestartTests {
         configuration.client[property: "fetch.message.max.bytes"] = "32768"
         let consumer = try KafkaConsumer(configuration: configuration)
         try consumer.subscribe(topics: ["in"])
-        let total = perPartition * Int(partitions)
-        let received = try await receiveSlowly(total, from: consumer, within: .seconds(120))
+        let received = try await receiveSlowly(
+            Self.perPartition * Int(partitions), from: consumer, within: .seconds(120), pausingEvery: pausingEvery)
         let restarts = consumer.fetchRestarts
         try await consumer.close()
+        return (received, restarts)
+    }
 
+    private func expectWholeInOrderOnce(_ received: [KafkaConsumerMessage]) throws {
+        let total = Self.perPartition * Int(Self.partitions)
         #expect(received.count == total)
         var next: [Int32: Int64] = [:]
         var seen = Set<Int>()
@@ -51,19 +82,12 @@ struct KafkaFetchRestartTests {
             #expect(seen.insert(index).inserted, "record \(index) arrived twice")
         }
         #expect(seen.count == total)
-        print("librdkafka \(RDKafkaVersion.loadedText): \(restarts) fetch restarts over \(total) records")
-        if StalledFetchRestarter.isNeeded {
-            // The queue emptied while partitions waited for their broker's thread: restarts did the fetching.
-            #expect(restarts > 0)
-        } else {
-            #expect(restarts == 0)
-        }
     }
 
     /// Reads like `receive`, but pauses a moment every 32 records: a reader slower than the fetcher lets
     /// librdkafka's queue fill, so that fetching stops for every partition whose queue is full.
     private func receiveSlowly(
-        _ count: Int, from consumer: KafkaConsumer, within timeout: Duration
+        _ count: Int, from consumer: KafkaConsumer, within timeout: Duration, pausingEvery: Int?
     ) async throws -> [KafkaConsumerMessage] {
         try await withThrowingTaskGroup(of: [KafkaConsumerMessage]?.self) { group in
             group.addTask {
@@ -72,6 +96,11 @@ struct KafkaFetchRestartTests {
                     received.append(message)
                     if received.count >= count { break }
                     if received.count % 32 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+                    if let pausingEvery, received.count % pausingEvery == 0 {
+                        let first = KafkaTopicPartition(topic: "in", partition: 0)
+                        try consumer.pause([first])
+                        try consumer.resume([first])
+                    }
                 }
                 return received
             }
