@@ -89,29 +89,13 @@ struct KafkaFetchRestartTests {
     private func receiveSlowly(
         _ count: Int, from consumer: KafkaConsumer, within timeout: Duration, pausingEvery: Int?
     ) async throws -> [KafkaConsumerMessage] {
-        try await withThrowingTaskGroup(of: [KafkaConsumerMessage]?.self) { group in
-            group.addTask {
-                var received: [KafkaConsumerMessage] = []
-                for try await message in consumer.messages {
-                    received.append(message)
-                    if received.count >= count { break }
-                    if received.count % 32 == 0 { try await Task.sleep(for: .milliseconds(2)) }
-                    if let pausingEvery, received.count % pausingEvery == 0 {
-                        let first = KafkaTopicPartition(topic: "in", partition: 0)
-                        try consumer.pause([first])
-                        try consumer.resume([first])
-                    }
-                }
-                return received
+        try await receive(count, from: consumer, within: timeout) { received in
+            if received % 32 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+            if let pausingEvery, received % pausingEvery == 0 {
+                let first = KafkaTopicPartition(topic: "in", partition: 0)
+                try consumer.pause([first])
+                try consumer.resume([first])
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            if let received = try await group.next()! { return received }
-            group.cancelAll()
-            return try await group.next()!!
         }
     }
 }

@@ -60,9 +60,11 @@ func produce(
     }
 }
 
-/// Reads records until `count` arrived or `timeout` passed; returns what arrived.
+/// Reads records until `count` arrived or `timeout` passed; returns what arrived. `afterEach` runs with the
+/// number received so far after every record but the last (a reader that dawdles, pauses, ...).
 func receive(
-    _ count: Int, from consumer: KafkaConsumer, within timeout: Duration
+    _ count: Int, from consumer: KafkaConsumer, within timeout: Duration,
+    afterEach: @escaping @Sendable (_ received: Int) async throws -> Void = { _ in }
 ) async throws -> [KafkaConsumerMessage] {
     try await withThrowingTaskGroup(of: [KafkaConsumerMessage]?.self) { group in
         group.addTask {
@@ -70,6 +72,7 @@ func receive(
             for try await message in consumer.messages {
                 received.append(message)
                 if received.count >= count { break }
+                try await afterEach(received.count)
             }
             return received
         }
