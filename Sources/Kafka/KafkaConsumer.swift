@@ -129,6 +129,9 @@ public final class KafkaConsumer: Sendable {
     /// left idle with records to read (see `StalledFetchRestarter`).
     package var fetchRestarts: Int { core.fetchRestarts.load(ordering: .relaxed) }
 
+    /// How many records (and events) librdkafka has fetched that the poll thread has not yet taken, for tests.
+    package var queuedInLibrdkafka: Int { client.consumerQueueLength() }
+
     /// Whether brokers answer and the consumer holds group membership, as of the last check
     /// (librdkafka's error events, its statistics every `connectionCheckInterval`, and rebalances).
     public var status: KafkaConsumerStatus { core.status }

@@ -35,8 +35,9 @@ struct KafkaFetchRestartTests {
 
     private static let partitions: Int32 = 2
     private static let perPartition = 1_000
+    private static let handOffCapacity = 16
 
-    /// Fills a two-partition topic with 1 KB records and reads them slowly through a 64 KB queue; with
+    /// Fills a two-partition topic with 1 KB records and reads them a queueful at a time through a 64 KB queue; with
     /// `pausingEvery`, partition 0 is paused and at once resumed after every that many records.
     private func drainBacklog(pausingEvery: Int?) async throws -> (received: [KafkaConsumerMessage], restarts: Int) {
         let partitions = Self.partitions
@@ -54,8 +55,11 @@ struct KafkaFetchRestartTests {
         try await producer.close(timeout: .seconds(10))
 
         var configuration = testConsumerConfiguration(cluster, group: "small-queue")
-        // A small hand-off, so that librdkafka's queue is what fills while the reader dawdles.
-        configuration.bufferCapacity = 16
+        // A small hand-off, so that librdkafka's queue is what fills while the reader waits.
+        configuration.bufferCapacity = Self.handOffCapacity
+        // The reader waits for librdkafka's queue to fill while the hand-off is full: a hand-off that stalls
+        // would pause the partitions, which drops the queue it waits for.
+        configuration.stallTimeout = .seconds(600)
         configuration.client[property: "queued.max.messages.kbytes"] = "64"
         // A fetch may overshoot the queue's size by a partition's fetch size: keep that small too, so the
         // queue fills and empties dozens of times per partition.
@@ -84,17 +88,31 @@ struct KafkaFetchRestartTests {
         #expect(seen.count == total)
     }
 
-    /// Reads like `receive`, but pauses a moment every 32 records: a reader slower than the fetcher lets
-    /// librdkafka's queue fill, so that fetching stops for every partition whose queue is full.
+    /// Reads like `receive`, but whenever librdkafka's queue has run empty, waits until it holds more than
+    /// `queued.max.messages.kbytes` again (or the rest of the backlog), then reads on at full speed. Each
+    /// queueful is thus fetched to the limit, where librdkafka stops the partition, and drained faster than
+    /// its broker's thread wakes on its own: the stall the restarter is for, once per queueful, on any
+    /// machine however loaded. (A reader that merely dawdles lets the queue fill only when it is slower than
+    /// the fetcher, which a busy machine reverses.)
     private func receiveSlowly(
         _ count: Int, from consumer: KafkaConsumer, within timeout: Duration, pausingEvery: Int?
     ) async throws -> [KafkaConsumerMessage] {
-        try await receive(count, from: consumer, within: timeout) { received in
-            if received % 32 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        // 1,002-1,005 bytes of payload each: a fetcher that asks only for what still fits under the 64 KB limit
+        // stops at 65 of them, and 60 leaves room for the last fetch's batches.
+        let nearlyFull = 60
+        // Records the poll thread may hold beyond librdkafka's queue: the hand-off's and the one it delivers.
+        let heldByThePollThread = Self.handOffCapacity + 1
+        return try await receive(count, from: consumer, within: timeout) { received in
             if let pausingEvery, received % pausingEvery == 0 {
                 let first = KafkaTopicPartition(topic: "in", partition: 0)
                 try consumer.pause([first])
                 try consumer.resume([first])
+            }
+            guard consumer.queuedInLibrdkafka == 0 else { return }
+            while true {
+                let queued = consumer.queuedInLibrdkafka
+                if queued >= nearlyFull || received + queued + heldByThePollThread >= count { return }
+                try await Task.sleep(for: .milliseconds(1))
             }
         }
     }

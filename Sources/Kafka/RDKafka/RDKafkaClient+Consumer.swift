@@ -47,6 +47,13 @@ extension RDKafkaClient {
         return .error(RDKafkaResponse(response), context: context)
     }
 
+    /// How many records and events wait in the consumer's queue: fetched, not yet polled.
+    func consumerQueueLength() -> Int {
+        guard let queue = rd_kafka_queue_get_consumer(handle) else { return 0 }
+        defer { rd_kafka_queue_destroy(queue) }
+        return rd_kafka_queue_length(queue)
+    }
+
     /// Like ``consumerPoll(milliseconds:)``, but drops what it receives without reading it.
     func consumerPollDiscarding(milliseconds: Int32) {
         if let message = rd_kafka_consumer_poll(handle, milliseconds) { rd_kafka_message_destroy(message) }
