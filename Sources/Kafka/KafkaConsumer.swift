@@ -119,7 +119,7 @@ public final class KafkaConsumer: Sendable {
     /// false once it was revoked, even if it was assigned again since. A record that is no longer current
     /// must not be processed: its partition's owner reads it again. Non-blocking (one short lock); any thread.
     public func isCurrent(_ partition: KafkaTopicPartition, assignment: UInt64) -> Bool {
-        core.state.withLock { $0.assignmentNumbers[partition] == assignment }
+        core.state.withLock { $0.assigned[partition]?.number == assignment }
     }
 
     /// How many received records wait in the hand-off (at most `bufferCapacity`, see ``KafkaConsumer``).
@@ -128,6 +128,11 @@ public final class KafkaConsumer: Sendable {
     /// How many times the poll thread restarted a partition's fetching that librdkafka (before 2.2) had
     /// left idle with records to read (see `StalledFetchRestarter`).
     package var fetchRestarts: Int { core.fetchRestarts.load(ordering: .relaxed) }
+
+    /// Whether the first record of `partition`, paused before it fetched, waits for its resume, for tests.
+    package func holdsFirstRecord(of partition: KafkaTopicPartition) -> Bool {
+        core.state.withLock { $0.firstRecordsHeld[partition] != nil }
+    }
 
     /// How many records (and events) librdkafka has fetched that the poll thread has not yet taken, for tests.
     package var queuedInLibrdkafka: Int { client.consumerQueueLength() }

@@ -37,25 +37,34 @@ extension ConsumerCore {
     func deliver(_ received: KafkaConsumerMessage) {
         state.withLock { state in
             // A record of a partition revoked meanwhile is dropped: it is redelivered to its new owner.
-            guard state.assignment.contains(received.topicPartition),
-                let assignment = state.assignmentNumbers[received.topicPartition]
-            else { return }
+            let partition = received.topicPartition
+            guard state.assignment.contains(partition), var assigned = state.assigned[partition] else { return }
             var message = received
-            message.assignment = assignment
-            if !state.waiters.isEmpty {
-                state.waiters.removeFirst().continuation.resume(returning: message)
-                return
-            }
-            state.buffer.append(message)
-            if state.isThrottled {
-                // Only a partition assigned while throttled can still deliver; pause it too.
-                let partition = message.topicPartition
-                if !state.pausedForBuffer.contains(partition), !state.pausedByOwner.contains(partition) {
-                    setPaused(true, [partition], handle: state.handle)
-                    state.pausedForBuffer.insert(partition)
+            message.assignment = assigned.number
+            if !assigned.hasFetched {
+                // Its fetch start has run: the pauses held back for it can be applied now.
+                assigned.hasFetched = true
+                state.assigned[partition] = assigned
+                applyPauses([partition], &state)
+                if state.isPaused(partition) {
+                    // Paused before it fetched (by the owner, or by a full hand-off). librdkafka, paused
+                    // now, drops whatever else it fetched and starts again after this record on resume:
+                    // the record waits for that resume here (one per partition at most).
+                    state.firstRecordsHeld[partition] = message
+                    return
                 }
             }
+            handOut(message, &state)
         }
+    }
+
+    /// Gives `message` to a waiting reader, or buffers it.
+    func handOut(_ message: KafkaConsumerMessage, _ state: inout State) {
+        if !state.waiters.isEmpty {
+            state.waiters.removeFirst().continuation.resume(returning: message)
+            return
+        }
+        state.buffer.append(message)
     }
 
     /// Waits (on the poll thread) until the hand-off has room, at most `stallTimeout`.
@@ -83,10 +92,9 @@ extension ConsumerCore {
     func throttle() {
         state.withLock { state in
             guard !state.isThrottled, state.buffer.count >= capacity else { return }
-            let toPause = state.assignment.subtracting(state.pausedByOwner)
-            setPaused(true, toPause, handle: state.handle)
-            state.pausedForBuffer = toPause
+            state.pausedForBuffer = state.assignment.subtracting(state.pausedByOwner)
             state.isThrottled = true
+            applyPauses(state.pausedForBuffer, &state)
         }
     }
 
@@ -143,9 +151,10 @@ extension ConsumerCore {
     /// Resumes the partitions the hand-off paused once it has drained below the threshold.
     func resumeIfDrained(_ state: inout State) {
         guard state.isThrottled, state.buffer.count <= resumeThreshold else { return }
-        setPaused(false, state.pausedForBuffer.subtracting(state.pausedByOwner), handle: state.handle)
+        let held = state.pausedForBuffer
         state.pausedForBuffer = []
         state.isThrottled = false
+        applyPauses(held, &state)
     }
 
     var bufferedCount: Int { state.withLock { $0.buffer.count } }

@@ -1,26 +1,55 @@
 // Pauses are kept in two sets: the owner's (its flow control) and the hand-off's (a full buffer), so
-// that resuming one never resumes a partition the other still holds.
+// that resuming one never resumes a partition the other still holds. librdkafka is told only about
+// partitions that have fetched since their assignment, and every pause it holds is lifted before a
+// partition is revoked, because librdkafka's pause, resume and fetch start are ops whose order it does
+// not keep when they are issued from different threads at the same moment: each takes a version number
+// and then queues itself, and an op found older than one already run is dropped
+// (librdkafka's toppar op serve). A resume issued while librdkafka's main thread starts an assignment's
+// fetching could drop that fetch start (the partition stays assigned and never fetches: statistics say
+// `fetch_state: stopped`) or be dropped itself (it stays paused). A partition that has handed over a
+// record has run its fetch start, and one being revoked is quiet until its unassign, which comes after.
 
 extension ConsumerCore {
     func pauseByOwner(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try state.withLock { state throws(KafkaError) in
             try Self.checkAssigned(partitions, in: state.assignment, action: "pause")
-            let fresh = Set(partitions).subtracting(state.pausedByOwner).subtracting(state.pausedForBuffer)
             state.pausedByOwner.formUnion(partitions)
-            if let error = setPaused(true, fresh, handle: state.handle) { throw error }
+            if let error = applyPauses(partitions, &state) { throw error }
         }
     }
 
     func resumeByOwner(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try state.withLock { state throws(KafkaError) in
             try Self.checkAssigned(partitions, in: state.assignment, action: "resume")
-            let paused = Set(partitions).intersection(state.pausedByOwner)
-            state.pausedByOwner.subtract(paused)
+            state.pausedByOwner.subtract(partitions)
             // A partition the full hand-off also paused stays paused until the hand-off drains.
-            if let error = setPaused(false, paused.subtracting(state.pausedForBuffer), handle: state.handle) {
-                throw error
-            }
+            if let error = applyPauses(partitions, &state) { throw error }
         }
+    }
+
+    /// Brings librdkafka's pauses of `partitions` in line with the owner's and the hand-off's: paused if
+    /// either holds it, once it has fetched since its assignment. One that has not keeps its pause in these
+    /// sets alone until its first record arrives (`deliver`, which holds that record back), or is revoked.
+    /// A partition no longer held by either gets its held-back record handed out.
+    @discardableResult
+    func applyPauses(_ partitions: some Sequence<KafkaTopicPartition>, _ state: inout State) -> KafkaError? {
+        var toPause: Set<KafkaTopicPartition> = []
+        var toResume: Set<KafkaTopicPartition> = []
+        var released: [KafkaConsumerMessage] = []
+        for partition in partitions where state.assigned[partition]?.hasFetched == true {
+            let wanted = state.isPaused(partition)
+            let paused = state.pausedInLibrdkafka.contains(partition)
+            if wanted, !paused { toPause.insert(partition) }
+            if !wanted, paused { toResume.insert(partition) }
+            if !wanted, let held = state.firstRecordsHeld.removeValue(forKey: partition) { released.append(held) }
+        }
+        state.pausedInLibrdkafka.formUnion(toPause)
+        state.pausedInLibrdkafka.subtract(toResume)
+        let pauseError = setPaused(true, toPause, handle: state.handle)
+        let resumeError = setPaused(false, toResume, handle: state.handle)
+        // Before anything fetched after the resume: the held record comes first.
+        for message in released { handOut(message, &state) }
+        return pauseError ?? resumeError
     }
 
     private static func checkAssigned(

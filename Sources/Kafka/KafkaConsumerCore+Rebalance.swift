@@ -17,8 +17,10 @@ extension ConsumerCore {
         case .failed(let response):
             let error = KafkaError(.rebalance, "rebalance failed; dropping the assignment", response: response)
             eventHandler?(.error(error))
-            dropFromState(partitions.isEmpty ? state.withLock { Array($0.assignment) } : partitions)
+            let dropped = partitions.isEmpty ? state.withLock { Array($0.assignment) } : partitions
+            dropFromState(dropped)
             noteMembership(false, cause: error.message)
+            liftPauses(dropped, handle: rebalance.handle)
             if rebalance.isCooperative {
                 if let error = rebalance.incrementalUnassign("unassign") { eventHandler?(.error(error)) }
             } else {
@@ -35,23 +37,22 @@ extension ConsumerCore {
         state.withLock { state in
             if !cooperative {
                 state.assignment = []
-                state.assignmentNumbers = [:]
+                state.assigned = [:]
+                state.firstRecordsHeld = [:]
                 state.pausedByOwner = []
                 state.pausedForBuffer = []
             }
             state.assignment.formUnion(partitions)
             state.assignmentsMade += 1
-            for partition in partitions { state.assignmentNumbers[partition] = state.assignmentsMade }
-            let fresh = Set(partitions)
-            if state.isThrottled {
-                setPaused(true, fresh, handle: rebalance.handle)
-                state.pausedForBuffer.formUnion(fresh)
-            } else {
-                // librdkafka keeps a partition's pause flag across a revoke and a new assignment, while
-                // the pauses recorded here end at the revoke: make librdkafka agree, or a partition
-                // paused before a rebalance would come back never to fetch again.
-                setPaused(false, fresh, handle: rebalance.handle)
-            }
+            for partition in partitions { state.assigned[partition] = AssignedPartition(number: state.assignmentsMade) }
+            // Paused in librdkafka only once they have fetched (`applyPauses`): a pause now could drop the
+            // fetch start librdkafka's main thread is about to issue.
+            if state.isThrottled { state.pausedForBuffer.formUnion(partitions) }
+            // Every revoke lifts librdkafka's pauses (`dropFromState`), so none should be left here; one that
+            // is would keep the partition from ever fetching, which is worse than the race a resume risks.
+            let stale = state.pausedInLibrdkafka.intersection(partitions)
+            setPaused(false, stale, handle: rebalance.handle)
+            state.pausedInLibrdkafka.subtract(stale)
         }
         noteMembership(true, cause: nil)
         // Runs after the assign so the owner may pause these partitions from its handler.
@@ -95,6 +96,7 @@ extension ConsumerCore {
             setClosingStage("committing offsets before releasing revoked partitions")
             commitBeforeRelease(rebalance.handle, partitions, retryUntil: retryUntil)
         }
+        liftPauses(partitions, handle: rebalance.handle)
         let failure =
             cooperative
             ? rebalance.incrementalUnassign("incremental unassign") : rebalance.unassignAll("unassign")
@@ -136,11 +138,27 @@ extension ConsumerCore {
         }
     }
 
+    /// Lifts librdkafka's pauses of partitions about to be unassigned. librdkafka keeps a partition's pause
+    /// across its revoke and a later assignment, while the pauses recorded here end at the revoke; lifted
+    /// now, while the partition is quiet, rather than after a new assignment, where the resume could make
+    /// librdkafka drop that assignment's fetch start (see `applyPauses`). Right before the unassign, so that
+    /// a revoked partition does not fetch while its handler runs.
+    private func liftPauses(_ partitions: [KafkaTopicPartition], handle: RDKafkaHandle) {
+        state.withLock { state in
+            let paused = state.pausedInLibrdkafka.intersection(partitions)
+            setPaused(false, paused, handle: handle)
+            state.pausedInLibrdkafka.subtract(paused)
+        }
+    }
+
     private func dropFromState(_ partitions: [KafkaTopicPartition]) {
         let revoked = Set(partitions)
         state.withLock { state in
             state.assignment.subtract(revoked)
-            for partition in revoked { state.assignmentNumbers[partition] = nil }
+            for partition in revoked {
+                state.assigned[partition] = nil
+                state.firstRecordsHeld[partition] = nil
+            }
             state.pausedByOwner.subtract(revoked)
             state.pausedForBuffer.subtract(revoked)
             state.buffer.removeAll { revoked.contains($0.topicPartition) }

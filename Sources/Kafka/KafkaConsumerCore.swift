@@ -20,14 +20,19 @@ final class ConsumerCore: Sendable {
         /// A fatal error: every later `next()` throws it.
         var failure: KafkaError?
         var assignment: Set<KafkaTopicPartition> = []
-        /// The number of each assigned partition's assignment (see `KafkaConsumerMessage.assignment`).
-        var assignmentNumbers: [KafkaTopicPartition: UInt64] = [:]
+        /// Each assigned partition's assignment number and whether it has fetched since.
+        var assigned: [KafkaTopicPartition: AssignedPartition] = [:]
         /// Assignments made so far: the last one's number.
         var assignmentsMade: UInt64 = 0
         /// Paused by the owner through `KafkaConsumer.pause`.
         var pausedByOwner: Set<KafkaTopicPartition> = []
         /// Paused by the hand-off because it was full (and not also paused by the owner).
         var pausedForBuffer: Set<KafkaTopicPartition> = []
+        /// Paused in librdkafka now: those of the two sets above that have fetched since their assignment
+        /// (see `applyPauses`).
+        var pausedInLibrdkafka: Set<KafkaTopicPartition> = []
+        /// The first record of partitions paused before they fetched, until they are resumed (`applyPauses`).
+        var firstRecordsHeld: [KafkaTopicPartition: KafkaConsumerMessage] = [:]
         /// Whether the hand-off stayed full and fetching is paused until it drains to the threshold.
         var isThrottled = false
         /// Whether the poll thread waits on `roomAvailable`.
@@ -157,12 +162,29 @@ final class ConsumerCore: Sendable {
             state.closeError = error
             state.buffer.removeAll { _ in true }
             state.assignment = []
-            state.assignmentNumbers = [:]
+            state.assigned = [:]
+            state.firstRecordsHeld = [:]
             state.status.partitionsAssigned = 0
             for waiter in state.waiters { waiter.continuation.resume(returning: nil) }
             state.waiters = []
             for waiter in state.closeWaiters { waiter.resume(returning: true) }
             state.closeWaiters = []
         }
+    }
+}
+
+/// An assigned partition, as the consumer tracks it.
+struct AssignedPartition {
+    /// Its assignment's number (see `KafkaConsumerMessage.assignment`).
+    let number: UInt64
+    /// Whether it has handed over a record since: librdkafka has run the assignment's fetch start, so a
+    /// pause or resume can no longer overtake it (see `applyPauses`).
+    var hasFetched = false
+}
+
+extension ConsumerCore.State {
+    /// Whether the owner or the hand-off holds `partition` paused.
+    func isPaused(_ partition: KafkaTopicPartition) -> Bool {
+        pausedByOwner.contains(partition) || pausedForBuffer.contains(partition)
     }
 }

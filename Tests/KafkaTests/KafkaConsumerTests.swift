@@ -219,6 +219,34 @@ struct KafkaConsumerTests {
         try await consumer.close()
     }
 
+    @Test("a partition paused before it has fetched hands out nothing until resumed, then all of it in order")
+    func pauseBeforeFirstFetch() async throws {
+        // librdkafka is told of the pause only once the partition has fetched (a pause issued while its fetch
+        // start is pending could drop that start); the first record it fetched waits for the resume.
+        let cluster = try startCluster(topic: "in", partitions: 2)
+        let consumer = try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: "g"))
+        try consumer.subscribe(topics: ["in"])
+        #expect(try await eventually(timeout: .seconds(10)) { try consumer.assignment().count == 2 })
+        let paused = KafkaTopicPartition(topic: "in", partition: 0)
+        try consumer.pause([paused])
+
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 20, partitions: 2)
+        let whilePaused = try await receive(10, from: consumer, within: .seconds(10))
+        #expect(whilePaused.count == 10)
+        #expect(whilePaused.allSatisfy { $0.partition == 1 })
+        // Partition 0 has fetched: its first record is held, and librdkafka holds the rest.
+        #expect(await eventually(timeout: .seconds(10)) { consumer.holdsFirstRecord(of: paused) })
+        #expect(try await receive(1, from: consumer, within: .seconds(1)).isEmpty)
+
+        try consumer.resume([paused])
+        let afterResume = try await receive(10, from: consumer, within: .seconds(10))
+        #expect(afterResume.allSatisfy { $0.partition == 0 })
+        #expect(afterResume.map(\.offset) == Array(0..<10))
+        try await producer.close(timeout: .seconds(5))
+        try await consumer.close()
+    }
+
     @Test("a reader that stops leaves at most bufferCapacity records buffered, and nothing is lost")
     func boundedHandOffLosesNothing() async throws {
         let cluster = try startCluster(topic: "in", partitions: 2)

@@ -218,12 +218,19 @@ struct KafkaRebalanceTests {
     @Test("a partition paused before a rebalance fetches again when its owner resumes it after getting it back")
     func pausedPartitionResumesAfterRebalance() async throws {
         // librdkafka keeps a partition's pause flag across a revoke and a new assignment, while the
-        // consumer forgets the owner's pause at the revoke: the new assignment must clear the flag.
+        // consumer forgets the owner's pause at the revoke: the revoke must clear the flag. (Both
+        // partitions fetch first, so that librdkafka itself holds the pause.)
         let cluster = try startCluster(topic: "in", partitions: 2)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 10, partitions: 2, prefix: "a")
         let configuration = testConsumerConfiguration(cluster, group: "g", strategy: .range)
         let a = try KafkaConsumer(configuration: configuration)
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 2 })
+        let first = try await receive(10, from: a, within: .seconds(15))
+        #expect(first.count == 10)
+        // Committed, so that the partitions come back after these records.
+        try a.storeOffsets(Dictionary(first.map { ($0.topicPartition, $0.offset + 1) }, uniquingKeysWith: max))
+        try await a.commit()
         try a.pause(try a.assignment())
 
         // A second member takes one partition, then leaves: `a` is assigned both again.
@@ -234,11 +241,11 @@ struct KafkaRebalanceTests {
         #expect(try await eventually(timeout: .seconds(15)) { try a.assignment().count == 2 })
         try a.resume(try a.assignment())
 
-        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
-        try await produce(producer, topic: "in", count: 20, partitions: 2)
+        try await produce(producer, topic: "in", count: 20, partitions: 2, prefix: "b")
         let received = try await receive(20, from: a, within: .seconds(15))
         #expect(Set(received.map(\.partition)) == [0, 1], "both partitions fetch again")
         #expect(received.count == 20)
+        #expect(received.allSatisfy { $0.valueString.hasPrefix("b") })
         try await producer.close(timeout: .seconds(5))
         try await a.close()
     }
