@@ -150,7 +150,9 @@ public final class KafkaConsumer: Sendable {
     // MARK: Flow control
 
     /// Stops fetching these assigned partitions until ``resume(_:)``. Records already in the
-    /// hand-off still arrive. Non-blocking; any thread.
+    /// hand-off still arrive; of a partition that has not fetched since its assignment, none does
+    /// (librdkafka is told once it has, and its first record waits for the resume). A pause ends when
+    /// the partition is revoked. Non-blocking; any thread.
     /// - Throws: ``KafkaError/Code/partitionState`` if a partition is not assigned to this consumer.
     public func pause(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try core.pauseByOwner(partitions)

@@ -48,8 +48,8 @@ extension ConsumerCore {
             // Paused in librdkafka only once they have fetched (`applyPauses`): a pause now could drop the
             // fetch start librdkafka's main thread is about to issue.
             if state.isThrottled { state.pausedForBuffer.formUnion(partitions) }
-            // Every revoke lifts librdkafka's pauses (`dropFromState`), so none should be left here; one that
-            // is would keep the partition from ever fetching, which is worse than the race a resume risks.
+            // Every unassign lifts librdkafka's pauses first (`liftPauses`), so none should be left here; one
+            // that is would keep the partition from ever fetching, which is worse than the race a resume risks.
             let stale = state.pausedInLibrdkafka.intersection(partitions)
             setPaused(false, stale, handle: rebalance.handle)
             state.pausedInLibrdkafka.subtract(stale)
