@@ -131,7 +131,7 @@ public final class KafkaConsumer: Sendable {
 
     /// Whether the first record of `partition`, paused before it fetched, waits for its resume, for tests.
     package func holdsFirstRecord(of partition: KafkaTopicPartition) -> Bool {
-        core.state.withLock { $0.firstRecordsHeld[partition] != nil }
+        core.state.withLock { $0.assigned[partition]?.heldFirstRecord != nil }
     }
 
     /// How many records (and events) librdkafka has fetched that the poll thread has not yet taken, for tests.

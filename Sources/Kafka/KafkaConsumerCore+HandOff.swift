@@ -38,7 +38,7 @@ extension ConsumerCore {
         state.withLock { state in
             // A record of a partition revoked meanwhile is dropped: it is redelivered to its new owner.
             let partition = received.topicPartition
-            guard state.assignment.contains(partition), var assigned = state.assigned[partition] else { return }
+            guard var assigned = state.assigned[partition] else { return }
             var message = received
             message.assignment = assigned.number
             if !assigned.hasFetched {
@@ -50,7 +50,7 @@ extension ConsumerCore {
                     // Paused before it fetched (by the owner, or by a full hand-off). librdkafka, paused
                     // now, drops whatever else it fetched and starts again after this record on resume:
                     // the record waits for that resume here (one per partition at most).
-                    state.firstRecordsHeld[partition] = message
+                    state.assigned[partition]?.heldFirstRecord = message
                     return
                 }
             }
@@ -151,10 +151,10 @@ extension ConsumerCore {
     /// Resumes the partitions the hand-off paused once it has drained below the threshold.
     func resumeIfDrained(_ state: inout State) {
         guard state.isThrottled, state.buffer.count <= resumeThreshold else { return }
-        let held = state.pausedForBuffer
+        let pausedForBuffer = state.pausedForBuffer
         state.pausedForBuffer = []
         state.isThrottled = false
-        applyPauses(held, &state)
+        applyPauses(pausedForBuffer, &state)
     }
 
     var bufferedCount: Int { state.withLock { $0.buffer.count } }

@@ -41,7 +41,10 @@ extension ConsumerCore {
             let paused = state.pausedInLibrdkafka.contains(partition)
             if wanted, !paused { toPause.insert(partition) }
             if !wanted, paused { toResume.insert(partition) }
-            if !wanted, let held = state.firstRecordsHeld.removeValue(forKey: partition) { released.append(held) }
+            if !wanted, let held = state.assigned[partition]?.heldFirstRecord {
+                state.assigned[partition]?.heldFirstRecord = nil
+                released.append(held)
+            }
         }
         state.pausedInLibrdkafka.formUnion(toPause)
         state.pausedInLibrdkafka.subtract(toResume)
@@ -50,6 +53,18 @@ extension ConsumerCore {
         // Before anything fetched after the resume: the held record comes first.
         for message in released { handOut(message, &state) }
         return pauseError ?? resumeError
+    }
+
+    /// Lifts librdkafka's pauses of `partitions`, whatever the owner's and the hand-off's sets say. For
+    /// partitions about to be unassigned: librdkafka keeps a partition's pause across its revoke and a later
+    /// assignment, while the pauses recorded here end at the revoke. Lifted then, while the partition is
+    /// quiet, rather than after a new assignment, where the resume could make librdkafka drop that
+    /// assignment's fetch start; right before the unassign, so that a revoked partition does not fetch
+    /// while its handler runs.
+    func liftPauses(_ partitions: some Sequence<KafkaTopicPartition>, _ state: inout State, handle: RDKafkaHandle?) {
+        let paused = state.pausedInLibrdkafka.intersection(partitions)
+        setPaused(false, paused, handle: handle)
+        state.pausedInLibrdkafka.subtract(paused)
     }
 
     private static func checkAssigned(

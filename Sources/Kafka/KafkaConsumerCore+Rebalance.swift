@@ -20,7 +20,7 @@ extension ConsumerCore {
             let dropped = partitions.isEmpty ? state.withLock { Array($0.assignment) } : partitions
             dropFromState(dropped)
             noteMembership(false, cause: error.message)
-            liftPauses(dropped, handle: rebalance.handle)
+            state.withLock { liftPauses(dropped, &$0, handle: rebalance.handle) }
             if rebalance.isCooperative {
                 if let error = rebalance.incrementalUnassign("unassign") { eventHandler?(.error(error)) }
             } else {
@@ -38,7 +38,6 @@ extension ConsumerCore {
             if !cooperative {
                 state.assignment = []
                 state.assigned = [:]
-                state.firstRecordsHeld = [:]
                 state.pausedByOwner = []
                 state.pausedForBuffer = []
             }
@@ -48,11 +47,9 @@ extension ConsumerCore {
             // Paused in librdkafka only once they have fetched (`applyPauses`): a pause now could drop the
             // fetch start librdkafka's main thread is about to issue.
             if state.isThrottled { state.pausedForBuffer.formUnion(partitions) }
-            // Every unassign lifts librdkafka's pauses first (`liftPauses`), so none should be left here; one
-            // that is would keep the partition from ever fetching, which is worse than the race a resume risks.
-            let stale = state.pausedInLibrdkafka.intersection(partitions)
-            setPaused(false, stale, handle: rebalance.handle)
-            state.pausedInLibrdkafka.subtract(stale)
+            // Every unassign lifts librdkafka's pauses first, so none should be left here; one that is would
+            // keep the partition from ever fetching, which is worse than the race a resume risks.
+            liftPauses(partitions, &state, handle: rebalance.handle)
         }
         noteMembership(true, cause: nil)
         // Runs after the assign so the owner may pause these partitions from its handler.
@@ -96,7 +93,7 @@ extension ConsumerCore {
             setClosingStage("committing offsets before releasing revoked partitions")
             commitBeforeRelease(rebalance.handle, partitions, retryUntil: retryUntil)
         }
-        liftPauses(partitions, handle: rebalance.handle)
+        state.withLock { liftPauses(partitions, &$0, handle: rebalance.handle) }
         let failure =
             cooperative
             ? rebalance.incrementalUnassign("incremental unassign") : rebalance.unassignAll("unassign")
@@ -138,27 +135,11 @@ extension ConsumerCore {
         }
     }
 
-    /// Lifts librdkafka's pauses of partitions about to be unassigned. librdkafka keeps a partition's pause
-    /// across its revoke and a later assignment, while the pauses recorded here end at the revoke; lifted
-    /// now, while the partition is quiet, rather than after a new assignment, where the resume could make
-    /// librdkafka drop that assignment's fetch start (see `applyPauses`). Right before the unassign, so that
-    /// a revoked partition does not fetch while its handler runs.
-    private func liftPauses(_ partitions: [KafkaTopicPartition], handle: RDKafkaHandle) {
-        state.withLock { state in
-            let paused = state.pausedInLibrdkafka.intersection(partitions)
-            setPaused(false, paused, handle: handle)
-            state.pausedInLibrdkafka.subtract(paused)
-        }
-    }
-
     private func dropFromState(_ partitions: [KafkaTopicPartition]) {
         let revoked = Set(partitions)
         state.withLock { state in
             state.assignment.subtract(revoked)
-            for partition in revoked {
-                state.assigned[partition] = nil
-                state.firstRecordsHeld[partition] = nil
-            }
+            for partition in revoked { state.assigned[partition] = nil }
             state.pausedByOwner.subtract(revoked)
             state.pausedForBuffer.subtract(revoked)
             state.buffer.removeAll { revoked.contains($0.topicPartition) }

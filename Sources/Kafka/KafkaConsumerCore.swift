@@ -20,7 +20,8 @@ final class ConsumerCore: Sendable {
         /// A fatal error: every later `next()` throws it.
         var failure: KafkaError?
         var assignment: Set<KafkaTopicPartition> = []
-        /// Each assigned partition's assignment number and whether it has fetched since.
+        /// Each assigned partition's assignment number, whether it has fetched since, and its held-back first
+        /// record. Its keys are `assignment`.
         var assigned: [KafkaTopicPartition: AssignedPartition] = [:]
         /// Assignments made so far: the last one's number.
         var assignmentsMade: UInt64 = 0
@@ -31,8 +32,6 @@ final class ConsumerCore: Sendable {
         /// Paused in librdkafka now: those of the two sets above that have fetched since their assignment
         /// (see `applyPauses`).
         var pausedInLibrdkafka: Set<KafkaTopicPartition> = []
-        /// The first record of partitions paused before they fetched, until they are resumed (`applyPauses`).
-        var firstRecordsHeld: [KafkaTopicPartition: KafkaConsumerMessage] = [:]
         /// Whether the hand-off stayed full and fetching is paused until it drains to the threshold.
         var isThrottled = false
         /// Whether the poll thread waits on `roomAvailable`.
@@ -163,7 +162,6 @@ final class ConsumerCore: Sendable {
             state.buffer.removeAll { _ in true }
             state.assignment = []
             state.assigned = [:]
-            state.firstRecordsHeld = [:]
             state.status.partitionsAssigned = 0
             for waiter in state.waiters { waiter.continuation.resume(returning: nil) }
             state.waiters = []
@@ -180,6 +178,8 @@ struct AssignedPartition {
     /// Whether it has handed over a record since: librdkafka has run the assignment's fetch start, so a
     /// pause or resume can no longer overtake it (see `applyPauses`).
     var hasFetched = false
+    /// Its first record, if it was paused before it fetched: handed out when it is resumed (`applyPauses`).
+    var heldFirstRecord: KafkaConsumerMessage?
 }
 
 extension ConsumerCore.State {
