@@ -39,6 +39,19 @@ enum KafkaTestSupport {
     static func readAll(_ cluster: MockKafkaCluster, topic: String, count: Int, timeout: Duration = .seconds(180))
         async throws -> [KafkaConsumerMessage]
     {
+        let read = Atomic<Int>(0)
+        return try await readAll(cluster, topic: topic, timeout: timeout) { _ in
+            read.add(1, ordering: .relaxed).newValue >= count
+        }
+    }
+
+    /// Reads `topic` from the beginning with a fresh group until `isDone` says the record it was just shown
+    /// completes the reading, or what arrived by the timeout. `isDone` sees every record once, in the order
+    /// read, from one task.
+    static func readAll(
+        _ cluster: MockKafkaCluster, topic: String, timeout: Duration = .seconds(180),
+        until isDone: @escaping @Sendable (KafkaConsumerMessage) -> Bool
+    ) async throws -> [KafkaConsumerMessage] {
         let consumer = try KafkaConsumer(
             configuration: consumerConfiguration(cluster, group: "reader-\(UUID().uuidString)"))
         try consumer.subscribe(topics: [topic])
@@ -48,11 +61,8 @@ enum KafkaTestSupport {
         let collected = Mutex<[KafkaConsumerMessage]>([])
         let collector = Task {
             for try await message in consumer.messages {
-                let total = collected.withLock { records in
-                    records.append(message)
-                    return records.count
-                }
-                if total >= count { break }
+                collected.withLock { $0.append(message) }
+                if isDone(message) { break }
             }
         }
         let watchdog = Task {
