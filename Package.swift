@@ -60,7 +60,7 @@ let package = Package(
             dependencies: ["Worker", "APNs", "APNsSimulator", "JSON", "Kafka", "Platform", "PushRules"],
             resources: [.embedInCode("Resources/rules.yaml")],
             swiftSettings: strict),
-        .target(name: "ChildProcesses", swiftSettings: strict),
+        .target(name: "ChildProcesses", dependencies: ["Platform"], swiftSettings: strict),
         .executableTarget(
             name: "apns-worker",
             dependencies: [

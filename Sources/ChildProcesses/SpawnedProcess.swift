@@ -4,6 +4,7 @@
 
 import Dispatch
 public import Glibc
+import Platform
 import Synchronization
 
 /// Why a child process could not be started.
@@ -47,7 +48,7 @@ public final class SpawnedProcess: @unchecked Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid = pid_t()
-        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        let result = ChildSpawnFence.starting { posix_spawn(&pid, path, &actions, &attributes, argv, environ) }
         guard result == 0 else {
             throw SpawnError(message: "cannot start \(path): \(String(cString: strerror(result)))")
         }

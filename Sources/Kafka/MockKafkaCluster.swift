@@ -1,5 +1,6 @@
 // librdkafka's built-in mock cluster: in-process brokers on loopback ports, for tests and `apns-worker dev`.
 
+import Platform
 import Synchronization
 
 /// A Kafka cluster simulated in this process by librdkafka (its mock cluster).
@@ -8,7 +9,8 @@ import Synchronization
 /// It supports producing (also idempotent), consumer groups with offset commits, and fault
 /// injection such as taking brokers down. Broker ids run from 1 to the broker count.
 ///
-/// - Important: librdkafka calls this API experimental. Methods are thread-safe and do not block;
+/// - Important: librdkafka calls this API experimental. Methods are thread-safe. Those that change the
+///   cluster wait for librdkafka's mock thread to apply the change (up to a fraction of a second);
 ///   ``stop()`` waits for the teardown without blocking a thread of the cooperative pool.
 public final class MockKafkaCluster: Sendable {
     /// `host:port,host:port,...` of the brokers, for `bootstrap.servers`.
@@ -51,9 +53,15 @@ public final class MockKafkaCluster: Sendable {
 
     /// Disconnects broker `id` (1...brokerCount) and refuses new connections until ``setBrokerUp(_:)``.
     /// Its partitions keep it as leader, so clients wait and retry.
+    ///
+    /// Waits, too, for a child process being started in this process to finish starting (see
+    /// `ChildSpawnFence`): librdkafka re-binds the broker's port, and aborts if it cannot.
     public func setBrokerDown(_ id: Int32) throws(KafkaError) {
         try checkBroker(id)
-        try withCluster("taking broker \(id) down") { $0.setBroker(id, up: false) }
+        // The broker's listener is closed and its port bound again at once: no child may start meanwhile.
+        try ChildSpawnFence.rebindingListener { () throws(KafkaError) in
+            try withCluster("taking broker \(id) down") { $0.setBroker(id, up: false) }
+        }
     }
 
     /// Lets broker `id` accept connections again.

@@ -1,6 +1,9 @@
 // The mock cluster's own API: addresses, topic creation, broker control and its errors, stop.
 
+import Dispatch
 import Kafka
+import Synchronization
+import TestSupport
 import Testing
 
 @Suite("MockKafkaCluster")
@@ -30,6 +33,39 @@ struct MockKafkaClusterTests {
         #expect(broker?.message.contains("broker ids are 1...2") == true)
         let size = #expect(throws: KafkaError.self) { _ = try MockKafkaCluster(brokers: 0) }
         #expect(size?.code == .mockCluster)
+    }
+
+    /// A child that starts while a broker is taken down holds the broker's listener across the mock's
+    /// re-bind of its port, which then fails, and librdkafka aborts the process; `ChildSpawnFence` keeps
+    /// the two apart. Without it this test killed its process in 5 runs of 5, each within 3 s of its start
+    /// (a cycle takes about 0.25 s). Few cycles: the spawning loads the machine the other tests run on.
+    @Test("taking brokers down while child processes start does not abort the process")
+    func brokerDownWhileChildrenStart() async throws {
+        let cluster = try MockKafkaCluster(brokers: 1)
+        let cycles = 12
+        let state = Mutex((done: false, started: 0, failures: [Int32]()))
+        let spawner = DispatchGroup()
+        DispatchQueue.global().async(group: spawner) {
+            while !state.withLock({ $0.done }) {
+                let status = (try? runProcess("/bin/true", [])) ?? -1
+                state.withLock {
+                    $0.started += 1
+                    if status != 0 { $0.failures.append(status) }
+                }
+            }
+        }
+        // The first child has started, so that every cycle below overlaps the spawning.
+        while state.withLock({ $0.started }) == 0 { await Task.yield() }
+        for _ in 0..<cycles {
+            try cluster.setBrokerDown(1)
+            try cluster.setBrokerUp(1)
+        }
+        state.withLock { $0.done = true }
+        await withCheckedContinuation { continuation in spawner.notify(queue: .global()) { continuation.resume() } }
+        let (started, failures) = state.withLock { ($0.started, $0.failures) }
+        print("mock broker down/up: \(cycles) cycles while \(started) children started")
+        #expect(failures.isEmpty)
+        await cluster.stop()
     }
 
     @Test("a created topic has the requested partitions")

@@ -2,6 +2,7 @@
 // exit status and what the tool printed, with the command in the error when it fails.
 
 import Foundation
+import Platform
 
 /// Runs `path` with `arguments`, discarding its output; returns the exit status.
 @discardableResult
@@ -11,7 +12,7 @@ package func runProcess(_ path: String, _ arguments: [String]) throws -> Int32 {
     process.arguments = arguments
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
-    try process.run()
+    try ChildSpawnFence.starting { () throws in try process.run() }
     process.waitUntilExit()
     return process.terminationStatus
 }
@@ -44,7 +45,7 @@ package func runProcessCapturing(
     process.standardError = errors
     let inputPipe = Pipe()
     process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
-    try process.run()
+    try ChildSpawnFence.starting { () throws in try process.run() }
     if let input {
         inputPipe.fileHandleForWriting.write(Data(input))
         try inputPipe.fileHandleForWriting.close()

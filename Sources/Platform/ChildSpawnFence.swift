@@ -1,0 +1,41 @@
+// A process-wide fence between starting a child process and closing a listening socket to bind its port
+// again at once (librdkafka's mock cluster does that to take a broker down).
+//
+// Between its fork and its exec, a child holds a copy of every descriptor of this process, close-on-exec
+// or not. A listening socket closed in that window stays open in the child until the exec, so binding its
+// port again fails with "Address already in use"; librdkafka's mock cluster asserts on that failure and
+// aborts the whole process. A test process that starts tools (openssl, h2o) while another test takes a
+// mock broker down hit it: with a thread spawning /bin/true, the mock aborted within seconds.
+
+import Synchronization
+
+/// Keeps child processes from starting while a listener is closed and bound again.
+///
+/// Starting children is serialized too (one lock serves both sides); a start holds the fence only until
+/// posix_spawn returns, which is after the child's exec.
+public enum ChildSpawnFence {
+    private static let fence = Mutex<Void>(())
+
+    /// Runs `start`, which starts a child process, while no listener is being bound again.
+    public static func starting<Result, Failure: Error>(_ start: () throws(Failure) -> Result) throws(Failure)
+        -> Result
+    {
+        try withFence(start)
+    }
+
+    /// Runs `rebind`, which closes a listening socket and binds its port again, while no child is starting.
+    public static func rebindingListener<Result, Failure: Error>(_ rebind: () throws(Failure) -> Result)
+        throws(Failure) -> Result
+    {
+        try withFence(rebind)
+    }
+
+    private static func withFence<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure)
+        -> Result
+    {
+        let result: Swift.Result<Result, Failure> = fence.withLock { _ in
+            do throws(Failure) { return .success(try body()) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+}
