@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(
             name: "PushRulesTests", dependencies: ["PushRules", "APNs", "JSON", "TestSupport", "WorkerDev"],
             swiftSettings: strict),
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "Platform", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "WorkerTests",
             dependencies: [
