@@ -59,7 +59,7 @@ public final class MockKafkaCluster: Sendable {
     public func setBrokerDown(_ id: Int32) throws(KafkaError) {
         try checkBroker(id)
         // The broker's listener is closed and its port bound again at once: no child may start meanwhile.
-        try ChildSpawnFence.rebindingListener { () throws(KafkaError) in
+        try ChildSpawnFence.closingListener { () throws(KafkaError) in
             try withCluster("taking broker \(id) down") { $0.setBroker(id, up: false) }
         }
     }
