@@ -252,7 +252,9 @@ public final class KafkaProducer: Sendable {
         core.state.withLock { $0.fatal } ?? client.recordedFatalError
     }
 
-    /// Records enqueued or in flight, not yet reported (librdkafka's out-queue length).
+    /// librdkafka's out-queue length: records enqueued or in flight and not yet reported, plus delivery
+    /// reports and other callbacks (errors, statistics) not served yet. For records alone, see
+    /// ``status``'s `unacknowledged`.
     public var queuedMessageCount: Int { client.outQueueLength }
 
     /// Records handed to the producer whose delivery report has not come yet, and whether they wait
