@@ -35,9 +35,6 @@ public enum ChildSpawnFence {
     private static func withFence<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure)
         -> Result
     {
-        let result: Swift.Result<Result, Failure> = fence.withLock { _ in
-            do throws(Failure) { return .success(try body()) } catch { return .failure(error) }
-        }
-        return try result.get()
+        try fence.withLock { _ throws(Failure) in try body() }
     }
 }

@@ -163,16 +163,17 @@ final class WorkerHarness: Sendable {
     /// after a broker went away is stored again by librdkafka's mock cluster, which removes duplicates only
     /// for transactional producers. Duplicates read by then are in the result; later ones may not be.
     func outcomes(covering expected: Set<String>, timeout: Duration = .seconds(180)) async throws -> [JSONValue] {
-        let missing = Mutex(expected)
-        return try await KafkaTestSupport.readAll(cluster, topic: "push.outcomes", timeout: timeout) { message in
+        // Parsed once, as read: the outcomes so far and the pairs still missing.
+        let reading = Mutex((outcomes: [JSONValue](), missing: expected))
+        _ = try await KafkaTestSupport.readAll(cluster, topic: "push.outcomes", timeout: timeout) { message in
             guard let outcome = message.value.flatMap({ try? JSONValue(parsing: $0) }) else { return false }
-            let pair = "\(outcome["event_id"]?.stringValue ?? "?")/\(outcome["device_token"]?.stringValue ?? "?")"
-            return missing.withLock { missing in
-                missing.remove(pair)
-                return missing.isEmpty
+            return reading.withLock { reading in
+                reading.outcomes.append(outcome)
+                reading.missing.remove(pair(of: outcome))
+                return reading.missing.isEmpty
             }
         }
-        .compactMap { $0.value.flatMap { try? JSONValue(parsing: $0) } }
+        return reading.withLock { $0.outcomes }
     }
 
     func committedTotal(group: String = "apns-worker") async throws -> Int64 {
@@ -244,13 +245,14 @@ func dumpProducedRecords(_ name: String, _ records: [JSONValue]) {
     _ = FileManager.default.createFile(atPath: directory + "/" + name + ".jsonl", contents: Data(lines.utf8))
 }
 
+/// An outcome's (event id, token) pair, as `produce` names the pairs that must get one.
+func pair(of outcome: JSONValue) -> String {
+    "\(outcome["event_id"]?.stringValue ?? "?")/\(outcome["device_token"]?.stringValue ?? "?")"
+}
+
 func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
     var counts: [String: Int] = [:]
-    for outcome in outcomes {
-        counts[
-            "\(outcome["event_id"]?.stringValue ?? "?")/\(outcome["device_token"]?.stringValue ?? "?")", default: 0] +=
-            1
-    }
+    for outcome in outcomes { counts[pair(of: outcome), default: 0] += 1 }
     return counts
 }
 
@@ -450,13 +452,13 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
         var overBound: [String] = []
         var checked = Set<String>()
         for outcome in outcomes {
-            let pair = "\(outcome["event_id"]?.stringValue ?? "?")/\(outcome["device_token"]?.stringValue ?? "?")"
-            guard checked.insert(pair).inserted, let seen = counts[pair],
+            let key = pair(of: outcome)
+            guard checked.insert(key).inserted, let seen = counts[key],
                 let partition = outcome["source"]?["partition"]?.intValue
             else { continue }
             let revocations = harness.revocations.count("push.requests[\(partition)]")
             if seen > 1 + revocations {
-                overBound.append("\(pair) (partition \(partition)) seen \(seen) times, \(revocations) revocations")
+                overBound.append("\(key) (partition \(partition)) seen \(seen) times, \(revocations) revocations")
             }
         }
         #expect(overBound.isEmpty, "no record is processed more than once plus once per revocation of its partition")
