@@ -123,16 +123,18 @@ package struct PackedHeaderList: Sendable {
 
     /// A list of exactly `byteCount` bytes of fields, written by `fill` into one allocation (a client
     /// that sizes its requests up front writes them this way).
+    ///
+    /// The fields are written into a temporary buffer and copied into the list's array: filled in place
+    /// through `Array(unsafeUninitializedCapacity:)`, every request's list cost a run-time metadata lookup
+    /// (that initializer is not specialized into this module), more than the copy of a few hundred bytes
+    /// (figures: docs/performance.md, "Array metadata").
     package init(byteCount: Int, _ fill: (inout Writer) -> Void) {
-        var fields = 0
-        storage = [UInt8](unsafeUninitializedCapacity: byteCount) { buffer, initialized in
+        (storage, count) = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: byteCount) { buffer in
             var writer = Writer(buffer: buffer)
             fill(&writer)
             precondition(writer.offset == byteCount, "packed \(writer.offset) of \(byteCount) header bytes")
-            fields = writer.count
-            initialized = writer.offset
+            return (Array(UnsafeBufferPointer(rebasing: buffer[..<writer.offset])), writer.count)
         }
-        count = fields
     }
 
     /// Writes fields into a buffer of known size; see `init(byteCount:_:)`.

@@ -247,14 +247,19 @@ struct JSONParser {
     }
 
     /// Moves the pending members from `start` into an array of exactly their number.
+    ///
+    /// Reserved and appended to, not made with `Array(unsafeUninitializedCapacity:)`: that initializer is
+    /// not specialized into this module, and the standard library's generic copy asks the runtime for the
+    /// array's metadata on every call (a hash-table lookup, one per parsed object), where the specialized
+    /// `reserveCapacity` reads it from a cache (figures: docs/performance.md, "Array metadata").
     mutating func takePending(from start: Int) -> [JSONObject.Member] {
         let count = pendingCount - start
         pendingCount = start
         guard count > 0 else { return [] }
-        return [JSONObject.Member](unsafeUninitializedCapacity: count) { buffer, initialized in
-            buffer.baseAddress!.moveInitialize(from: pending + start, count: count)
-            initialized = count
-        }
+        var members: [JSONObject.Member] = []
+        members.reserveCapacity(count)
+        for offset in 0..<count { members.append((pending + start + offset).move()) }
+        return members
     }
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {

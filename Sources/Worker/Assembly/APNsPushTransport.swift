@@ -254,7 +254,12 @@ private final class FirstAttemptCollector: FirstAttemptReceiver {
     private let continuation: UnsafeContinuation<[FirstAttempt?], Never>
 
     init(count: Int, _ continuation: UnsafeContinuation<[FirstAttempt?], Never>) {
-        slots = Mutex([FirstAttempt?](repeating: nil, count: count))
+        // Appended, not `Array(repeating:count:)`, which asks the runtime for the array's metadata on every
+        // call (see `JSONParser.takePending`).
+        var empty: [FirstAttempt?] = []
+        empty.reserveCapacity(count)
+        empty.append(contentsOf: repeatElement(nil, count: count))
+        slots = Mutex(empty)
         remaining = Atomic(count)
         self.continuation = continuation
     }
