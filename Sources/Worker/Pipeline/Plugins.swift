@@ -248,13 +248,13 @@ public struct EventPlan: Sendable {
     }
 
     /// `device` gets `push`.
-    public mutating func send(_ push: PlannedPush, to device: EventDevice) {
+    public mutating func send(_ push: consuming PlannedPush, to device: consuming EventDevice) {
         pushes.append(push)
         deliveries.append(.send(device: device))
     }
 
     /// A device that gets nothing: a skip or a rejection (a send goes through `send(_:to:)`).
-    public mutating func add(_ delivery: PlannedDelivery) {
+    public mutating func add(_ delivery: consuming PlannedDelivery) {
         if case .send = delivery { preconditionFailure("EventPlan.add(.send): a push goes with send(_:to:)") }
         deliveries.append(delivery)
     }
