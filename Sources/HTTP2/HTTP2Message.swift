@@ -127,7 +127,7 @@ package struct PackedHeaderList: Sendable {
     /// The fields are written into a temporary buffer and copied into the list's array: filled in place
     /// through `Array(unsafeUninitializedCapacity:)`, every request's list cost a run-time metadata lookup
     /// (that initializer is not specialized into this module), more than the copy of a few hundred bytes
-    /// (figures: docs/performance.md, "Array metadata").
+    /// (figures: docs/performance.md).
     package init(byteCount: Int, _ fill: (inout Writer) -> Void) {
         (storage, count) = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: byteCount) { buffer in
             var writer = Writer(buffer: buffer)

@@ -249,9 +249,9 @@ struct JSONParser {
     /// Moves the pending members from `start` into an array of exactly their number.
     ///
     /// Reserved and appended to, not made with `Array(unsafeUninitializedCapacity:)`: that initializer is
-    /// not specialized into this module, and the standard library's generic copy asks the runtime for the
+    /// not specialized into this module, and the standard library's generic allocation asks the runtime for the
     /// array's metadata on every call (a hash-table lookup, one per parsed object), where the specialized
-    /// `reserveCapacity` reads it from a cache (figures: docs/performance.md, "Array metadata").
+    /// `reserveCapacity` reads it from a cache (figures: docs/performance.md).
     mutating func takePending(from start: Int) -> [JSONObject.Member] {
         let count = pendingCount - start
         pendingCount = start
