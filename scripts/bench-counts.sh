@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Counts what a notification costs in calls rather than in time: Swift allocations, retains and releases
-# per outcome over a whole `bench pipeline` run, with perf uprobes. CPU time per notification on this
+# (and of them the strings' retains), run-time metadata lookups and task switches per outcome over a whole
+# `bench pipeline` run, with perf uprobes. CPU time per notification on this
 # 2-core machine moves by a quarter from run to run; these counts repeat to within 1%, so a change that
 # saves copies or allocations shows even when the bench's CPU figures cannot tell the builds apart.
 #
@@ -34,18 +35,27 @@ nm "$binary" | grep -F -- "$per_outcome" >/dev/null || {
 }
 runtime=$(ldd "$binary" | grep -o '/[^ ]*libswiftCore.so' | head -1)
 [[ -n "$runtime" ]] || { echo "bench-counts.sh: $binary does not link libswiftCore.so" >&2; exit 2; }
+concurrency=$(ldd "$binary" | grep -o '/[^ ]*libswift_Concurrency.so' | head -1)
+[[ -n "$concurrency" ]] || { echo "bench-counts.sh: $binary does not link libswift_Concurrency.so" >&2; exit 2; }
 
 group=benchcounts$$
 cleanup() { perf probe -q -d "$group:*" >/dev/null 2>&1 || true; rm -f "$stat"; }
 stat=$(mktemp)
 trap cleanup EXIT
 perf probe -q -x "$runtime" -a "$group:alloc=swift_slowAlloc" -a "$group:retain=swift_retain" \
-    -a "$group:release=swift_release"
+    -a "$group:release=swift_release" -a "$group:stringretain=swift_bridgeObjectRetain" \
+    -a "$group:prespecialized=swift_getCanonicalPrespecializedGenericMetadata" \
+    -a "$group:generic=swift_getGenericMetadata"
+# A metadata lookup is a hash-table search in the runtime: code that allocates through an unspecialized
+# standard-library entry point makes one per call (docs/performance.md, 2026-12-05). A task switch is a hop
+# back to a nonisolated caller's executor after an `await`.
+perf probe -q -x "$concurrency" -a "$group:switch=swift_task_switch"
 # perf complains that a release build has no debug information; the symbol is all it needs.
 perf probe -q -x "$binary" -a "$group:outcome=$per_outcome" 2>/dev/null ||
     { echo "bench-counts.sh: perf could not probe $per_outcome in $binary (uprobes need root)" >&2; exit 2; }
 
-perf stat -x, -o "$stat" -e "$group:alloc,$group:retain,$group:release,$group:outcome" -- \
+events="alloc retain release stringretain prespecialized generic switch outcome"
+perf stat -x, -o "$stat" -e "$(for event in $events; do printf '%s:%s,' "$group" "$event"; done | sed 's/,$//')" -- \
     "$binary" bench pipeline --count "$count" --latency-seconds 1 --idle-seconds 0 >/dev/null
 python3 - "$stat" "$binary" "$count" <<'PY'
 import sys
@@ -59,5 +69,7 @@ if outcomes == 0:
     sys.exit("bench-counts.sh: no outcome was written; run the bench alone to see why")
 print(f"{sys.argv[2]} (bench pipeline --count {sys.argv[3]}): {outcomes} outcomes; per outcome, whole process: "
       f"{counts['alloc'] / outcomes:.1f} Swift allocations, {counts['retain'] / outcomes:.0f} retains, "
-      f"{counts['release'] / outcomes:.0f} releases")
+      f"{counts['release'] / outcomes:.0f} releases ({counts['stringretain'] / outcomes:.0f} retains of strings), "
+      f"{(counts['prespecialized'] + counts['generic']) / outcomes:.2f} metadata lookups, "
+      f"{counts['switch'] / outcomes:.2f} task switches")
 PY
