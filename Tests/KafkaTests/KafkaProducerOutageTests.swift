@@ -120,9 +120,23 @@ struct KafkaProducerOutageTests {
         #expect(await eventually(timeout: .seconds(10)) { changes.all.count == 1 })
         // Each timeout is noticed by librdkafka's once-a-second scan, and each resend queues behind a busy
         // machine's other tests: three can take several seconds (10 s was too short once on a loaded CI run).
-        #expect(
-            await eventually(timeout: .seconds(60)) { failures.all.count >= 3 },
-            "failures \(failures.all.map(\.message)); sends that threw: \(thrown.all)")
+        let timedOutThrice = await eventually(timeout: .seconds(60)) { failures.all.count >= 3 }
+        // Once on CI (librdkafka 2.16, the whole Kafka suite running beside it), no delivery report came at
+        // all in the 60 s: the record stayed unacknowledged past its 300 ms message.timeout.ms with the
+        // broker down, and was delivered once the broker came back (checked below). Alone, the test passed
+        // 12 runs of 12 on 2.16. That is librdkafka not timing the record out, not a resend chain that
+        // broke: a first failure with fewer than three after it still fails here.
+        withKnownIssue(
+            "librdkafka reported nothing for a record held past message.timeout.ms while the broker was down",
+            isIntermittent: true
+        ) {
+            let detail =
+                "failures \(failures.all.map(\.message)); sends that threw: \(thrown.all); producer: "
+                + "\(producer.status), \(producer.queuedMessageCount) in librdkafka's out-queue"
+            #expect(timedOutThrice, "\(detail)")
+        } when: {
+            failures.all.isEmpty && thrown.all.isEmpty
+        }
         #expect(failures.all.allSatisfy { $0.librdkafkaName == "_MSG_TIMED_OUT" })
         #expect(changes.all.count == 1)
         try cluster.setBrokerUp(1)
