@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Counts what a notification costs in calls rather than in time: Swift allocations, retains and releases
-# (and of them the strings' retains), run-time metadata lookups and task switches per outcome over a whole
-# `bench pipeline` run, with perf uprobes. CPU time per notification on this
-# 2-core machine moves by a quarter from run to run; these counts repeat to within 1%, so a change that
-# saves copies or allocations shows even when the bench's CPU figures cannot tell the builds apart.
+# Counts what a notification costs in calls rather than in time: Swift allocations, retains, string retains
+# (swift_bridgeObjectRetain, which passes a heap string's on to swift_retain), releases, run-time metadata
+# lookups and task switches per outcome over a whole `bench pipeline` run, with perf uprobes. CPU time per
+# notification on this 2-core machine moves by a quarter from run to run; these counts repeat to within 1%,
+# so a change that saves copies or allocations shows even when the bench's CPU figures cannot tell the
+# builds apart.
 #
 # The counts are the whole process's (worker, APNs simulator and mock Kafka): compare two builds with the
 # same --count, never a count with a time. The uprobes slow the run several times over; its rates mean
@@ -18,7 +19,7 @@ count=5000
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --count) count="$2"; shift 2 ;;
-        -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,/^# usage:/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) binary="$1"; shift ;;
     esac
 done
@@ -69,7 +70,7 @@ if outcomes == 0:
     sys.exit("bench-counts.sh: no outcome was written; run the bench alone to see why")
 print(f"{sys.argv[2]} (bench pipeline --count {sys.argv[3]}): {outcomes} outcomes; per outcome, whole process: "
       f"{counts['alloc'] / outcomes:.1f} Swift allocations, {counts['retain'] / outcomes:.0f} retains, "
-      f"{counts['release'] / outcomes:.0f} releases ({counts['stringretain'] / outcomes:.0f} retains of strings), "
+      f"{counts['stringretain'] / outcomes:.0f} string retains, {counts['release'] / outcomes:.0f} releases, "
       f"{(counts['prespecialized'] + counts['generic']) / outcomes:.2f} metadata lookups, "
       f"{counts['switch'] / outcomes:.2f} task switches")
 PY

@@ -121,8 +121,8 @@ package struct PackedHeaderList: Sendable {
     /// The bytes one field takes.
     package static func size(nameCount: Int, valueCount: Int) -> Int { fieldHeaderSize + nameCount + valueCount }
 
-    /// A list of exactly `byteCount` bytes of fields, written by `fill` into one allocation (a client
-    /// that sizes its requests up front writes them this way).
+    /// A list of exactly `byteCount` bytes of fields, written by `fill`, in one array of exactly that size (a
+    /// client that sizes its requests up front writes them this way).
     ///
     /// The fields are written into a temporary buffer and copied into the list's array: filled in place
     /// through `Array(unsafeUninitializedCapacity:)`, every request's list cost a run-time metadata lookup

@@ -256,10 +256,10 @@ private final class FirstAttemptCollector: FirstAttemptReceiver {
     init(count: Int, _ continuation: UnsafeContinuation<[FirstAttempt?], Never>) {
         // Appended, not `Array(repeating:count:)`, which asks the runtime for the array's metadata on every
         // call (see `JSONParser.takePending`).
-        var empty: [FirstAttempt?] = []
-        empty.reserveCapacity(count)
-        empty.append(contentsOf: repeatElement(nil, count: count))
-        slots = Mutex(empty)
+        var unfilled: [FirstAttempt?] = []
+        unfilled.reserveCapacity(count)
+        unfilled.append(contentsOf: repeatElement(nil, count: count))
+        slots = Mutex(unfilled)
         remaining = Atomic(count)
         self.continuation = continuation
     }
