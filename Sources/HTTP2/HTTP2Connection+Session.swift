@@ -161,12 +161,16 @@ extension HTTP2Connection {
         let header = frame.pointee.hd
         if UInt32(header.type) == NGHTTP2_HEADERS.rawValue, let ticket = ticket(forStream: header.stream_id) {
             ticket.headersSent = true
+            // nghttp2 has encoded the fields it borrowed (see `submit`).
+            ticket.request.fields = PackedHeaderList()
         }
     }
 
     func onStreamClose(streamID: Int32, errorCode: UInt32) {
         if lastLookedUp?.streamID == streamID { lastLookedUp = nil }
         guard let ticket = streams.removeValue(forKey: streamID) else { return }
+        // Closed before its HEADERS frame went out, if it did: nghttp2 is done with the borrowed fields.
+        ticket.request.fields = PackedHeaderList()
         releaseStreamSlot()
         guard !ticket.resolved else { return }
         ticket.resolved = true

@@ -89,13 +89,20 @@ public struct HTTP2Request: Sendable {
 }
 
 /// Header fields packed in one byte buffer, in order: per field a flags byte (bit 0: HPACK may index
-/// it), the name's and the value's lengths (4 bytes each, little endian), then the name and value bytes.
+/// it), the name's and the value's lengths (4 bytes each, little endian), then the name (lowercase) and
+/// value bytes.
 package struct PackedHeaderList: Sendable {
     private(set) var storage: [UInt8]
     private(set) var count: Int
 
     private static let indexableFlag: UInt8 = 1
     private static let fieldHeaderSize = 9
+
+    /// No fields.
+    init() {
+        storage = []
+        count = 0
+    }
 
     /// `headers` packed in order, each with its HPACK flag.
     init(_ headers: [HTTP2Header]) {
@@ -182,8 +189,12 @@ package struct PackedHeaderList: Sendable {
             store(nameCount, at: offset + 1)
             store(valueCount, at: offset + 5)
             let nameStart = offset + PackedHeaderList.fieldHeaderSize
-            _ = UnsafeMutableBufferPointer(rebasing: buffer[nameStart..<nameStart + nameCount])
-                .initialize(fromContentsOf: nameBytes)
+            // Names are stored lowercase, as HTTP/2 sends them: the connection hands them to nghttp2 without
+            // a copy, and nghttp2 lowercases only the names it copies.
+            for index in 0..<nameCount {
+                let byte = nameBytes[index]
+                buffer[nameStart + index] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
+            }
             let valueStart = nameStart + nameCount
             write(UnsafeMutableBufferPointer(rebasing: buffer[valueStart..<valueStart + valueCount]))
             offset = valueStart + valueCount

@@ -201,7 +201,7 @@ struct JSONParser {
             let value: JSONValue
             do { value = try parseValue() } catch { throw error.inside(member: key) }
             // The object's members so far are either all pending or all spilled.
-            let existing = spilled == nil ? pendingIndex(of: key, from: start) : spilled!.firstIndex { $0.key == key }
+            let existing = spilled == nil ? pendingIndex(of: key, from: start) : spilled!.firstIndex { JSONObject.isSameName($0.key, key) }
             if let existing {
                 guard allowsDuplicateKeys else {
                     var duplicate = error("duplicate member name \"\(key.prefix(100))\"", at: keyStart)
@@ -240,7 +240,7 @@ struct JSONParser {
     func pendingIndex(of key: String, from start: Int) -> Int? {
         var index = start
         while index < pendingCount {
-            if pending[index].key == key { return index }
+            if JSONObject.isSameName(pending[index].key, key) { return index }
             index += 1
         }
         return nil

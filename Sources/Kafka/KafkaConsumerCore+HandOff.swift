@@ -70,7 +70,8 @@ extension ConsumerCore {
     /// Waits (on the poll thread) until the hand-off has room, at most `stallTimeout`.
     /// Returns `false` if it is still full: the caller then throttles so it can keep polling.
     func waitForRoom() -> Bool {
-        let deadline = DispatchTime.now() + .milliseconds(Int(clamping: stallTimeout.wholeMilliseconds))
+        // The deadline is read from the clock only once the hand-off is full: this runs before every poll.
+        var deadline: DispatchTime?
         while true {
             let hasRoom = state.withLock { state in
                 if state.buffer.count < capacity || state.isThrottled || state.lifecycle != .running { return true }
@@ -78,7 +79,10 @@ extension ConsumerCore {
                 return false
             }
             if hasRoom { return true }
-            if roomAvailable.wait(timeout: deadline) == .timedOut {
+            let waitUntil =
+                deadline ?? DispatchTime.now() + .milliseconds(Int(clamping: stallTimeout.wholeMilliseconds))
+            deadline = waitUntil
+            if roomAvailable.wait(timeout: waitUntil) == .timedOut {
                 return state.withLock { state in
                     state.pollerIsWaiting = false
                     return state.buffer.count < capacity || state.lifecycle != .running

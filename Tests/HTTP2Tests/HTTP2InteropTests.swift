@@ -157,7 +157,8 @@ struct HTTP2InteropTests {
                     mruby.handler: |
                       Proc.new do |env|
                         body = env["rack.input"] ? env["rack.input"].read : ""
-                        [200, {"x-length" => body.bytesize.to_s, "x-path" => env["PATH_INFO"]}, ["ok"]]
+                        [200, {"x-length" => body.bytesize.to_s, "x-path" => env["PATH_INFO"],
+                               "x-echo" => env["HTTP_X_ECHO"].to_s}, ["ok"]]
                       end
 
             """
@@ -169,15 +170,23 @@ struct HTTP2InteropTests {
         defer { server.stop() }
         try await server.waitForPort(port)
         let pool = try pool(port: port, certificate: certificate) { $0.connectionCount = 2 }
-        let statuses = try await withThrowingTaskGroup(of: (Int, String?, String?).self) { group in
+        // A header name given in capitals: HTTP/2 sends names lowercase (h2o refuses a stream otherwise), and
+        // nghttp2 takes the packed fields without copying them, so each echo shows its request's own bytes.
+        let statuses = try await withThrowingTaskGroup(of: (Int, String?, String?, String?).self) { group in
             for index in 0..<50 {
                 group.addTask {
                     let response = try await pool.send(
                         HTTP2Request(
                             path: "/3/device/\(index)",
-                            headers: [HTTP2Header("apns-topic", "com.example.app")],
+                            headers: [
+                                HTTP2Header("apns-topic", "com.example.app"),
+                                HTTP2Header("X-Echo", "value-\(index)", isIndexable: false),
+                            ],
                             body: [UInt8](repeating: 0x7b, count: 100 + index)))
-                    return (response.status, response.header("x-length"), response.header("x-path"))
+                    return (
+                        response.status, response.header("x-length"), response.header("x-path"),
+                        response.header("x-echo")
+                    )
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -186,6 +195,7 @@ struct HTTP2InteropTests {
         #expect(statuses.allSatisfy { $0.0 == 200 })
         #expect(Set(statuses.compactMap(\.1)) == Set((0..<50).map { String(100 + $0) }))
         #expect(statuses.contains { $0.2 == "/3/device/7" })
+        #expect(statuses.allSatisfy { $0.2.map { "value-" + $0.dropFirst("/3/device/".count) } == $0.3 })
         // Both connections open; the second may finish its handshake after the first answered all 50.
         #expect(await eventually { pool.statistics.readyConnections == 2 })
         await pool.shutdown()

@@ -25,6 +25,12 @@ import Testing
         #expect(request.hasSchemeAndAuthority)
     }
 
+    @Test func headerNamesArePackedLowercaseAsHTTP2SendsThem() {
+        let request = HTTP2Request(
+            path: "/p", headers: [HTTP2Header("Apns-Topic", "Com.Example"), HTTP2Header("X-ID-9", "V")])
+        #expect(request.headers == [HTTP2Header("apns-topic", "Com.Example"), HTTP2Header("x-id-9", "V")])
+    }
+
     @Test func settingOnePropertyLeavesTheOthersAsTheyWere() {
         var request = HTTP2Request(
             path: "/a",

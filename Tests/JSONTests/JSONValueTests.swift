@@ -110,6 +110,17 @@ import Testing
         }
     }
 
+    @Test func memberNamesAreTheirCodeUnitsNotTheirCanonicalEquivalents() throws {
+        // "é" precomposed (2 bytes of UTF-8) and decomposed (3): equal as Swift strings, two names in JSON.
+        let text = "{\"caf\u{E9}\":1,\"cafe\u{301}\":2}"
+        let value = try JSONValue(
+            parsing: Array(text.utf8), options: JSONParsingOptions(allowsDuplicateKeys: false))
+        #expect(value.objectValue?.count == 2)
+        #expect(value["caf\u{E9}"] == .int(1))
+        #expect(value["cafe\u{301}"] == .int(2))
+        #expect(value["cafe"] == nil)
+    }
+
     @Test func deepNestingOfObjectsSpillsOnlyWhatOutgrowsTheRoom() throws {
         let depth = 120
         let text = String(repeating: #"{"a":1,"b":"#, count: depth) + "0" + String(repeating: "}", count: depth)
