@@ -201,7 +201,9 @@ struct JSONParser {
             let value: JSONValue
             do { value = try parseValue() } catch { throw error.inside(member: key) }
             // The object's members so far are either all pending or all spilled.
-            let existing = spilled == nil ? pendingIndex(of: key, from: start) : spilled!.firstIndex { JSONObject.isSameName($0.key, key) }
+            let existing =
+                spilled == nil
+                ? pendingIndex(of: key, from: start) : spilled!.firstIndex { JSONObject.isSameName($0.key, key) }
             if let existing {
                 guard allowsDuplicateKeys else {
                     var duplicate = error("duplicate member name \"\(key.prefix(100))\"", at: keyStart)
