@@ -9,8 +9,11 @@ extension KafkaConsumer {
 
     static func pollLoop(client: RDKafkaClient, core: ConsumerCore) {
         var stalledFetches = StalledFetchRestarter.isNeeded ? StalledFetchRestarter() : nil
+        // Set when the record just delivered left room in the hand-off: the next poll needs no check.
+        var leftRoom = false
         while core.isRunning {
-            if !core.waitForRoom() { core.throttle() }
+            if !leftRoom && !core.waitForRoom() { core.throttle() }
+            leftRoom = false
             let timeout = stalledFetches?.pollTimeoutMilliseconds ?? pollTimeoutMilliseconds
             switch client.consumerPoll(milliseconds: timeout) {
             case nil:
@@ -23,7 +26,7 @@ extension KafkaConsumer {
                 continue
             case .message(let message)?:
                 stalledFetches?.recordArrived(from: message.topicPartition)
-                core.deliver(message)
+                leftRoom = core.deliver(message)
             case .fatal?:
                 let error = client.recordedFatalError ?? KafkaError(.fatal, "consumer", response: .fatal)
                 core.fail(error)

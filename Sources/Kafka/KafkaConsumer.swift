@@ -117,9 +117,10 @@ public final class KafkaConsumer: Sendable {
 
     /// Whether `partition` is still assigned under `assignment` (a record's ``KafkaConsumerMessage/assignment``):
     /// false once it was revoked, even if it was assigned again since. A record that is no longer current
-    /// must not be processed: its partition's owner reads it again. Non-blocking (one short lock); any thread.
+    /// must not be processed: its partition's owner reads it again. Non-blocking (at most one short lock); any
+    /// thread.
     public func isCurrent(_ partition: KafkaTopicPartition, assignment: UInt64) -> Bool {
-        core.state.withLock { $0.assigned[partition]?.number == assignment }
+        core.isCurrent(partition, assignment: assignment)
     }
 
     /// How many received records wait in the hand-off (at most `bufferCapacity`, see ``KafkaConsumer``).

@@ -33,29 +33,35 @@ struct MessageQueue {
 extension ConsumerCore {
     // MARK: Poll-thread side
 
-    /// Hands a received record to a waiting reader or buffers it.
-    func deliver(_ received: KafkaConsumerMessage) {
+    /// Hands a received record to a waiting reader or buffers it. Returns whether the hand-off still has
+    /// room, so that the poll thread need not take the lock again to ask before its next poll.
+    func deliver(_ received: KafkaConsumerMessage) -> Bool {
         state.withLock { state in
-            // A record of a partition revoked meanwhile is dropped: it is redelivered to its new owner.
-            let partition = received.topicPartition
-            guard var assigned = state.assigned[partition] else { return }
-            var message = received
-            message.assignment = assigned.number
-            if !assigned.hasFetched {
-                // Its fetch start has run: the pauses held back for it can be applied now.
-                assigned.hasFetched = true
-                state.assigned[partition] = assigned
-                applyPauses([partition], &state)
-                if state.isPaused(partition) {
-                    // Paused before it fetched (by the owner, or by a full hand-off). librdkafka, paused
-                    // now, drops whatever else it fetched and starts again after this record on resume:
-                    // the record waits for that resume here (one per partition at most).
-                    state.assigned[partition]?.heldFirstRecord = message
-                    return
-                }
-            }
-            handOut(message, &state)
+            handOutIfAssigned(received, &state)
+            return state.buffer.count < capacity
         }
+    }
+
+    private func handOutIfAssigned(_ received: KafkaConsumerMessage, _ state: inout State) {
+        // A record of a partition revoked meanwhile is dropped: it is redelivered to its new owner.
+        let partition = received.topicPartition
+        guard var assigned = state.assigned[partition] else { return }
+        var message = received
+        message.assignment = assigned.number
+        if !assigned.hasFetched {
+            // Its fetch start has run: the pauses held back for it can be applied now.
+            assigned.hasFetched = true
+            state.assigned[partition] = assigned
+            applyPauses([partition], &state)
+            if state.isPaused(partition) {
+                // Paused before it fetched (by the owner, or by a full hand-off). librdkafka, paused
+                // now, drops whatever else it fetched and starts again after this record on resume:
+                // the record waits for that resume here (one per partition at most).
+                state.assigned[partition]?.heldFirstRecord = message
+                return
+            }
+        }
+        handOut(message, &state)
     }
 
     /// Gives `message` to a waiting reader, or buffers it.

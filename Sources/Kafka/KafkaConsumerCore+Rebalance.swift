@@ -36,12 +36,15 @@ extension ConsumerCore {
         if let failure { eventHandler?(.error(failure)) }
         state.withLock { state in
             if !cooperative {
+                if !state.assigned.isEmpty { noteDrop(state) }
                 state.assignment = []
                 state.assigned = [:]
                 state.pausedByOwner = []
                 state.pausedForBuffer = []
             }
             state.assignment.formUnion(partitions)
+            // A partition assigned again while assigned (never expected) replaces its assignment: a drop too.
+            if partitions.contains(where: { state.assigned[$0] != nil }) { noteDrop(state) }
             state.assignmentsMade += 1
             for partition in partitions { state.assigned[partition] = AssignedPartition(number: state.assignmentsMade) }
             // Paused in librdkafka only once they have fetched (`applyPauses`): a pause now could drop the
@@ -139,6 +142,7 @@ extension ConsumerCore {
         let revoked = Set(partitions)
         state.withLock { state in
             state.assignment.subtract(revoked)
+            noteDrop(state)
             for partition in revoked { state.assigned[partition] = nil }
             state.pausedByOwner.subtract(revoked)
             state.pausedForBuffer.subtract(revoked)

@@ -73,6 +73,14 @@ final class ConsumerCore: Sendable {
     /// Pause and resume requests made to librdkafka so far (`setPaused`): each is an op with a version
     /// barrier, like the restarter's seek, which must not overtake one that has not run yet.
     let pauseChanges = Atomic<UInt64>(0)
+    /// `state.lifecycle == .running`, readable without the lock: the poll thread asks before every poll.
+    let running = Atomic<Bool>(true)
+    /// The number of the latest assignment made before a partition was last dropped from `state.assigned`
+    /// (revoked, or cleared by an eager assignment); set under the lock. A record whose assignment number
+    /// is above it was assigned after every drop so far, so it is current without a look at the state:
+    /// `isCurrent` is asked for every record, on the reader's thread, and the lock it took there was
+    /// contended by the poll thread's (figures: docs/performance.md).
+    let lastDropAfterAssignment = Atomic<UInt64>(0)
 
     init(
         capacity: Int, stallTimeout: Duration, rebalanceDeadline: Duration,
@@ -92,7 +100,19 @@ final class ConsumerCore: Sendable {
         self.eventHandler = eventHandler
     }
 
-    var isRunning: Bool { state.withLock { $0.lifecycle == .running } }
+    var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    /// Whether `partition` is still assigned under `assignment` (see ``KafkaConsumer/isCurrent(_:assignment:)``).
+    func isCurrent(_ partition: KafkaTopicPartition, assignment: UInt64) -> Bool {
+        if assignment > lastDropAfterAssignment.load(ordering: .acquiring) { return true }
+        return state.withLock { $0.assigned[partition]?.number == assignment }
+    }
+
+    /// Notes, under the lock, that partitions leave `state.assigned`: records of assignments made so far
+    /// are checked against the state from now on.
+    func noteDrop(_ state: borrowing State) {
+        lastDropAfterAssignment.store(state.assignmentsMade, ordering: .releasing)
+    }
     /// The partitions paused now (by the owner or by the hand-off), and a count that moves with every
     /// assignment and every pause or resume request.
     var pausesAndChanges: (paused: Set<KafkaTopicPartition>, changes: UInt64) {
@@ -120,7 +140,10 @@ final class ConsumerCore: Sendable {
     func requestClose(deadline: ContinuousClock.Instant? = nil) {
         promptCommits?.stop()
         state.withLock { state in
-            if state.lifecycle == .running { state.lifecycle = .closing }
+            if state.lifecycle == .running {
+                state.lifecycle = .closing
+                running.store(false, ordering: .releasing)
+            }
             if let deadline { state.closeDeadline = min(state.closeDeadline ?? deadline, deadline) }
             wakePoller(&state)
         }
@@ -158,6 +181,7 @@ final class ConsumerCore: Sendable {
         noteMembership(false, cause: "the consumer closed")
         state.withLock { state in
             state.lifecycle = .closed
+            running.store(false, ordering: .releasing)
             state.closeError = error
             state.buffer.removeAll { _ in true }
             state.assignment = []
