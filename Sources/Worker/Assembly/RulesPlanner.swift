@@ -49,7 +49,9 @@ public struct RulesPlanner: NotificationPlanner {
                             ruleID: push.ruleID, topic: push.request.topic, pushType: push.request.pushType.rawValue))
                     continue
                 }
-                plan.send(PlannedPush(request: push.request, app: app, ruleID: push.ruleID), to: device)
+                let ruleID = push.ruleID
+                // Taken out of the consumed push rather than copied: a copy retains each of the request's fields.
+                plan.send(PlannedPush(request: (consume push).request, app: app, ruleID: ruleID), to: device)
             case .skip(let skip):
                 plan.add(
                     .skip(
