@@ -76,7 +76,7 @@ final class ConsumerCore: Sendable {
     /// `state.lifecycle == .running`, readable without the lock: the poll thread asks before every poll.
     let running = Atomic<Bool>(true)
     /// The number of the latest assignment made before a partition was last dropped from `state.assigned`
-    /// (revoked, or cleared by an eager assignment); set under the lock. A record whose assignment number
+    /// (revoked, cleared by an eager assignment or by the close); set under the lock. A record whose assignment number
     /// is above it was assigned after every drop so far, so it is current without a look at the state:
     /// `isCurrent` is asked for every record, on the reader's thread, and the lock it took there was
     /// contended by the poll thread's (figures: docs/performance.md).
@@ -185,6 +185,7 @@ final class ConsumerCore: Sendable {
             state.closeError = error
             state.buffer.removeAll { _ in true }
             state.assignment = []
+            noteDrop(state)
             state.assigned = [:]
             state.status.partitionsAssigned = 0
             for waiter in state.waiters { waiter.continuation.resume(returning: nil) }

@@ -189,6 +189,53 @@ struct KafkaRebalanceTests {
         try await b.close()
     }
 
+    @Test(
+        "a record is current while its partition stays assigned, and not once it moved, was reassigned or closed",
+        arguments: [KafkaConsumerConfiguration.AssignmentStrategy.range, .cooperativeSticky]
+    )
+    func recordsAreCurrentOnlyWhileTheirAssignmentLasts(
+        strategy: KafkaConsumerConfiguration.AssignmentStrategy
+    ) async throws {
+        let cluster = try startCluster(topic: "in", partitions: 4)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 400, partitions: 4)
+        try await producer.close(timeout: .seconds(5))
+        let configuration = testConsumerConfiguration(cluster, group: "g", strategy: strategy)
+        let a = try KafkaConsumer(configuration: configuration)
+        try a.subscribe(topics: ["in"])
+        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 4 })
+        // A record of each partition, taken while this member holds all four.
+        var firstOfEach: [Int32: KafkaConsumerMessage] = [:]
+        for try await message in a.messages {
+            if firstOfEach[message.partition] == nil { firstOfEach[message.partition] = message }
+            if firstOfEach.count == 4 { break }
+        }
+        let records = firstOfEach.values.sorted { $0.partition < $1.partition }
+        @Sendable func current(_ record: KafkaConsumerMessage) -> Bool {
+            a.isCurrent(record.topicPartition, assignment: record.assignment)
+        }
+        #expect(records.count == 4 && records.allSatisfy(current))
+
+        let b = try KafkaConsumer(configuration: configuration)
+        try b.subscribe(topics: ["in"])
+        #expect(try await waitForSplit(a, b, count: 4))
+        let kept = Set(try a.assignment())
+        let moved = records.filter { !kept.contains($0.topicPartition) }
+        #expect(!moved.isEmpty)
+        // What moved is no longer this member's. What it kept is still current under the cooperative
+        // protocol, and assigned anew (a record taken before is stale) under the eager one.
+        #expect(await eventually { moved.allSatisfy { !current($0) } })
+        let stillHeld = records.filter { kept.contains($0.topicPartition) }
+        if strategy == .cooperativeSticky {
+            #expect(stillHeld.allSatisfy(current))
+        } else {
+            #expect(await eventually { stillHeld.allSatisfy { !current($0) } })
+        }
+        try await a.close()
+        #expect(records.allSatisfy { !current($0) })
+        try await b.close()
+    }
+
     @Test("a consumer whose reader stalls still gives up partitions in a rebalance")
     func stalledReaderDoesNotBlockRebalance() async throws {
         let cluster = try startCluster(topic: "in", partitions: 2)
