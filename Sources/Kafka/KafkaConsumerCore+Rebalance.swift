@@ -36,17 +36,11 @@ extension ConsumerCore {
         if let failure { eventHandler?(.error(failure)) }
         state.withLock { state in
             if !cooperative {
-                if !state.assigned.isEmpty { noteDrop(state) }
-                state.assignment = []
-                state.assigned = [:]
+                removeAssignment(nil, in: &state)
                 state.pausedByOwner = []
                 state.pausedForBuffer = []
             }
-            state.assignment.formUnion(partitions)
-            // A partition assigned again while assigned (never expected) replaces its assignment: a drop too.
-            if partitions.contains(where: { state.assigned[$0] != nil }) { noteDrop(state) }
-            state.assignmentsMade += 1
-            for partition in partitions { state.assigned[partition] = AssignedPartition(number: state.assignmentsMade) }
+            addAssignment(partitions, in: &state)
             // Paused in librdkafka only once they have fetched (`applyPauses`): a pause now could drop the
             // fetch start librdkafka's main thread is about to issue.
             if state.isThrottled { state.pausedForBuffer.formUnion(partitions) }
@@ -141,9 +135,7 @@ extension ConsumerCore {
     private func dropFromState(_ partitions: [KafkaTopicPartition]) {
         let revoked = Set(partitions)
         state.withLock { state in
-            state.assignment.subtract(revoked)
-            noteDrop(state)
-            for partition in revoked { state.assigned[partition] = nil }
+            removeAssignment(revoked, in: &state)
             state.pausedByOwner.subtract(revoked)
             state.pausedForBuffer.subtract(revoked)
             state.buffer.removeAll { revoked.contains($0.topicPartition) }

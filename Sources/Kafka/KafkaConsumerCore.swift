@@ -19,9 +19,11 @@ final class ConsumerCore: Sendable {
         var nextWaiterID: UInt64 = 0
         /// A fatal error: every later `next()` throws it.
         var failure: KafkaError?
+        /// Changed only through `addAssignment` and `removeAssignment`, like `assigned`.
         var assignment: Set<KafkaTopicPartition> = []
         /// Each assigned partition's assignment number, whether it has fetched since, and its held-back first
-        /// record. Its keys are `assignment`.
+        /// record. Its keys are `assignment`. Partitions come and go only through `addAssignment` and
+        /// `removeAssignment`, which keep `lastDropAfterAssignment` right.
         var assigned: [KafkaTopicPartition: AssignedPartition] = [:]
         /// Assignments made so far: the last one's number.
         var assignmentsMade: UInt64 = 0
@@ -76,8 +78,8 @@ final class ConsumerCore: Sendable {
     /// `state.lifecycle == .running`, readable without the lock: the poll thread asks before every poll.
     let running = Atomic<Bool>(true)
     /// The number of the latest assignment made before a partition was last dropped from `state.assigned`
-    /// (revoked, cleared by an eager assignment or by the close); set under the lock. A record whose assignment number
-    /// is above it was assigned after every drop so far, so it is current without a look at the state:
+    /// (by `removeAssignment`, or replaced by `addAssignment`); set under the lock. A record whose assignment
+    /// number is above it was assigned after every drop so far, so it is current without a look at the state:
     /// `isCurrent` is asked for every record, on the reader's thread, and the lock it took there was
     /// contended by the poll thread's (figures: docs/performance.md).
     let lastDropAfterAssignment = Atomic<UInt64>(0)
@@ -108,9 +110,29 @@ final class ConsumerCore: Sendable {
         return state.withLock { $0.assigned[partition]?.number == assignment }
     }
 
-    /// Notes, under the lock, that partitions leave `state.assigned`: records of assignments made so far
-    /// are checked against the state from now on.
-    func noteDrop(_ state: borrowing State) {
+    /// Assigns `partitions` under a new number, above every earlier assignment's.
+    func addAssignment(_ partitions: [KafkaTopicPartition], in state: inout State) {
+        // A partition assigned again while assigned (never expected) replaces its assignment: a drop too.
+        if partitions.contains(where: { state.assigned[$0] != nil }) { noteDrop(state) }
+        state.assignment.formUnion(partitions)
+        state.assignmentsMade += 1
+        for partition in partitions { state.assigned[partition] = AssignedPartition(number: state.assignmentsMade) }
+    }
+
+    /// Takes `partitions` out of the assignment, or every partition with nil.
+    func removeAssignment(_ partitions: Set<KafkaTopicPartition>?, in state: inout State) {
+        noteDrop(state)
+        guard let partitions else {
+            state.assignment = []
+            state.assigned = [:]
+            return
+        }
+        state.assignment.subtract(partitions)
+        for partition in partitions { state.assigned[partition] = nil }
+    }
+
+    /// Records of the assignments made so far are checked against the state from now on.
+    private func noteDrop(_ state: borrowing State) {
         lastDropAfterAssignment.store(state.assignmentsMade, ordering: .releasing)
     }
     /// The partitions paused now (by the owner or by the hand-off), and a count that moves with every
@@ -184,9 +206,7 @@ final class ConsumerCore: Sendable {
             running.store(false, ordering: .releasing)
             state.closeError = error
             state.buffer.removeAll { _ in true }
-            state.assignment = []
-            noteDrop(state)
-            state.assigned = [:]
+            removeAssignment(nil, in: &state)
             state.status.partitionsAssigned = 0
             for waiter in state.waiters { waiter.continuation.resume(returning: nil) }
             state.waiters = []
