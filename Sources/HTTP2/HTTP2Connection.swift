@@ -154,9 +154,7 @@ final class HTTP2Connection: @unchecked Sendable {
     /// A request's header field as nghttp2 takes it: name and value not copied (see `submit`).
     let borrowedFlags = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
     /// The same, for a field HPACK must not index.
-    let borrowedNoIndexFlags = UInt8(
-        NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue
-            | NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+    var borrowedNoIndexFlags: UInt8 { borrowedFlags | UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) }
 
     /// Bytes of encoded frames gathered before one SSL_write; bounds memory per connection.
     static let outputBatchBytes = 64 * 1024

@@ -191,10 +191,7 @@ package struct PackedHeaderList: Sendable {
             let nameStart = offset + PackedHeaderList.fieldHeaderSize
             // Names are stored lowercase, as HTTP/2 sends them: the connection hands them to nghttp2 without
             // a copy, and nghttp2 lowercases only the names it copies.
-            for index in 0..<nameCount {
-                let byte = nameBytes[index]
-                buffer[nameStart + index] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
-            }
+            for index in 0..<nameCount { buffer[nameStart + index] = asciiLowercased(nameBytes[index]) }
             let valueStart = nameStart + nameCount
             write(UnsafeMutableBufferPointer(rebasing: buffer[valueStart..<valueStart + valueCount]))
             offset = valueStart + valueCount
@@ -419,13 +416,15 @@ public struct HTTP2HeaderFields: Sendable, Hashable, Sequence {
     )
         -> Bool
     {
-        for index in 0..<wanted.count {
-            var stored = bytes[start + index]
-            var other = wanted[index]
-            if stored >= 0x41 && stored <= 0x5A { stored |= 0x20 }
-            if other >= 0x41 && other <= 0x5A { other |= 0x20 }
-            if stored != other { return false }
+        for index in 0..<wanted.count where asciiLowercased(bytes[start + index]) != asciiLowercased(wanted[index]) {
+            return false
         }
         return true
     }
+}
+
+/// `byte` with an ASCII capital letter made lowercase; every other byte as it is.
+@inline(__always)
+private func asciiLowercased(_ byte: UInt8) -> UInt8 {
+    byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
 }
