@@ -6,7 +6,7 @@ import Foundation
 import TestSupport
 
 final class CertificateTestPKI: Sendable {
-    let directory = TemporaryDirectory(prefix: "apns-cred")
+    let directory = TemporaryDirectory.lastingTheProcess(prefix: "apns-cred")
     static let p12Password = "p12 secret"
     static let pemKeyPassword = "pem secret"
     static let topics = ["com.example.app", "com.example.app.voip", "com.example.app.complication"]

@@ -18,7 +18,7 @@ enum OpenSSLTool {
 
 /// Signing keys in the shapes a `.p8` loader must accept or reject with a clear message.
 final class SigningKeyFixtures: Sendable {
-    let directory = TemporaryDirectory(prefix: "apns-cred")
+    let directory = TemporaryDirectory.lastingTheProcess(prefix: "apns-cred")
     /// PKCS#8 PEM P-256, like Apple's .p8.
     var p256: String { directory.file("AuthKey.p8") }
     var p256PublicKey: String { directory.file("AuthKey.pub.pem") }

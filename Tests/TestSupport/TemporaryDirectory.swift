@@ -1,7 +1,9 @@
 // A fresh directory per test for the files it writes (keys, certificates, rules, configuration),
-// removed when the test lets go of it.
+// removed when the test lets go of it, or when the process exits for fixtures shared by a whole run
+// (a `static let` is never released, and its keys and certificates stayed in /tmp after every run).
 
 import Foundation
+import Synchronization
 
 /// A new directory under the system's temporary directory, removed with its contents on release.
 package final class TemporaryDirectory: @unchecked Sendable {
@@ -17,6 +19,23 @@ package final class TemporaryDirectory: @unchecked Sendable {
     }
 
     deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    /// A directory for fixtures shared by the whole test process: removed when the process exits.
+    package static func lastingTheProcess(prefix: String) -> TemporaryDirectory {
+        let directory = TemporaryDirectory(prefix: prefix)
+        let first = removedAtExit.withLock { paths in
+            paths.append(directory.path)
+            return paths.count == 1
+        }
+        if first { atexit { TemporaryDirectory.removeDirectoriesLastingTheProcess() } }
+        return directory
+    }
+
+    private static let removedAtExit = Mutex<[String]>([])
+
+    private static func removeDirectoriesLastingTheProcess() {
+        for path in removedAtExit.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
+    }
 
     /// The path of `name` inside the directory.
     package func file(_ name: String) -> String { path + "/" + name }
