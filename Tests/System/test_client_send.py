@@ -270,8 +270,16 @@ def test_send_with_a_client_certificate_uses_mutual_tls(client_pki, signing_key)
         with_certificate = send(*common, "--cert-file", str(client_pki["cert"]), "--key-file", str(client_pki["key"]))
         without_certificate = send(*common, *token_auth(signing_key))
     finally:
-        os.killpg(simulator.pid, signal.SIGKILL)
-        simulator.wait()
+        # SIGTERM, as an operator stops it: the simulator then removes the CA file it wrote (a SIGKILL left
+        # one directory in /tmp per run).
+        simulator.send_signal(signal.SIGTERM)
+        try:
+            simulator.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(simulator.pid, signal.SIGKILL)
+            simulator.wait()
+    assert simulator.returncode == 0, f"the simulator exited {simulator.returncode} on SIGTERM"
+    assert not os.path.exists(ca), f"the simulator left its CA file {ca} behind"
     assert with_certificate.returncode == 0, with_certificate.stdout + with_certificate.stderr
     assert json.loads(with_certificate.stdout)["status"] == "delivered"
     assert without_certificate.returncode == 1
