@@ -199,4 +199,30 @@ import Testing
         #expect(family.labels("error").value == 3)
         #expect(family.labelSetCount == 2)
     }
+
+    enum Light: String, CaseIterable, Sendable { case red, amber, green }
+
+    @Test func caseSeriesMakesEachCasesChildOnFirstUseAndOnlyOnce() async throws {
+        let registry = MetricsRegistry()
+        let family = try registry.counter("demo_lights_total", help: "Lights.", labelNames: ["light"])
+        let series = CaseSeries<Light, Counter>(family) { [$0.rawValue] }
+        // No series before its case occurs: /metrics shows what `labels` would have shown.
+        #expect(family.labelSetCount == 0)
+        // Eight tasks race to the first use of each case; every count lands in one child per case.
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for round in 0..<5_000 {
+                        series[round % 2 == 0 ? .red : (task % 2 == 0 ? .green : .red)].increment()
+                    }
+                }
+            }
+        }
+        #expect(family.labelSetCount == 2)
+        #expect(series[.red] === family.labels("red"))
+        #expect(family.labels("red").value == 30_000)
+        #expect(family.labels("green").value == 10_000)
+        let text = String(decoding: registry.exposition(), as: UTF8.self)
+        #expect(!text.contains("amber"))
+    }
 }

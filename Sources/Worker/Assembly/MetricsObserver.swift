@@ -11,10 +11,12 @@ struct MetricsObserver: PipelineObserver {
     private let paused = PausedPartitions()
     // The series counted once or more per notification, found by a cheap key.
     private let recordsConsumed: SeriesCache<String, Counter>
-    private let outcomes: SeriesCache<OutcomeStatus, Counter>
-    private let eventToOutcome: SeriesCache<OutcomeStatus, Histogram>
+    private let outcomes: CaseSeries<OutcomeStatus, Counter>
+    private let eventToOutcome: CaseSeries<OutcomeStatus, Histogram>
+    /// `apns_requests_total` for the attempts APNs answered 200, by push type: nearly all of them.
+    private let accepted: CaseSeries<PushType, Counter>
     private let requests: SeriesCache<RequestSeries, Counter>
-    private let responseDuration: SeriesCache<APNsEnvironment, Histogram>
+    private let responseDuration: CaseSeries<APNsEnvironment, Histogram>
 
     /// The labels of `apns_requests_total`, before folding into their bounded sets.
     struct RequestSeries: Hashable {
@@ -27,12 +29,15 @@ struct MetricsObserver: PipelineObserver {
         self.metrics = metrics
         self.next = next
         recordsConsumed = SeriesCache(metrics.recordsConsumed) { [$0] }
-        outcomes = SeriesCache(metrics.outcomes) { [$0.rawValue] }
-        eventToOutcome = SeriesCache(metrics.eventToOutcome) { [$0.rawValue] }
+        outcomes = CaseSeries(metrics.outcomes) { [$0.rawValue] }
+        eventToOutcome = CaseSeries(metrics.eventToOutcome) { [$0.rawValue] }
+        accepted = CaseSeries(metrics.apnsRequests) {
+            WorkerMetrics.requestLabels(pushType: $0.rawValue, httpStatus: 200, reason: nil)
+        }
         requests = SeriesCache(metrics.apnsRequests) {
             WorkerMetrics.requestLabels(pushType: $0.pushType.rawValue, httpStatus: $0.httpStatus, reason: $0.reason)
         }
-        responseDuration = SeriesCache(metrics.apnsResponseDuration) { [$0.rawValue] }
+        responseDuration = CaseSeries(metrics.apnsResponseDuration) { [$0.rawValue] }
     }
 
     func recordReceived(_ record: SourceRecord) {
@@ -71,8 +76,12 @@ struct MetricsObserver: PipelineObserver {
     /// One APNs attempt has ended (`APNsClient.Configuration.attemptObserver`): counted now, while the
     /// push may still be retrying, so that the request rate and response times follow APNs as it answers.
     func attemptEnded(_ request: APNsRequest, _ attempt: DeliveryAttempt) {
-        requests[RequestSeries(pushType: request.pushType, httpStatus: attempt.httpStatus, reason: attempt.reason)]
-            .increment()
+        if attempt.httpStatus == 200 && attempt.reason == nil {
+            accepted[request.pushType].increment()
+        } else {
+            requests[RequestSeries(pushType: request.pushType, httpStatus: attempt.httpStatus, reason: attempt.reason)]
+                .increment()
+        }
         if attempt.httpStatus != nil { responseDuration[request.environment].observe(attempt.latency) }
     }
 

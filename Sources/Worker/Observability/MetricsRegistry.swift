@@ -275,3 +275,59 @@ public final class SeriesCache<Key: Hashable & Sendable, Child: AnyObject & Send
         return child
     }
 }
+
+/// A family's children for the cases of a small enum (an outcome's status, an environment), each created
+/// on first use and then found without a lock.
+///
+/// For the series counted once or more per notification: `SeriesCache` takes a lock and hashes its key on
+/// every use, and two event loops counting the same outcome contend for it. A child is created only when
+/// its case first occurs, so /metrics shows the same series as with `labels(_:)`. Not for families whose
+/// children are removed.
+///
+/// A struct over non-generic slots: a generic class's fields are found through its type metadata, a
+/// run-time lookup on every access (`scripts/bench-counts.sh` counted one more per use).
+public struct CaseSeries<Key: CaseIterable & Equatable & Sendable, Child: AnyObject & Sendable>: Sendable {
+    // `Key.allCases` builds a new array on every call; this one is built once.
+    private let keys: [Key]
+    private let slots: [LazyChildSlot]
+    private let family: MetricFamily<Child>
+    private let labelValues: @Sendable (Key) -> [String]
+
+    /// - Parameter labelValues: the family's label values for a case, in the order of its label names.
+    public init(_ family: MetricFamily<Child>, labelValues: @escaping @Sendable (Key) -> [String]) {
+        self.keys = Array(Key.allCases)
+        self.slots = keys.map { _ in LazyChildSlot() }
+        self.family = family
+        self.labelValues = labelValues
+    }
+
+    public subscript(key: Key) -> Child {
+        let slot = slots[keys.firstIndex(of: key)!]
+        if let child = slot.load() { return Unmanaged<Child>.fromOpaque(child).takeUnretainedValue() }
+        // Two loops racing here get the same child: the family keeps one per label set.
+        let child = family.labels(labelValues(key))
+        slot.storeIfUnset(Unmanaged.passUnretained(child).toOpaque())
+        return child
+    }
+}
+
+/// One child of a `CaseSeries`, set once and kept (retained) until the slot goes. Its address in an
+/// `Atomic<UInt>` rather than an `AtomicLazyReference`: that one's `load` is not specialized, and looked up
+/// its type's metadata at run time on every call (4.4 lookups per outcome in `scripts/bench-counts.sh`).
+final class LazyChildSlot: Sendable {
+    private let address = Atomic<UInt>(0)
+
+    func load() -> UnsafeRawPointer? { UnsafeRawPointer(bitPattern: address.load(ordering: .acquiring)) }
+
+    /// Keeps `object` (retaining it) unless a child is already set.
+    func storeIfUnset(_ object: UnsafeRawPointer) {
+        let retained = Unmanaged<AnyObject>.fromOpaque(object).retain()
+        let (stored, _) = address.compareExchange(
+            expected: 0, desired: UInt(bitPattern: object), ordering: .acquiringAndReleasing)
+        if !stored { retained.release() }
+    }
+
+    deinit {
+        if let object = load() { Unmanaged<AnyObject>.fromOpaque(object).release() }
+    }
+}
