@@ -57,7 +57,7 @@ if compgen -G "Tests/System/test_*.py" >/dev/null; then
     echo "test.sh: Kafka system tests on librdkafka 2.16"
     LD_LIBRARY_PATH="$rdkafka216" APNS_WORKER_BIN="$(swift build -c release --show-bin-path)/apns-worker" \
         .venv/bin/pytest -q Tests/System/test_kafka_redo.py Tests/System/test_worker_process.py \
-        Tests/System/test_kafka_mock.py || system_status=$?
+        Tests/System/test_kafka_mock.py Tests/System/test_fault_storm.py || system_status=$?
 fi
 
 if [[ $swift_status -ne 0 || $system_status -ne 0 || $lint_status -ne 0 || $warnings -ne 0 ]]; then

@@ -6,17 +6,15 @@ delivers everything when the fault is gone.
 Each test ends by counting pairs (event, device) sent / delivered / failed / expired / lost /
 duplicated, prints the counts and asserts them.
 """
-import os
-import socket
-import subprocess
 import time
 from collections import Counter
 
 import pytest
 
 from worker_process_support import (
-    BUNDLE_ID, Deadline, GroupOffsets, KafkaMock, OutcomeReader, Simulator, Stack, Worker, expected_pairs,
-    http_get, make_events, make_token_key, metric_series, metric_value, produce, wait_until, write_worker_config)
+    Deadline, GroupOffsets, KafkaMock, OutcomeReader, Simulator, Stack, Worker, count, expected_pairs,
+    free_port, http_get, make_events, make_server_certificate, make_token_key, metric_series, metric_value, produce,
+    wait_until, write_worker_config)
 
 POOL = "production/sim-key"
 DRAIN_TIMEOUT = 10
@@ -39,44 +37,6 @@ rules:
       body: "{{{{ event.type }}}}"
     accept_overrides: [expiration]
 """
-
-
-def count(reader, pairs, label):
-    """Pairs sent / delivered / failed / expired / lost / duplicated (by each pair's outcomes); prints them."""
-    statuses = {}
-    for outcome in reader.outcomes:
-        statuses.setdefault((outcome["event_id"], outcome["device_token"]), set()).add(outcome["status"])
-    counts = {
-        "sent": len(pairs),
-        "delivered": sum(1 for pair in pairs if "delivered" in statuses.get(pair, ())),
-        "failed": sum(1 for pair in pairs if "failed" in statuses.get(pair, ())),
-        "expired": sum(1 for pair in pairs if "expired" in statuses.get(pair, ())),
-        "lost": sum(1 for pair in pairs if pair not in statuses),
-        "duplicated": sum(1 for pair in pairs if reader.per_pair[pair] > 1),
-        "other": Counter(status for pair in pairs for status in statuses.get(pair, ())
-                         if status not in ("delivered", "failed", "expired")),
-    }
-    assert set(statuses) <= pairs, "outcomes for pairs never sent"
-    print(f"\n{label}: " + ", ".join(f"{name} {value}" for name, value in counts.items()))
-    return counts
-
-
-def free_port():
-    """A loopback port nothing listens on (a simulator is started on it later, or never)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def make_server_certificate(directory):
-    """A self-signed certificate for localhost and 127.0.0.1, so that successive simulators on one port
-    present the same certificate the worker trusts."""
-    cert, key = os.path.join(directory, "server-cert.pem"), os.path.join(directory, "server-key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-                   capture_output=True, check=True, timeout=20)
-    return cert, key
 
 
 def unprocessed_attempts(outcomes):

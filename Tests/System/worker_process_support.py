@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -536,3 +537,41 @@ class Stack:
         self.closers.clear()
         if problems:
             raise problems[0]
+
+
+def count(reader, pairs, label):
+    """Pairs sent / delivered / failed / expired / lost / duplicated (by each pair's outcomes); prints them."""
+    statuses = {}
+    for outcome in reader.outcomes:
+        statuses.setdefault((outcome["event_id"], outcome["device_token"]), set()).add(outcome["status"])
+    counts = {
+        "sent": len(pairs),
+        "delivered": sum(1 for pair in pairs if "delivered" in statuses.get(pair, ())),
+        "failed": sum(1 for pair in pairs if "failed" in statuses.get(pair, ())),
+        "expired": sum(1 for pair in pairs if "expired" in statuses.get(pair, ())),
+        "lost": sum(1 for pair in pairs if pair not in statuses),
+        "duplicated": sum(1 for pair in pairs if reader.per_pair[pair] > 1),
+        "other": Counter(status for pair in pairs for status in statuses.get(pair, ())
+                         if status not in ("delivered", "failed", "expired")),
+    }
+    assert set(statuses) <= pairs, "outcomes for pairs never sent"
+    print(f"\n{label}: " + ", ".join(f"{name} {value}" for name, value in counts.items()))
+    return counts
+
+
+def free_port():
+    """A loopback port nothing listens on (a simulator is started on it later, or never)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def make_server_certificate(directory):
+    """A self-signed certificate for localhost and 127.0.0.1, so that successive simulators on one port
+    present the same certificate the worker trusts."""
+    cert, key = os.path.join(directory, "server-cert.pem"), os.path.join(directory, "server-key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   capture_output=True, check=True, timeout=20)
+    return cert, key
