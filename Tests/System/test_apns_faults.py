@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from worker_process_support import (
-    Deadline, GroupOffsets, KafkaMock, OutcomeReader, Simulator, Stack, Worker, count, expected_pairs,
+    Deadline, GroupOffsets, KafkaMock, OutcomeReader, Simulator, Stack, Worker, close_all, count, expected_pairs,
     free_port, http_get, make_events, make_server_certificate, make_token_key, metric_series, metric_value, produce,
     wait_until, write_worker_config)
 
@@ -191,14 +191,7 @@ class OutageStack:
         return up
 
     def close(self):
-        problems = []
-        for close in reversed(self.closers):
-            try:
-                close()
-            except Exception as problem:
-                problems.append(problem)
-        if problems:
-            raise problems[0]
+        close_all(self.closers)
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ from collections import Counter
 
 from test_schemas import validate_records
 from worker_process_support import (
-    ControlledKafkaMock, Deadline, GroupOffsets, OutcomeReader, Simulator, Worker, count, expected_pairs, free_port,
-    make_events, make_server_certificate, make_token_key, produce, write_worker_config)
+    ControlledKafkaMock, Deadline, GroupOffsets, OutcomeReader, Simulator, Worker, close_all, count, expected_pairs,
+    free_port, make_events, make_server_certificate, make_token_key, produce, write_worker_config)
 
 DRAIN_TIMEOUT = 5
 MAX_TOTAL_TIME = 3
@@ -106,14 +106,7 @@ class StormStack:
     def close(self):
         if self.simulator is not None:
             self.closers.append(self.simulator.close)
-        problems = []
-        for close in reversed(self.closers):
-            try:
-                close()
-            except Exception as problem:  # stop the rest all the same
-                problems.append(problem)
-        if problems:
-            raise problems[0]
+        close_all(self.closers)
 
 
 class SteadyProducer(threading.Thread):

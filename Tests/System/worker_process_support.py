@@ -528,15 +528,7 @@ class Stack:
         return ends
 
     def close(self):
-        problems = []
-        for close in reversed(self.closers):
-            try:
-                close()
-            except Exception as problem:  # stop the rest all the same
-                problems.append(problem)
-        self.closers.clear()
-        if problems:
-            raise problems[0]
+        close_all(self.closers)
 
 
 def count(reader, pairs, label):
@@ -575,3 +567,17 @@ def make_server_certificate(directory):
                     "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
                    capture_output=True, check=True, timeout=20)
     return cert, key
+
+
+def close_all(closers):
+    """Runs each closer, the last added first, all of them even when one fails; empties the list and then
+    raises the first failure."""
+    problems = []
+    for close in reversed(closers):
+        try:
+            close()
+        except Exception as problem:  # stop the rest all the same
+            problems.append(problem)
+    closers.clear()
+    if problems:
+        raise problems[0]
