@@ -123,6 +123,24 @@ struct CircuitBreakerTests {
         #expect(past == .deadlinePassed, "a deadline already passed does not wait at all")
     }
 
+    @Test func aWithdrawnWaitEndsWithoutTouchingTheOthers() async {
+        let breaker = Self.quickBreaker(Transitions())
+        for _ in 0..<5 { breaker.record(.fault("503")) }
+        _ = await breaker.admit(deadline: Self.farAway)  // the probe, never answered
+        let withdrawal = SendWithdrawal()
+        async let withdrawn = breaker.admit(deadline: Self.farAway, withdrawal: withdrawal)
+        async let kept = breaker.admit(deadline: Self.farAway)
+        #expect(await eventually { breaker.snapshot.waiting == 2 }, "the pushes never started waiting")
+        withdrawal.withdraw()
+        #expect(await withdrawn == .withdrawn)
+        #expect(breaker.snapshot.waiting == 1, "the push without the withdrawal still waits")
+        breaker.record(.healthy, probe: true)
+        #expect(await kept == .go(probe: false))
+        for _ in 0..<5 { breaker.record(.fault("503")) }
+        let already = await breaker.admit(deadline: Self.farAway, withdrawal: withdrawal)
+        #expect(already == .withdrawn, "a push withdrawn before it waits does not wait at all")
+    }
+
     @Test func anAnswerFromAnEarlierPushClosesIt() {
         let breaker = Self.quickBreaker(Transitions())
         for _ in 0..<5 { breaker.record(.fault("503")) }

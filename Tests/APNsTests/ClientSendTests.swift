@@ -7,6 +7,7 @@ import Foundation
 import HTTP2
 import JSON
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import APNs
@@ -130,6 +131,44 @@ struct ClientSendTests {
         #expect(result.attempts.map(\.httpStatus) == [429, 200])
         // A lower bound only: the retry must not come before the second APNs asked for.
         #expect(ContinuousClock.now - started >= .seconds(1))
+        await client.shutdown()
+        simulator.stop()
+    }
+
+    @Test func aSendWithdrawnWhileItsPoolIsDownEndsUnsent() async throws {
+        let simulator = try makeSimulator()
+        let client = try makeClient(simulator)
+        let breaker = client.breaker(for: .sandbox)
+        for _ in 0..<5 { breaker.record(.fault("503 ServiceUnavailable")) }
+        let withdrawal = SendWithdrawal()
+        let notification = try request()
+        async let result = client.send(notification, policy: Self.fastRetries, withdrawal: withdrawal)
+        // The half-open breaker's probe or a waiting push: either way, nothing leaves while it is held.
+        #expect(await eventually { breaker.snapshot.waiting == 1 }, "the push never waited for the breaker")
+        withdrawal.withdraw()
+        let withdrawn = await result
+        #expect(withdrawn.status == .withdrawn)
+        #expect(withdrawn.attempts.isEmpty)
+        #expect(simulator.stats.requests == 0)
+        await client.shutdown()
+        simulator.stop()
+    }
+
+    @Test func aSendWithdrawnWhileItWaitsToRetryIsNotSentAgain() async throws {
+        let simulator = try makeSimulator(failingFirst: [.tooManyRequests(retryAfterSeconds: 60)])
+        let client = try makeClient(simulator)
+        let withdrawal = SendWithdrawal()
+        let policy = RetryPolicy(
+            maximumAttempts: 4, maximumTotalTime: .seconds(600),
+            backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(20)))
+        let notification = try request()
+        async let result = client.send(notification, policy: policy, withdrawal: withdrawal)
+        #expect(await eventually { simulator.stats.requests == 1 }, "the first attempt never reached APNs")
+        withdrawal.withdraw()
+        let withdrawn = await result
+        #expect(withdrawn.status == .withdrawn)
+        #expect(withdrawn.attempts.map(\.httpStatus) == [429])
+        #expect(simulator.stats.requests == 1)
         await client.shutdown()
         simulator.stop()
     }

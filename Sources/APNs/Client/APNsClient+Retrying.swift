@@ -113,11 +113,11 @@ extension APNsClient {
     /// Counts against `maximumAttempts` and `maximumTotalTime` only what is the push's own doing: an
     /// attempt that never reached APNs is resent without counting (spaced by `resendBackoff`), and one
     /// that failed with a fault of its pool while the pool's breaker opened waits for the breaker without
-    /// counting. Waiting ends when the breaker lets the push through, or as `expired` when the push's
-    /// expiration or the hold limit comes first.
+    /// counting. Waiting ends when the breaker lets the push through, as `expired` when the push's
+    /// expiration or the hold limit comes first, or as `withdrawn` when `withdrawal` is withdrawn.
     func retry(
         _ request: APNsRequest, policy: RetryPolicy, after first: RecordedAttempt?,
-        firstStart: ContinuousClock.Instant, clock: ContinuousClock
+        firstStart: ContinuousClock.Instant, clock: ContinuousClock, withdrawal: SendWithdrawal? = nil
     ) async -> DeliveryResult {
         let breaker = breaker(for: request.environment)
         var attempts: [DeliveryAttempt] = []
@@ -179,7 +179,9 @@ extension APNsClient {
             }
             if delay > .zero {
                 do {
-                    try await Task.sleep(for: delay)
+                    guard try await Self.sleep(for: delay, unless: withdrawal) else {
+                        return Self.withdrawn(last, attempts, "while waiting to retry")
+                    }
                 } catch {
                     return DeliveryResult(
                         status: .failed, response: last?.response, attempts: attempts,
@@ -192,11 +194,13 @@ extension APNsClient {
                 var wait = policy.maximumHoldTime - excused
                 if let left = timeToExpiration(of: request) { wait = min(wait, left) }
                 let deadline = MonotonicClock.now() &+ max(wait, .zero).nanosecondsClamped
-                let admission = await breaker.admit(deadline: deadline)
+                let admission = await breaker.admit(deadline: deadline, withdrawal: withdrawal)
                 excused += holdStart.duration(to: clock.now)
                 switch admission {
                 case .go(let isProbe):
                     probe = isProbe
+                case .withdrawn:
+                    return Self.withdrawn(last, attempts, "while its pool could not reach APNs")
                 case .deadlinePassed:
                     if let left = timeToExpiration(of: request), left <= .zero {
                         return DeliveryResult(
@@ -221,7 +225,10 @@ extension APNsClient {
                                 + "(429 TooManyRequests); it was not sent again")
                     }
                     do {
-                        try await Task.sleep(for: wait)
+                        guard try await Self.sleep(for: wait, unless: withdrawal) else {
+                            if probe { breaker.record(.neutral, probe: true) }
+                            return Self.withdrawn(last, attempts, "while APNs paced pushes to its device")
+                        }
                     } catch {
                         return DeliveryResult(
                             status: .failed, response: last?.response, attempts: attempts,
@@ -233,6 +240,11 @@ extension APNsClient {
                     }
                     if deviceThrottle.isCurrent(slot) { break }
                 }
+            }
+            // Released by a breaker that closed (or made the probe) after the sender withdrew it: not sent.
+            if withdrawal?.isWithdrawn == true {
+                if probe { breaker.record(.neutral, probe: true) }
+                return Self.withdrawn(last, attempts, "before it was sent again")
             }
             // Every attempt after the first carries a fresh apns-id; the first is the request's own.
             if last != nil { current.apnsID = .random() }
@@ -265,6 +277,22 @@ extension APNsClient {
         if case .transportFailure(let error) = attempt.outcome, error.code == .poolSaturated { return }
         if attempts.count >= keptAttempts { attempts.remove(at: 1) }
         attempts.append(attempt.record)
+    }
+
+    /// Sleeps for `duration`, or less when `withdrawal` is withdrawn meanwhile; false when it was. Throws
+    /// when the task is cancelled.
+    static func sleep(for duration: Duration, unless withdrawal: SendWithdrawal?) async throws -> Bool {
+        guard let withdrawal else {
+            try await Task.sleep(for: duration)
+            return true
+        }
+        return try await withdrawal.sleep(for: duration)
+    }
+
+    static func withdrawn(_ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], _ when: String) -> DeliveryResult {
+        DeliveryResult(
+            status: .withdrawn, response: last?.response, attempts: attempts,
+            summary: "withdrawn by its sender \(when); not sent")
     }
 
     func heldPastLimit(

@@ -181,18 +181,22 @@ public final class APNsClient: Sendable {
     ///
     /// - Important: runs on the caller's executor (`nonisolated(nonsending)`). Senders that run on
     ///   `EventLoopGroup.taskExecutor()` render, submit and resume on the I/O thread with no hand-off.
+    /// A send still waiting when `withdrawal` is withdrawn ends `withdrawn`, unsent (`SendWithdrawal`).
     nonisolated(nonsending)
-        public func send(_ request: APNsRequest, policy: RetryPolicy) async -> DeliveryResult
+        public func send(
+            _ request: APNsRequest, policy: RetryPolicy, withdrawal: SendWithdrawal? = nil
+        ) async -> DeliveryResult
     {
         let clock = ContinuousClock()
         let firstStart = clock.now
         // While the pool's breaker holds, or APNs throttles the device, the first attempt waits in the
         // retry loop like any other.
         let first =
-            breaker(for: request.environment).isClosed && !isPaced(request)
+            breaker(for: request.environment).isClosed && !isPaced(request) && withdrawal?.isWithdrawn != true
             ? await attemptOnce(request, clock: clock, start: firstStart, probe: false) : nil
         return await finishSend(
-            SendInProgress(client: self, request: request, first: first, firstStart: firstStart), policy: policy)
+            SendInProgress(client: self, request: request, first: first, firstStart: firstStart), policy: policy,
+            withdrawal: withdrawal)
     }
 
     /// A send whose first attempt has ended (`beginSend`); `finishSend` takes it from there.
@@ -297,14 +301,16 @@ public final class APNsClient: Sendable {
 
     /// The result of a send begun with `beginSend`: at once when its first attempt settled it (accepted,
     /// or refused in a way the policy does not retry), else after the policy's retries, each with a fresh
-    /// apns-id.
+    /// apns-id. A retry still waiting when `withdrawal` is withdrawn ends `withdrawn`, unsent.
     nonisolated(nonsending)
-        public func finishSend(_ progress: SendInProgress, policy: RetryPolicy) async -> DeliveryResult
+        public func finishSend(
+            _ progress: SendInProgress, policy: RetryPolicy, withdrawal: SendWithdrawal? = nil
+        ) async -> DeliveryResult
     {
         if let settled = settledResult(progress, policy: policy) { return settled }
         return await retry(
             progress.request, policy: policy, after: progress.first, firstStart: progress.firstStart,
-            clock: ContinuousClock())
+            clock: ContinuousClock(), withdrawal: withdrawal)
     }
 
     /// The result when the first attempt settled the send: accepted, or refused in a way `policy` does not

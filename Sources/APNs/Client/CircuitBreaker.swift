@@ -69,6 +69,8 @@ public final class CircuitBreaker: Sendable {
         case go(probe: Bool)
         /// The deadline passed while waiting: nothing was sent.
         case deadlinePassed
+        /// The sender withdrew the push while it waited (`SendWithdrawal`): nothing was sent.
+        case withdrawn
     }
 
     /// A snapshot for metrics.
@@ -81,6 +83,7 @@ public final class CircuitBreaker: Sendable {
     private struct Waiter {
         let id: UInt64
         let deadline: UInt64
+        let withdrawal: SendWithdrawal?
         let continuation: UnsafeContinuation<Admission, Never>
     }
 
@@ -128,7 +131,8 @@ public final class CircuitBreaker: Sendable {
     /// Whether the window holds a fault: healthy verdicts are recorded only then.
     private let windowHasFault = Atomic<Bool>(false)
     private let onTransition: @Sendable (Transition) -> Void
-    /// How often waiting pushes are checked against their deadlines and an open breaker against its probe time.
+    /// How often waiting pushes are checked against their deadlines and withdrawals, and an open breaker
+    /// against its probe time.
     private static let tickNanoseconds: UInt64 = 100_000_000
 
     public init(
@@ -197,8 +201,8 @@ public final class CircuitBreaker: Sendable {
     }
 
     /// Returns at once while the breaker is closed; otherwise waits until the push may go (a probe, or
-    /// the breaker closed) or `deadline` (MonotonicClock nanoseconds) passes.
-    public func admit(deadline: UInt64) async -> Admission {
+    /// the breaker closed), `deadline` (MonotonicClock nanoseconds) passes, or `withdrawal` is withdrawn.
+    public func admit(deadline: UInt64, withdrawal: SendWithdrawal? = nil) async -> Admission {
         if isClosed { return .go(probe: false) }
         return await withUnsafeContinuation { continuation in
             let now = MonotonicClock.now()
@@ -213,11 +217,13 @@ public final class CircuitBreaker: Sendable {
                 case .open, .halfOpen:
                     if deadline <= now {
                         effects.resume.append((continuation, .deadlinePassed))
+                    } else if withdrawal?.isWithdrawn == true {
+                        effects.resume.append((continuation, .withdrawn))
                     } else {
                         machine.nextWaiterID += 1
                         machine.waiters.append(
                             Waiter(
-                                id: machine.nextWaiterID, deadline: deadline,
+                                id: machine.nextWaiterID, deadline: deadline, withdrawal: withdrawal,
                                 continuation: continuation))
                         ensureTicking(&machine, effects: &effects)
                     }
@@ -311,8 +317,12 @@ public final class CircuitBreaker: Sendable {
                 }
             }
             machine.waiters.removeAll { waiter in
-                guard waiter.deadline <= now else { return false }
-                effects.resume.append((waiter.continuation, .deadlinePassed))
+                if waiter.deadline <= now {
+                    effects.resume.append((waiter.continuation, .deadlinePassed))
+                    return true
+                }
+                guard waiter.withdrawal?.isWithdrawn == true else { return false }
+                effects.resume.append((waiter.continuation, .withdrawn))
                 return true
             }
             admitProbe(&machine, now: now, effects: &effects)

@@ -23,6 +23,10 @@ public enum DeliveryStatus: String, Sendable, Hashable, CustomStringConvertible 
     /// BadCertificate, BadCertificateEnvironment...): nothing is wrong with the push itself, so a sender
     /// keeps it (the worker parks it on its retry topic) and tries again once the credential works.
     case credentialRefused
+    /// Not sent, and not finished either: its sender withdrew it while it waited (`SendWithdrawal`), for a
+    /// pool that was down, a retry's delay or its device's pace. Whoever sends it next (a worker: the
+    /// record's next owner) does it in full, so it is nobody's outcome.
+    case withdrawn
 
     public var description: String { rawValue }
 }

@@ -58,6 +58,12 @@ public final class APNsPushTransport: PushTransport {
     ///
     /// First attempts are not cancellable; each ends with its response or the request timeout.
     public func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult] {
+        await deliverAll(pushes, withdrawal: nil)
+    }
+
+    /// Pushes that wait (for a pool that is down, a retry's delay, a paced device) when `withdrawal` is
+    /// withdrawn end `withdrawn`, unsent.
+    public func deliverAll(_ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?) async -> [DeliveryResult] {
         if pushes.isEmpty { return [] }
         // The work between the awaits is in synchronous helpers, never inlined here, so that this
         // function's async frame stays small: it is allocated whole for every record and held for the
@@ -66,8 +72,10 @@ public final class APNsPushTransport: PushTransport {
         // slab also cost a malloc each).
         let firstAttempts = await sendFirstAttempts(pushes)
         var results = settledResults(pushes, firstAttempts)
-        if results.contains(where: { $0 == nil }) { await retry(firstAttempts, into: &results) }
-        if needsOtherEnvironment(pushes, results) { await tryOtherEnvironments(pushes, into: &results) }
+        if results.contains(where: { $0 == nil }) { await retry(firstAttempts, into: &results, withdrawal: withdrawal) }
+        if needsOtherEnvironment(pushes, results) {
+            await tryOtherEnvironments(pushes, into: &results, withdrawal: withdrawal)
+        }
         // Moved, not passed: the array stayed referenced here, and `observed` taking each result out of it
         // copied the whole array first (every result retained, and an allocation per event).
         return observed(consume results)
@@ -120,7 +128,9 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// The retries, which wait (back-off, Retry-After): those of one event wait side by side.
-    private func retry(_ firstAttempts: [FirstAttempt?], into results: inout [DeliveryResult?]) async {
+    private func retry(
+        _ firstAttempts: [FirstAttempt?], into results: inout [DeliveryResult?], withdrawal: SendWithdrawal?
+    ) async {
         let policy = self.policy
         var retries: [(slot: Int, first: FirstAttempt)] = []
         for (slot, first) in firstAttempts.enumerated() where results[slot] == nil {
@@ -128,12 +138,12 @@ public final class APNsPushTransport: PushTransport {
         }
         if retries.count == 1 {
             let (slot, first) = retries[0]
-            results[slot] = await first.client.finishSend(first, policy: policy)
+            results[slot] = await first.client.finishSend(first, policy: policy, withdrawal: withdrawal)
             return
         }
         let finished = await withTaskGroup(of: (Int, DeliveryResult).self) { group in
             for (slot, first) in retries {
-                group.addTask { (slot, await first.client.finishSend(first, policy: policy)) }
+                group.addTask { (slot, await first.client.finishSend(first, policy: policy, withdrawal: withdrawal)) }
             }
             return await group.reduce(into: [(Int, DeliveryResult)]()) { $0.append($1) }
         }
@@ -149,7 +159,9 @@ public final class APNsPushTransport: PushTransport {
     }
 
     /// The pushes refused with BadDeviceToken, each tried in the other environment, side by side.
-    private func tryOtherEnvironments(_ pushes: ArraySlice<PlannedPush>, into results: inout [DeliveryResult?]) async {
+    private func tryOtherEnvironments(
+        _ pushes: ArraySlice<PlannedPush>, into results: inout [DeliveryResult?], withdrawal: SendWithdrawal?
+    ) async {
         var refused: [(slot: Int, push: PlannedPush, result: DeliveryResult)] = []
         for (slot, (push, result)) in zip(pushes, results).enumerated() {
             guard let result, otherEnvironmentClient(for: push, after: result) != nil else { continue }
@@ -157,7 +169,7 @@ public final class APNsPushTransport: PushTransport {
         }
         let finished = await withTaskGroup(of: (Int, DeliveryResult).self) { group in
             for (slot, push, result) in refused {
-                group.addTask { (slot, await self.inOtherEnvironmentIfRefused(push, result)) }
+                group.addTask { (slot, await self.inOtherEnvironmentIfRefused(push, result, withdrawal: withdrawal)) }
             }
             return await group.reduce(into: [(Int, DeliveryResult)]()) { $0.append($1) }
         }
@@ -175,12 +187,14 @@ public final class APNsPushTransport: PushTransport {
     /// environment, the push sent there once more (a fresh apns-id; the same breaker and retry policy as
     /// any send) with both environments' attempts. What the other environment answered is final: the
     /// token is only invalid when both refuse it (`EnvironmentsAsked`).
-    private func inOtherEnvironmentIfRefused(_ push: PlannedPush, _ result: DeliveryResult) async -> DeliveryResult {
+    private func inOtherEnvironmentIfRefused(
+        _ push: PlannedPush, _ result: DeliveryResult, withdrawal: SendWithdrawal? = nil
+    ) async -> DeliveryResult {
         guard let client = otherEnvironmentClient(for: push, after: result) else { return result }
         var request = push.request
         request.environment = push.request.environment.other
         request.apnsID = .random()
-        let retried = await client.send(request, policy: policy)
+        let retried = await client.send(request, policy: policy, withdrawal: withdrawal)
         return DeliveryResult(
             status: retried.status, response: retried.response, attempts: result.attempts + retried.attempts,
             summary: "BadDeviceToken in \(push.request.environment); in \(request.environment): \(retried.summary)",

@@ -294,8 +294,17 @@ public final class WorkerRuntime: Sendable {
         let drainTimeout = configuration.drainTimeout
         report.recordsLeft = await pipeline.drain(
             timeout: ShutdownDeadline.seconds(until: deadline.drainEnds),
-            leftBehind: { unfinished in
+            leftBehind: { unfinished, withdrawn in
                 progress.enter("committing what finished and leaving the consumer group")
+                if !withdrawn.isEmpty {
+                    shutdownLogger.info(
+                        "records whose pushes were waiting (for APNs, a retry or a paced device) were released "
+                            + "unsent; they stay uncommitted and the group's next owner sends them",
+                        [
+                            "records_released": .int(Int64(withdrawn.values.reduce(0, +))),
+                            "partitions": Self.list(withdrawn.keys.map(KafkaTopicPartition.init)),
+                        ])
+                }
                 guard !unfinished.isEmpty else { return }
                 let records = unfinished.values.reduce(0, +)
                 shutdownLogger.warning(

@@ -145,6 +145,9 @@ public struct OffsetTracker: Sendable {
     /// How many records of `partition` are taken and not finished.
     public func unfinished(_ partition: TopicPartition) -> Int { ledgers[partition]?.unfinished ?? 0 }
 
+    /// The generation of the partition's records now; nil when it has none (never taken, or forgotten).
+    public func generation(of partition: TopicPartition) -> UInt64? { ledgers[partition]?.generation }
+
     /// The oldest record of `partition` not yet finished, which holds back its offset.
     public func oldestUnfinished(_ partition: TopicPartition) -> Int64? { ledgers[partition]?.oldestUnfinished }
 

@@ -3,28 +3,42 @@
 import Platform
 
 extension Pipeline {
-    /// Stops taking records, waits up to `timeout` seconds for in-flight ones, flushes the sink within
-    /// what is left of it and closes the source (which commits what was stored). Returns the records
-    /// left unfinished; `leftBehind` is told, once the wait is over, how many each partition holds.
+    /// Stops taking records, withdraws every push still waiting (for a pool that is down, a retry's
+    /// delay, a paced device: waiting for those would only spend the drain), waits up to `timeout` seconds
+    /// for the records in flight, flushes the sink within what is left of it and closes the source (which
+    /// commits what was stored). Returns the records left unfinished; `leftBehind` is told, once the wait
+    /// is over, how many each partition holds still running at its end (`running`) and released unsent
+    /// because their pushes were withdrawn (`withdrawn`). Both stay uncommitted.
     @discardableResult
     public func drain(
-        timeout: Double, leftBehind: (@Sendable (_ unfinished: [TopicPartition: Int]) -> Void)? = nil
+        timeout: Double,
+        leftBehind: (@Sendable (_ running: [TopicPartition: Int], _ withdrawn: [TopicPartition: Int]) -> Void)? = nil
     ) async -> Int {
-        state.withLock { $0.receiving = false }
+        let withdrawals = state.withLock { state in
+            state.receiving = false
+            defer { state.withdrawals = [:] }
+            return Array(state.withdrawals.values)
+        }
+        for withdrawal in withdrawals { withdrawal.withdraw() }
         source.stopReceiving()
         let deadline = MonotonicClock.seconds() + timeout
         // A transactional sink that stopped for good commits nothing more: waiting would only delay the exit.
         while MonotonicClock.seconds() < deadline, recordsInFlight > 0, transactions?.failure == nil {
             try? await Task.sleep(for: .milliseconds(5))
         }
-        let (left, unfinished) = state.withLock { state -> (Int, [TopicPartition: Int]) in
-            var unfinished: [TopicPartition: Int] = [:]
-            for partition in state.assigned where state.tracker.unfinished(partition) > 0 {
-                unfinished[partition] = state.tracker.unfinished(partition)
+        let (left, running, withdrawn) = state.withLock {
+            state -> (Int, [TopicPartition: Int], [TopicPartition: Int]) in
+            var running: [TopicPartition: Int] = [:]
+            var withdrawn: [TopicPartition: Int] = [:]
+            for partition in state.assigned {
+                let released = state.withdrawnUnfinished[partition, default: 0]
+                let unfinished = state.tracker.unfinished(partition) - released
+                if unfinished > 0 { running[partition] = unfinished }
+                if released > 0 { withdrawn[partition] = released }
             }
-            return (state.flow.inFlight, unfinished)
+            return (state.flow.inFlight + withdrawn.values.reduce(0, +), running, withdrawn)
         }
-        leftBehind?(unfinished)
+        leftBehind?(running, withdrawn)
         // Within the drain's time only: what is still unfinished at its end stays uncommitted anyway.
         let remaining = max(0, deadline - MonotonicClock.seconds())
         if let transactions {

@@ -43,12 +43,13 @@ extension Pipeline {
     }
 
     /// Waits until a parked record's time has come.
-    func waitUntilDue(_ record: SourceRecord) async {
+    func waitUntilDue(_ record: SourceRecord, unless withdrawal: SendWithdrawal) async {
         guard let text = Self.header(ParkHeader.notBefore, of: record), let notBefore = Double(text) else { return }
         let wait = notBefore / 1000 - WallClockTime.seconds()
         // A clock far off, or a forged header, must not hold the record for longer than one park delay.
         guard wait > 0 else { return }
-        try? await Task.sleep(for: .milliseconds(Int64(min(wait, configuration.parkDelay) * 1000)))
+        // Withdrawn (its partition revoked, or the worker stopping): the wait ends, and nothing is sent.
+        _ = try? await withdrawal.sleep(for: .milliseconds(Int64(min(wait, configuration.parkDelay) * 1000)))
     }
 
     /// The retry-topic record for an event's pushes that APNs refused for their credential, or nil when

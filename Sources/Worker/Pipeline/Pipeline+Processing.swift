@@ -5,20 +5,41 @@ import APNs
 import Platform
 
 extension Pipeline {
-    func process(_ record: SourceRecord, generation: UInt64) async {
+    func process(_ record: SourceRecord, generation: UInt64, withdrawal: SendWithdrawal) async {
         // Decoding, planning and building the results are synchronous helpers, never inlined here: only
         // what lives across the one await is in this async frame, which then fits the lane task's first
         // allocator slab (frames beyond it cost a malloc and a free per record). An async frame holds
         // the locals of everything inlined into it for the whole round trip to APNs: `results` inlined
         // took it from 480 to 816 bytes.
-        if record.topic == configuration.retryTopic { await waitUntilDue(record) }
+        if record.topic == configuration.retryTopic { await waitUntilDue(record, unless: withdrawal) }
+        // Its partition was revoked, or the pipeline is draining, before the record's pushes started:
+        // none is sent, and its next owner does the record.
+        if withdrawal.isWithdrawn { return recordWithdrawn(record, generation: generation) }
         switch prepare(record) {
         case .deadLetter(let output):
             publishDeadLetter(output, of: record, generation: generation)
         case .ready(let prepared):
-            let sent = await transport.deliverAll(prepared.plan.pushes[...])
+            let sent = await transport.deliverAll(prepared.plan.pushes[...], withdrawal: withdrawal)
             publishResults(of: prepared, sent: sent, source: record, generation: generation)
         }
+    }
+
+    /// A record with a push its partition's withdrawal took back (a revoke, a drain): it publishes nothing
+    /// and stays unfinished, so that neither its offset nor a later one is stored; its partition's next
+    /// owner does it in full. It stops counting against the in-flight cap, and the revoke or drain stops
+    /// waiting for it.
+    @inline(never)
+    func recordWithdrawn(_ record: SourceRecord, generation: UInt64) {
+        let partition = record.topicPartition
+        let appliesSteps = state.withLock { state -> Bool in
+            state.counters.withdrawn += 1
+            if state.tracker.generation(of: partition) == generation {
+                state.withdrawnUnfinished[partition, default: 0] += 1
+            }
+            state.reportRunning(state.recordStoppedCounting())
+            return state.hasFlowSteps
+        }
+        if appliesSteps { applyFlowSteps() }
     }
 
     /// Never inlined into `process` (see there).
@@ -32,6 +53,8 @@ extension Pipeline {
     func publishResults(
         of prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord, generation: UInt64
     ) {
+        // A record with a withdrawn push publishes nothing, not even the outcomes of its other pushes.
+        if sent.contains(where: { $0.status == .withdrawn }) { return recordWithdrawn(record, generation: generation) }
         let (outputs, outcomes) = results(of: prepared, sent: sent, source: record)
         publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: prepared.eventTime)
     }

@@ -1,10 +1,13 @@
 // What the source calls on its own thread: a record arrives (taken, counted against the in-flight cap,
-// handed to a lane), partitions are assigned, or revoked (their in-flight records get a bounded wait).
+// handed to a lane), partitions are assigned, or revoked (their waiting pushes are withdrawn, and their
+// records in flight get a bounded wait).
+
+import APNs
 
 extension Pipeline {
     public func received(_ record: SourceRecord) {
         let partition = record.topicPartition
-        let (generation, appliesSteps, resizeDue) = state.withLock { state -> (UInt64?, Bool, Bool) in
+        let (taken, appliesSteps, resizeDue) = state.withLock { state -> ((UInt64, SendWithdrawal)?, Bool, Bool) in
             // Checked under the lock, so that a revoke's `forget` comes either before (the record is not
             // current) or after (the record is in flight, and the revoke waits for it).
             guard state.receiving, !state.revoking.contains(partition), source.isCurrent(record) else {
@@ -13,6 +16,13 @@ extension Pipeline {
             state.assigned.insert(partition)
             guard let generation = state.tracker.take(partition, offset: record.offset) else {
                 return (nil, false, false)
+            }
+            let withdrawal: SendWithdrawal
+            if let existing = state.withdrawals[partition] {
+                withdrawal = existing
+            } else {
+                withdrawal = SendWithdrawal()
+                state.withdrawals[partition] = withdrawal
             }
             state.counters.recordsTaken += 1
             let resizeDue = state.sizing.tick()
@@ -25,12 +35,12 @@ extension Pipeline {
                 state.flowSteps.append(.stopFetching([partition]))
                 state.flowSteps.append(.report(paused: true, [partition]))
             }
-            return (generation, state.hasFlowSteps, resizeDue)
+            return ((generation, withdrawal), state.hasFlowSteps, resizeDue)
         }
         if appliesSteps { applyFlowSteps() }
-        guard let generation else { return }
+        guard let (generation, withdrawal) = taken else { return }
         observer?.recordReceived(record)
-        lanes.submit(TakenRecord(record: record, generation: generation))
+        lanes.submit(TakenRecord(record: record, generation: generation, withdrawal: withdrawal))
         if resizeDue { resizeInFlightCap() }
     }
 
@@ -64,12 +74,23 @@ extension Pipeline {
     }
 
     public func revoking(_ partitions: [TopicPartition], deadline: ContinuousClock.Instant) async {
-        state.withLock { $0.revoking.formUnion(partitions) }
+        // Pushes of these partitions that wait (for a pool that is down, a retry's delay, a paced device)
+        // are withdrawn: they would keep the group's rebalance waiting for APNs, and be sent after the
+        // records went to their next owner, who sends them too. What is on its way to APNs finishes.
+        let withdrawals = state.withLock { state in
+            state.revoking.formUnion(partitions)
+            return partitions.compactMap { state.withdrawals.removeValue(forKey: $0) }
+        }
+        for withdrawal in withdrawals { withdrawal.withdraw() }
         // Exactly-once: the last second is the transaction's that commits what finished.
         let waitUntil = transactions == nil ? deadline : deadline.advanced(by: .seconds(-1))
         while ContinuousClock.now < waitUntil {
-            let unfinished = state.withLock { state in partitions.reduce(0) { $0 + state.tracker.unfinished($1) } }
-            if unfinished == 0 { break }
+            let running = state.withLock { state in
+                partitions.reduce(0) {
+                    $0 + state.tracker.unfinished($1) - state.withdrawnUnfinished[$1, default: 0]
+                }
+            }
+            if running == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
         let appliesSteps = state.withLock { state -> Bool in
@@ -78,6 +99,8 @@ extension Pipeline {
                 // Unfinished records still run, and their finishes count down the cap.
                 let (unfinished, _) = state.tracker.forget(partition)
                 state.counters.abandonedAtRevoke += unfinished
+                // Withdrawn ones stopped counting against the cap when they came back.
+                state.withdrawnUnfinished[partition] = nil
                 state.assigned.remove(partition)
                 state.revoking.remove(partition)
                 if state.fetchStopped.remove(partition) != nil { noLongerStopped.append(partition) }

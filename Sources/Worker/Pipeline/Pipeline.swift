@@ -46,6 +46,8 @@ public struct PipelineCounters: Sendable, Equatable {
     public var invalidTokens = 0
     public var byStatus: [OutcomeStatus: Int] = [:]
     public var abandonedAtRevoke = 0
+    /// Records released unsent because their pushes were withdrawn while they waited (a revoke, a drain).
+    public var withdrawn = 0
     public var publishFailures = 0
 }
 
@@ -93,6 +95,12 @@ public final class Pipeline: SourceHandler {
         var flowSteps: [FlowStep] = []
         var receiving = true
         var fatalError: String?
+        /// Each assigned partition's withdrawal, given to its records' sends: withdrawn (and dropped) when
+        /// the partition is revoked, and all of them when the pipeline drains.
+        var withdrawals: [TopicPartition: SendWithdrawal] = [:]
+        /// Records of the partition's current generation that came back withdrawn: unfinished in the
+        /// tracker (their offsets are never stored), but nothing a revoke or a drain waits for any more.
+        var withdrawnUnfinished: [TopicPartition: Int] = [:]
     }
 
     public let configuration: PipelineConfiguration
@@ -112,10 +120,12 @@ public final class Pipeline: SourceHandler {
     /// global concurrent executor): a lane per record in flight, kept between records.
     let lanes: RecordLanes<TakenRecord>
 
-    /// A record the pipeline took, with the assignment generation it was taken in.
+    /// A record the pipeline took, with the assignment generation it was taken in and its partition's
+    /// withdrawal.
     struct TakenRecord: Sendable {
         var record: SourceRecord
         var generation: UInt64
+        var withdrawal: SendWithdrawal
     }
 
     /// Lanes kept at most: one per record in flight (the cap bounds how many are busy at once), but no
@@ -155,7 +165,9 @@ public final class Pipeline: SourceHandler {
                 sizing: sizing))
         lanes = RecordLanes(maximumLanes: min(cap, Self.maximumLanes), executor: processingExecutor)
         // Weak: the lanes belong to the pipeline, and their idle tasks must not keep it alive.
-        lanes.start { [weak self] taken in await self?.process(taken.record, generation: taken.generation) }
+        lanes.start { [weak self] taken in
+            await self?.process(taken.record, generation: taken.generation, withdrawal: taken.withdrawal)
+        }
     }
 
     deinit {

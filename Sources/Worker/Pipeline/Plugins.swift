@@ -160,6 +160,9 @@ public enum OutcomeStatus: String, Sendable, CaseIterable {
         case .expired: self = .expired
         // Never an outcome: the pipeline parks such pushes on the retry topic instead (Pipeline.results).
         case .credentialRefused: self = .failed
+        // Never an outcome: a record with a withdrawn push publishes nothing (Pipeline.process); the
+        // partition's next owner does it again.
+        case .withdrawn: self = .failed
         }
     }
 }
@@ -173,6 +176,11 @@ public protocol PushTransport: Sendable {
     /// order. The default runs `deliver` for each concurrently.
     func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult]
 
+    /// `deliverAll`, with pushes that still wait when `withdrawal` is withdrawn ending `withdrawn`,
+    /// unsent (the pipeline withdraws a partition's pushes when the partition is revoked, and all of them
+    /// when it stops). The default ignores `withdrawal`: its pushes all finish.
+    func deliverAll(_ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?) async -> [DeliveryResult]
+
     /// Requests the transport can carry at once now, counting the room it may still grow into; the
     /// pipeline sizes its in-flight cap from it. Nil (the default): no limit to follow, so the configured
     /// cap applies as it is.
@@ -181,6 +189,10 @@ public protocol PushTransport: Sendable {
 
 extension PushTransport {
     public var streamCapacity: Int? { nil }
+
+    public func deliverAll(_ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?) async -> [DeliveryResult] {
+        await deliverAll(pushes)
+    }
 
     public func deliverAll(_ pushes: ArraySlice<PlannedPush>) async -> [DeliveryResult] {
         await deliverConcurrently(pushes)

@@ -1,0 +1,101 @@
+// Pushes still waiting when their partition is revoked, or when the pipeline drains, are withdrawn: the
+// revoke and the drain stop waiting for them, their records publish nothing and stay uncommitted, and
+// their partition's next owner does them in full.
+
+import APNs
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import Worker
+
+/// Answers 200 at once for every device but `heldToken`, whose push waits (as for a pool that is down)
+/// until the pipeline withdraws it.
+private struct HoldingTransport: PushTransport {
+    let heldToken: String
+
+    func deliver(_ push: PlannedPush) async -> DeliveryResult { apnsAnswer(push, status: 200) }
+
+    func deliverAll(_ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?) async -> [DeliveryResult] {
+        guard let withdrawal else { return await deliverConcurrently(pushes) }
+        var results: [DeliveryResult] = []
+        for push in pushes {
+            guard push.request.deviceToken?.hex == heldToken else {
+                results.append(apnsAnswer(push, status: 200))
+                continue
+            }
+            // Long enough that a revoke or drain that waited for it would run out its own deadline first.
+            _ = await eventually(timeout: .seconds(600)) { withdrawal.isWithdrawn }
+            results.append(
+                DeliveryResult(
+                    status: withdrawal.isWithdrawn ? .withdrawn : .failed, response: nil, attempts: [],
+                    summary: "held"))
+        }
+        return results
+    }
+}
+
+@Suite struct WithdrawalTests {
+    static let held = String(format: "%064x", 1)
+    static let answered = String(format: "%064x", 2)
+    let first = TopicPartition(topic: "push.requests", partition: 0)
+    let second = TopicPartition(topic: "push.requests", partition: 1)
+
+    @Test func aRevokeWithdrawsWaitingPushesInsteadOfWaitingAndTheDrainWithdrawsTheRest() async throws {
+        let source = InMemoryEventSource(records: [
+            makeRecord(partition: 0, offset: 0, devices: [Self.held]),
+            // One push answered, one withdrawn: the record publishes neither outcome.
+            makeRecord(partition: 0, offset: 1, devices: [Self.answered, Self.held]),
+            makeRecord(partition: 1, offset: 0, devices: [Self.held]),
+            makeRecord(partition: 1, offset: 1, devices: [Self.answered]),
+        ])
+        let sink = InMemoryResultSink()
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: HoldingTransport(heldToken: Self.held))
+        try pipeline.start()
+        #expect(await eventually { pipeline.counters.recordsTaken == 4 && pipeline.counters.recordsFinished == 1 })
+
+        // A deadline far beyond what the withdrawal takes: had the revoke waited for the held pushes, nothing below would hold.
+        await pipeline.revoking([first], deadline: .now + .seconds(30))
+        #expect(pipeline.counters.withdrawn == 2)
+        #expect(pipeline.counters.abandonedAtRevoke == 2)
+        #expect(pipeline.recordsInFlight == 1, "the second partition's held record still counts")
+
+        let leftBehind = Mutex<(running: [TopicPartition: Int], withdrawn: [TopicPartition: Int])?>(nil)
+        let left = await pipeline.drain(timeout: 30) { running, withdrawn in
+            leftBehind.withLock { $0 = (running, withdrawn) }
+        }
+        #expect(left == 1)
+        #expect(pipeline.counters.withdrawn == 3)
+        let reported = try #require(leftBehind.withLock { $0 })
+        #expect(reported.running.isEmpty)
+        #expect(reported.withdrawn == [second: 1])
+
+        // Only the record that never waited published; no offset was stored, since each partition's first
+        // record is unfinished.
+        let outcomes = sink.json(on: "push.outcomes")
+        #expect(outcomes.count == 1)
+        #expect(outcomes.first?["event_id"] == "e1-1")
+        #expect(source.log.withLock { $0.stored } == [:])
+    }
+
+    @Test func pushesThatDoNotWaitFinishAsBeforeAndTheirRecordsAreCommitted() async throws {
+        let source = InMemoryEventSource(records: [
+            makeRecord(partition: 0, offset: 0, devices: [Self.answered]),
+            makeRecord(partition: 0, offset: 1, devices: [Self.answered, Self.answered]),
+        ])
+        let sink = InMemoryResultSink()
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: HoldingTransport(heldToken: Self.held))
+        try pipeline.start()
+        #expect(await eventually { pipeline.counters.recordsFinished == 2 })
+        await pipeline.revoking([first], deadline: .now + .seconds(30))
+        #expect(pipeline.counters.withdrawn == 0)
+        #expect(pipeline.counters.abandonedAtRevoke == 0)
+        #expect(sink.json(on: "push.outcomes").count == 3)
+        #expect(source.log.withLock { $0.stored[first] } == 2)
+    }
+}
