@@ -24,8 +24,9 @@ BIN = os.environ.get("APNS_WORKER_BIN", "apns-worker")
 # ...>). The two frames fit in it together, with room for what they call.
 FIRST_SLAB_BYTES = 984
 FRAMES = {
-    "Pipeline.process": re.compile(r"^\$s6Worker8PipelineC7process_10generationy.*YaFTu$"),
-    "APNsPushTransport.deliverAll": re.compile(r"^\$s6Worker17APNsPushTransportC10deliverAlly.*YaFTu$"),
+    "Pipeline.process": re.compile(r"^\$s6Worker8PipelineC7process_10generation10withdrawaly.*YaFTu$"),
+    # deliverAll(_:withdrawal:), which the pipeline calls (deliverAll(_:) only forwards to it).
+    "APNsPushTransport.deliverAll": re.compile(r"^\$s6Worker17APNsPushTransportC10deliverAll_10withdrawal.*YaFTu$"),
 }
 
 

@@ -98,4 +98,29 @@ private struct HoldingTransport: PushTransport {
         #expect(sink.json(on: "push.outcomes").count == 3)
         #expect(source.log.withLock { $0.stored[first] } == 2)
     }
+
+    @Test func aParkedRecordWaitingUntilDueIsReleasedAtItsRevokeWithoutBeingSent() async throws {
+        // Due in 60 s (the pipeline waits at most a park delay, 600 s here): its revoke comes first.
+        let notBefore = Int64((Date().timeIntervalSince1970 + 60) * 1000)
+        let device = #"{"token":"\#(Self.answered)","environment":"production"}"#
+        let event = #"{"id":"parked","type":"test","app":"com.example.app","devices":[\#(device)]}"#
+        let parked = SourceRecord(
+            topic: "push.retry", partition: 0, offset: 0, key: Array("k".utf8), value: Array(event.utf8),
+            headers: [RecordHeader(name: "apns-worker.park.not-before", value: Array(String(notBefore).utf8))])
+        let source = InMemoryEventSource(records: [parked])
+        let sink = InMemoryResultSink()
+        var configuration = PipelineConfiguration()
+        configuration.parkDelay = 600
+        let pipeline = Pipeline(
+            configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: HoldingTransport(heldToken: Self.held))
+        try pipeline.start()
+        #expect(await eventually { pipeline.counters.recordsTaken == 1 })
+        let partition = TopicPartition(topic: "push.retry", partition: 0)
+        await pipeline.revoking([partition], deadline: .now + .seconds(30))
+        #expect(pipeline.counters.withdrawn == 1)
+        #expect(pipeline.recordsInFlight == 0)
+        #expect(sink.json(on: "push.outcomes").isEmpty, "the parked record's push was sent after its revoke")
+        #expect(source.log.withLock { $0.stored } == [:])
+    }
 }
