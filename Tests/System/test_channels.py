@@ -45,8 +45,13 @@ def simulator(signing_key):
             ca = ca or (re.search(r"ca-file: (\S+)", line) or [None, None])[1]
         yield url, ca
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        # SIGTERM, so that it removes the CA file it wrote (a SIGKILL left its directory in /tmp).
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 @pytest.fixture
