@@ -5,10 +5,11 @@ Apple's reason (ChannelNotRegistered), all with token authentication over TLS on
 import json
 import os
 import re
-import signal
 import subprocess
 
 import pytest
+
+from worker_process_support import stop
 
 BIN = os.environ.get("APNS_WORKER_BIN", "apns-worker")
 APP = "com.example.app"
@@ -46,12 +47,7 @@ def simulator(signing_key):
         yield url, ca
     finally:
         # SIGTERM, so that it removes the CA file it wrote (a SIGKILL left its directory in /tmp).
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop(process, 30)
 
 
 @pytest.fixture

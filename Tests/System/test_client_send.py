@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from worker_process_support import stop
+
 BIN = os.environ.get("APNS_WORKER_BIN", "apns-worker")
 TOKEN = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"
 DEAD_TOKEN = "ff" * 32
@@ -272,13 +274,8 @@ def test_send_with_a_client_certificate_uses_mutual_tls(client_pki, signing_key)
     finally:
         # SIGTERM, as an operator stops it: the simulator then removes the CA file it wrote (a SIGKILL left
         # one directory in /tmp per run).
-        simulator.send_signal(signal.SIGTERM)
-        try:
-            simulator.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(simulator.pid, signal.SIGKILL)
-            simulator.wait()
-    assert simulator.returncode == 0, f"the simulator exited {simulator.returncode} on SIGTERM"
+        code = stop(simulator, 30)
+    assert code == 0, f"the simulator exited {code} on SIGTERM"
     assert not os.path.exists(ca), f"the simulator left its CA file {ca} behind"
     assert with_certificate.returncode == 0, with_certificate.stdout + with_certificate.stderr
     assert json.loads(with_certificate.stdout)["status"] == "delivered"

@@ -294,7 +294,7 @@ public final class WorkerRuntime: Sendable {
         let drainTimeout = configuration.drainTimeout
         report.recordsLeft = await pipeline.drain(
             timeout: ShutdownDeadline.seconds(until: deadline.drainEnds),
-            leftBehind: { unfinished, withdrawn in
+            leftBehind: { running, withdrawn in
                 progress.enter("committing what finished and leaving the consumer group")
                 if !withdrawn.isEmpty {
                     shutdownLogger.info(
@@ -305,14 +305,14 @@ public final class WorkerRuntime: Sendable {
                             "partitions": Self.list(withdrawn.keys.map(KafkaTopicPartition.init)),
                         ])
                 }
-                guard !unfinished.isEmpty else { return }
-                let records = unfinished.values.reduce(0, +)
+                guard !running.isEmpty else { return }
+                let records = running.values.reduce(0, +)
                 shutdownLogger.warning(
                     "the drain timeout passed with records unfinished; they stay uncommitted "
                         + "and the group's next owner processes them again",
                     [
-                        "records_left": .int(Int64(records)), "partitions_left": .int(Int64(unfinished.count)),
-                        "partitions": Self.list(unfinished.keys.map(KafkaTopicPartition.init)),
+                        "records_left": .int(Int64(records)), "partitions_left": .int(Int64(running.count)),
+                        "partitions": Self.list(running.keys.map(KafkaTopicPartition.init)),
                         "drain_timeout_seconds": .double(drainTimeout),
                     ])
             })

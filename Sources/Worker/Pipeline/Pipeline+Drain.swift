@@ -31,9 +31,9 @@ extension Pipeline {
             var running: [TopicPartition: Int] = [:]
             var withdrawn: [TopicPartition: Int] = [:]
             for partition in state.assigned {
+                let stillRunning = state.running(partition)
                 let released = state.withdrawnUnfinished[partition, default: 0]
-                let unfinished = state.tracker.unfinished(partition) - released
-                if unfinished > 0 { running[partition] = unfinished }
+                if stillRunning > 0 { running[partition] = stillRunning }
                 if released > 0 { withdrawn[partition] = released }
             }
             return (state.flow.inFlight + withdrawn.values.reduce(0, +), running, withdrawn)

@@ -85,11 +85,7 @@ extension Pipeline {
         // Exactly-once: the last second is the transaction's that commits what finished.
         let waitUntil = transactions == nil ? deadline : deadline.advanced(by: .seconds(-1))
         while ContinuousClock.now < waitUntil {
-            let running = state.withLock { state in
-                partitions.reduce(0) {
-                    $0 + state.tracker.unfinished($1) - state.withdrawnUnfinished[$1, default: 0]
-                }
-            }
+            let running = state.withLock { state in partitions.reduce(0) { $0 + state.running($1) } }
             if running == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
         }

@@ -101,6 +101,12 @@ public final class Pipeline: SourceHandler {
         /// Records of the partition's current generation that came back withdrawn: unfinished in the
         /// tracker (their offsets are never stored), but nothing a revoke or a drain waits for any more.
         var withdrawnUnfinished: [TopicPartition: Int] = [:]
+
+        /// The partition's records still running: unfinished, and not withdrawn. A revoke or a drain waits
+        /// for these.
+        func running(_ partition: TopicPartition) -> Int {
+            tracker.unfinished(partition) - withdrawnUnfinished[partition, default: 0]
+        }
     }
 
     public let configuration: PipelineConfiguration
