@@ -24,7 +24,8 @@ from collections import Counter
 from test_schemas import validate_records
 from worker_process_support import (
     ControlledKafkaMock, Deadline, GroupOffsets, OutcomeReader, Simulator, Worker, close_all, count, expected_pairs,
-    free_port, make_events, make_server_certificate, make_token_key, produce, write_worker_config)
+    free_port, http_get, make_events, make_server_certificate, make_token_key, metric_series, produce,
+    write_worker_config)
 
 DRAIN_TIMEOUT = 5
 MAX_TOTAL_TIME = 3
@@ -186,6 +187,17 @@ def test_a_storm_of_passing_faults_delivers_every_pair_and_fails_none(tmp_path):
         # Stopping one starts a rebalance for the next; a SIGTERM in the middle of a group join may end with
         # the close abandoned at its deadline (exit 1, with the reason logged), which stop_worker accepts.
         for worker in list(stack.workers):
+            # What the revokes released or left running, as the worker's metrics and its log say it, while
+            # the group is quiet (every offset committed): the two must agree.
+            metrics = http_get(worker.metrics_url() + "/metrics")[1]
+            logged = worker.find_prefix("revoked partitions had records")
+            for family, field in (("apns_worker_records_released_unsent_total", "records_released_unsent"),
+                                  ("apns_worker_records_left_running_total", "records_left_running")):
+                value = metric_series(metrics, family).get('cause="revoke"')
+                assert value == sum(line["fields"][field] for line in logged), (family, value, logged)
+            timeline.append(f"{os.path.basename(worker.log_path)} released "
+                            f"{sum(line['fields']['records_released_unsent'] for line in logged)} records unsent "
+                            f"at {len(logged)} revokes")
             code, took = stack.stop_worker(worker)
             timeline.append(f"{os.path.basename(worker.log_path)} stopped at the end (exit {code} after {took:.1f} s)")
         stack.reader.poll_until_quiet()

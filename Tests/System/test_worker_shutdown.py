@@ -18,7 +18,7 @@ import time
 import pytest
 
 from worker_process_support import (
-    ControlledKafkaMock, Deadline, Stack, Worker, expected_pairs, http_get, make_events, metric_value)
+    ControlledKafkaMock, Deadline, Stack, Worker, expected_pairs, http_get, make_events, metric_series, metric_value)
 
 DRAIN_TIMEOUT = 5
 MARGIN = 3
@@ -184,6 +184,60 @@ def test_records_held_by_retry_after_are_released_unsent_at_a_stop_and_a_restart
     behind = {(event_id, token) for event_id, token in before_restart
               if placed[event_id][1] >= committed_at_stop[placed[event_id][0]]}
     assert duplicated == behind
+
+
+def test_records_held_by_retry_after_are_released_unsent_at_a_revoke_and_counted(make_stack):
+    # Twelve pushes of twelve records answered 503 with a 30 s Retry-After: their records wait, on every
+    # partition but with odds of 4^-12.
+    held_requests = range(20, 260, 20)
+    stack = make_stack(script=[{"request": n, "action": "fail", "status": 503, "retryAfter": 30}
+                               for n in held_requests])
+    events = make_events(300, "revoked")
+    pairs = expected_pairs(events)
+    placed = stack.produce(events)
+    first = start_worker(stack, "first")
+    url = first.metrics_url()
+
+    def waiting_events():
+        done = set(stack.reader.per_pair)
+        return {event["id"] for event in events
+                if any((event["id"], device["token"]) not in done for device in event["devices"])}
+
+    stack.reader.wait_for(lambda: len(stack.reader.per_pair) >= len(pairs) - 2 * len(held_requests), 60,
+                          "every outcome but those of the held records")
+    wait_until(lambda: metric_value(http_get(url + "/metrics")[1], "apns_worker_records_in_flight")
+               == len(held_requests) == len(waiting_events()), 30, "only the held records in flight")
+    held = waiting_events()
+    released = metric_series(http_get(url + "/metrics")[1], "apns_worker_records_released_unsent_total")
+    assert released == {'cause="revoke"': 0, 'cause="shutdown"': 0}
+
+    # A second worker joins: the group moves some of the first's partitions to it (cooperative-sticky), and
+    # the first's revoke withdraws the held pushes of those partitions instead of waiting out their
+    # Retry-After; the log and the metric say how many records went to the next owner unsent.
+    second = start_worker(stack, "second")
+    revoked = first.wait_for_log("kafka partitions revoked", 30)["fields"]["partitions"]
+    expected = sum(1 for event_id in held if "push.requests[%d]" % placed[event_id][0] in revoked)
+    assert expected > 0, (revoked, sorted(placed[event_id][0] for event_id in held))
+    wait_until(lambda: first.find_prefix("revoked partitions had records whose pushes were waiting"), 30,
+               "the revoke's account of the records it released")
+    line = first.find_prefix("revoked partitions had records whose pushes were waiting")[0]
+    assert line["fields"]["records_released_unsent"] == expected, (line, revoked)
+    assert line["fields"]["records_left_running"] == 0
+    metrics = http_get(url + "/metrics")[1]
+    assert metric_series(metrics, "apns_worker_records_released_unsent_total")['cause="revoke"'] == expected
+    assert metric_series(metrics, "apns_worker_records_left_running_total")['cause="revoke"'] == 0
+    assert not first.find_prefix("rebalance handler did not return"), first.tail(30)
+
+    # The script is spent: the second worker delivers the released records; the first, those it kept once
+    # their Retry-After has passed.
+    stack.wait_until_all_committed(pairs)
+    for worker in (first, second):
+        code, _ = worker.terminate(BOUND + 20)
+        assert code == 0, worker.tail(30)
+    stack.reader.poll_until_quiet()
+    assert pairs <= set(stack.reader.per_pair)
+    assert statuses(stack.reader) == {"delivered": len(stack.reader.outcomes)}
+    print(f"\n{len(held)} records held by Retry-After, {expected} released unsent at the revoke of {revoked}")
 
 
 def closed_port():

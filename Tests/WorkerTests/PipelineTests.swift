@@ -321,13 +321,18 @@ import Testing
             await eventually(timeout: .seconds(60)) { gate.load(ordering: .relaxed) }
             return apnsAnswer(push, status: 200)
         }
-        let pipeline = try startPipeline(source, sink, transport)
+        let handOvers = HandOverRecorder()
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: transport, observer: handOvers)
+        try pipeline.start()
         #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsTaken == 1 })
         let partition = TopicPartition(topic: "push.requests", partition: 0)
         let started = Date()
         await pipeline.revoking([partition], deadline: .now + .milliseconds(200))
         #expect(Date().timeIntervalSince(started) >= 0.19)
         #expect(pipeline.counters.abandonedAtRevoke == 1)
+        #expect(handOvers.all == [RecordsHandedOver(cause: .revoke, releasedUnsent: [:], leftRunning: [partition: 1])])
         gate.store(true, ordering: .relaxed)
         #expect(await eventually(timeout: .seconds(20)) { pipeline.recordsInFlight == 0 })
         // The abandoned record finished after the revoke: its offset is not stored by this worker.

@@ -36,7 +36,21 @@ private struct HoldingTransport: PushTransport {
     }
 }
 
+/// Every hand-over the pipeline reports, in order.
+final class HandOverRecorder: PipelineObserver {
+    private let handOvers = Mutex<[RecordsHandedOver]>([])
+    var all: [RecordsHandedOver] { handOvers.withLock { $0 } }
+    func recordsHandedOver(_ handOver: RecordsHandedOver) { handOvers.withLock { $0.append(handOver) } }
+}
+
 @Suite struct WithdrawalTests {
+    /// The value of `apns_worker_<family>{cause="<cause>"}` in the worker's exposition; nil when absent.
+    static func handedOver(_ metrics: WorkerMetrics, _ family: String, cause: String) -> Double? {
+        let series = "apns_worker_\(family){cause=\"\(cause)\"} "
+        let text = String(decoding: metrics.registry.exposition(), as: UTF8.self)
+        return text.split(separator: "\n").first { $0.hasPrefix(series) }.flatMap { Double($0.dropFirst(series.count)) }
+    }
+
     static let held = String(format: "%064x", 1)
     static let answered = String(format: "%064x", 2)
     let first = TopicPartition(topic: "push.requests", partition: 0)
@@ -51,17 +65,35 @@ private struct HoldingTransport: PushTransport {
             makeRecord(partition: 1, offset: 1, devices: [Self.answered]),
         ])
         let sink = InMemoryResultSink()
+        // What an operator sees: the worker's own observers, metrics first, then the revoke's log line.
+        let metrics = try WorkerMetrics()
+        let captured = CapturedLog()
+        let writer = LogWriter(output: captured.output, startsWriterThread: false)
+        let handOvers = HandOverRecorder()
         let pipeline = Pipeline(
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: HoldingTransport(heldToken: Self.held))
+            transport: HoldingTransport(heldToken: Self.held),
+            observer: MetricsObserver(
+                metrics: metrics, next: RevokeHandOverLog(logger: Logger(writer: writer), next: handOvers)))
         try pipeline.start()
         #expect(await eventually { pipeline.counters.recordsTaken == 4 && pipeline.counters.recordsFinished == 1 })
+        #expect(Self.handedOver(metrics, "records_released_unsent_total", cause: "revoke") == 0)
 
         // A deadline far beyond what the withdrawal takes: had the revoke waited for the held pushes, nothing below would hold.
         await pipeline.revoking([first], deadline: .now + .seconds(30))
         #expect(pipeline.counters.withdrawn == 2)
-        #expect(pipeline.counters.abandonedAtRevoke == 2)
+        #expect(pipeline.counters.abandonedAtRevoke == 0, "nothing was left running: both records came back withdrawn")
         #expect(pipeline.recordsInFlight == 1, "the second partition's held record still counts")
+        #expect(
+            handOvers.all == [RecordsHandedOver(cause: .revoke, releasedUnsent: [first: 2], leftRunning: [:])])
+        #expect(Self.handedOver(metrics, "records_released_unsent_total", cause: "revoke") == 2)
+        #expect(Self.handedOver(metrics, "records_left_running_total", cause: "revoke") == 0)
+        writer.flush()
+        let line = try #require(
+            try captured.lines().first { $0["message"]?.stringValue?.hasPrefix("revoked partitions") == true })
+        #expect(line["fields"]?["records_released_unsent"] == 2)
+        #expect(line["fields"]?["records_left_running"] == 0)
+        #expect(line["fields"]?["partitions"] == ["push.requests[0]"])
 
         let leftBehind = Mutex<(running: [TopicPartition: Int], withdrawn: [TopicPartition: Int])?>(nil)
         let left = await pipeline.drain(timeout: 30) { running, withdrawn in
@@ -72,6 +104,10 @@ private struct HoldingTransport: PushTransport {
         let reported = try #require(leftBehind.withLock { $0 })
         #expect(reported.running.isEmpty)
         #expect(reported.withdrawn == [second: 1])
+        #expect(
+            handOvers.all.last == RecordsHandedOver(cause: .shutdown, releasedUnsent: [second: 1], leftRunning: [:]))
+        #expect(Self.handedOver(metrics, "records_released_unsent_total", cause: "shutdown") == 1)
+        #expect(Self.handedOver(metrics, "records_released_unsent_total", cause: "revoke") == 2)
 
         // Only the record that never waited published; no offset was stored, since each partition's first
         // record is unfinished.

@@ -73,6 +73,13 @@ struct MetricsObserver: PipelineObserver {
         next?.flowChanged(paused: paused, partitions: partitions)
     }
 
+    func recordsHandedOver(_ handOver: RecordsHandedOver) {
+        let cause = handOver.cause.rawValue
+        metrics.recordsReleasedUnsent.labels(cause).increment(by: UInt64(handOver.releasedUnsentCount))
+        metrics.recordsLeftRunning.labels(cause).increment(by: UInt64(handOver.leftRunningCount))
+        next?.recordsHandedOver(handOver)
+    }
+
     /// One APNs attempt has ended (`APNsClient.Configuration.attemptObserver`): counted now, while the
     /// push may still be retrying, so that the request rate and response times follow APNs as it answers.
     func attemptEnded(_ request: APNsRequest, _ attempt: DeliveryAttempt) {

@@ -45,7 +45,8 @@ public final class WorkerRuntime: Sendable {
         group = EventLoopGroup(threadCount: configuration.pipeline.effectiveThreads)
         let poolHealth = APNsPoolHealth(logger: logger, readiness: readiness)
         let credentialHealth = CredentialHealth(logger: logger, readiness: readiness)
-        let metricsObserver = MetricsObserver(metrics: metrics, next: observer)
+        let metricsObserver = MetricsObserver(
+            metrics: metrics, next: RevokeHandOverLog(logger: logger.with(["component": "kafka"]), next: observer))
         let clients = try CredentialClients.clients(
             for: configuration, credentials: credentials, group: group,
             attemptObserver: { request, attempt in metricsObserver.attemptEnded(request, attempt) },

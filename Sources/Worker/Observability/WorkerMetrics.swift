@@ -88,6 +88,14 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_records_parked_total{reason}`: records sent to the retry topic because APNs refused the
     /// credential of some of their pushes (`reason`: Apple's, e.g. `InvalidProviderToken`).
     public let recordsParked: CounterFamily
+    /// `apns_worker_records_released_unsent_total{cause}`: records whose pushes were waiting (for APNs, a
+    /// retry or a paced device) when their partition went (`cause`: `revoke`, `shutdown`): withdrawn unsent
+    /// and left uncommitted for the partition's next owner, which sends them.
+    public let recordsReleasedUnsent: CounterFamily
+    /// `apns_worker_records_left_running_total{cause}`: records still running (pushes on their way to APNs,
+    /// results not yet acknowledged by Kafka) when the revoke's or the drain's time ran out: uncommitted, so
+    /// the next owner sends them again (a duplicate is possible).
+    public let recordsLeftRunning: CounterFamily
 
     // Results waiting for Kafka: a broker outage on the output side holds them, it does not fail them.
     /// `apns_worker_results_unacknowledged`: result records (outcomes, invalid tokens, dead letters) handed
@@ -202,6 +210,21 @@ public final class WorkerMetrics: Sendable {
             p + "records_parked_total",
             help: "Records parked on the retry topic because APNs refused their pushes' credential, by reason.",
             labelNames: ["reason"])
+        recordsReleasedUnsent = try registry.counter(
+            p + "records_released_unsent_total",
+            help: "Records whose waiting pushes were withdrawn unsent when their partition went (revoke, shutdown); "
+                + "the partition's next owner sends them.",
+            labelNames: ["cause"])
+        recordsLeftRunning = try registry.counter(
+            p + "records_left_running_total",
+            help: "Records still running (pushes on their way to APNs, results not acknowledged by Kafka) when a "
+                + "revoke's or the drain's time ran out; the partition's next owner sends them again.",
+            labelNames: ["cause"])
+        // At zero from the start, so that an alert on their increase sees the first one.
+        for cause in RecordsHandedOver.Cause.allCases {
+            _ = recordsReleasedUnsent.labels(cause.rawValue)
+            _ = recordsLeftRunning.labels(cause.rawValue)
+        }
 
         resultsUnacknowledged = try registry.gauge(
             p + "results_unacknowledged",

@@ -39,6 +39,8 @@ extension Pipeline {
             return (state.flow.inFlight + withdrawn.values.reduce(0, +), running, withdrawn)
         }
         leftBehind?(running, withdrawn)
+        let handOver = RecordsHandedOver(cause: .shutdown, releasedUnsent: withdrawn, leftRunning: running)
+        if !handOver.isEmpty { observer?.recordsHandedOver(handOver) }
         // Within the drain's time only: what is still unfinished at its end stays uncommitted anyway.
         let remaining = max(0, deadline - MonotonicClock.seconds())
         if let transactions {

@@ -89,23 +89,28 @@ extension Pipeline {
             if running == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
-        let appliesSteps = state.withLock { state -> Bool in
+        let (appliesSteps, handOver) = state.withLock { state -> (Bool, RecordsHandedOver) in
             var noLongerStopped: [TopicPartition] = []
+            var handOver = RecordsHandedOver(cause: .revoke, releasedUnsent: [:], leftRunning: [:])
             for partition in partitions {
-                // Unfinished records still run, and their finishes count down the cap.
+                // Withdrawn records stopped counting against the cap when they came back; the others
+                // still run, and their finishes count down the cap.
+                let released = state.withdrawnUnfinished.removeValue(forKey: partition) ?? 0
                 let (unfinished, _) = state.tracker.forget(partition)
-                state.counters.abandonedAtRevoke += unfinished
-                // Withdrawn ones stopped counting against the cap when they came back.
-                state.withdrawnUnfinished[partition] = nil
+                let stillRunning = unfinished - released
+                state.counters.abandonedAtRevoke += stillRunning
+                if released > 0 { handOver.releasedUnsent[partition] = released }
+                if stillRunning > 0 { handOver.leftRunning[partition] = stillRunning }
                 state.assigned.remove(partition)
                 state.revoking.remove(partition)
                 if state.fetchStopped.remove(partition) != nil { noLongerStopped.append(partition) }
             }
             // Gone with the revoke (a new assignment starts fetching afresh), so no longer paused here.
             state.reportRunning(noLongerStopped)
-            return state.hasFlowSteps
+            return (state.hasFlowSteps, handOver)
         }
         if appliesSteps { applyFlowSteps() }
+        if !handOver.isEmpty { observer?.recordsHandedOver(handOver) }
         if let transactions {
             // Before the partitions go: what finished is committed with its offsets; the results of records
             // behind an unfinished one are dropped, and the next owner does those records again.

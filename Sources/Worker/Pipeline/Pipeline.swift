@@ -45,6 +45,8 @@ public struct PipelineCounters: Sendable, Equatable {
     public var outcomes = 0
     public var invalidTokens = 0
     public var byStatus: [OutcomeStatus: Int] = [:]
+    /// Records still running when their partition's revoke ended (its wait is bounded by `revokeTimeout`):
+    /// uncommitted, so the next owner sends them again.
     public var abandonedAtRevoke = 0
     /// Records released unsent because their pushes were withdrawn while they waited (a revoke, a drain).
     public var withdrawn = 0
@@ -65,6 +67,39 @@ public protocol PipelineObserver: Sendable {
     func flowChanged(paused: Bool, partitions: [TopicPartition])
     /// A record's pushes that APNs refused for their credential went to the retry topic.
     func parked(_ record: SourceRecord, devices: Int, reason: String)
+    /// Partitions went (a revoke, or the drain at shutdown) with records of theirs unfinished, which their
+    /// next owner does again: once per revoke or drain that left any.
+    func recordsHandedOver(_ handOver: RecordsHandedOver)
+}
+
+/// Records a revoke or a shutdown left unfinished: their offsets are never stored, so the partitions' next
+/// owner does them again.
+public struct RecordsHandedOver: Sendable, Equatable {
+    public enum Cause: String, Sendable, CaseIterable {
+        /// The group took the partitions away (a rebalance, or their loss).
+        case revoke
+        /// The worker is stopping.
+        case shutdown
+    }
+
+    public var cause: Cause
+    /// Records whose pushes were waiting (for APNs, a retry or a paced device) when the partition went, by
+    /// partition: withdrawn unsent, nothing of theirs published. The next owner sends them once.
+    public var releasedUnsent: [TopicPartition: Int]
+    /// Records still running when the revoke's or the drain's time ran out (pushes on their way to APNs, or
+    /// results Kafka has not acknowledged yet), by partition: their results may still be published, and the
+    /// next owner sends them again, so their devices may get a notification twice.
+    public var leftRunning: [TopicPartition: Int]
+
+    public init(cause: Cause, releasedUnsent: [TopicPartition: Int], leftRunning: [TopicPartition: Int]) {
+        self.cause = cause
+        self.releasedUnsent = releasedUnsent
+        self.leftRunning = leftRunning
+    }
+
+    public var releasedUnsentCount: Int { releasedUnsent.values.reduce(0, +) }
+    public var leftRunningCount: Int { leftRunning.values.reduce(0, +) }
+    public var isEmpty: Bool { releasedUnsent.isEmpty && leftRunning.isEmpty }
 }
 
 extension PipelineObserver {
@@ -74,6 +109,7 @@ extension PipelineObserver {
     public func deadLettered(_ record: SourceRecord, errorClass: String, message: String) {}
     public func flowChanged(paused: Bool, partitions: [TopicPartition]) {}
     public func parked(_ record: SourceRecord, devices: Int, reason: String) {}
+    public func recordsHandedOver(_ handOver: RecordsHandedOver) {}
 }
 
 /// Runs records from an `EventSource` through the rules and the transport into a `ResultSink`.
