@@ -127,20 +127,34 @@ def test_sigterm_mid_rebalance_then_broker_gone_exits_within_the_bound(make_stac
         assert any("close was abandoned" in problem and "while " in problem for problem in problems), problems
 
 
-def test_records_held_by_retry_after_are_released_unsent_at_a_stop_and_a_restart_loses_none(make_stack):
-    held_requests = [20, 60, 100]
+def start_with_held_records(make_stack, held_requests, prefix):
+    """A worker over 300 events whose pushes numbered `held_requests` (20 or more apart: one per record) APNs
+    answers 503 with a 30 s Retry-After; returns (stack, events, pairs, placed, worker, metrics URL) once every
+    record but the held ones has finished, those waiting out their Retry-After."""
     stack = make_stack(script=[{"request": n, "action": "fail", "status": 503, "retryAfter": 30}
                                for n in held_requests])
-    events = make_events(300, "held")
+    events = make_events(300, prefix)
     pairs = expected_pairs(events)
     placed = stack.produce(events)
-    first = start_worker(stack, "first")
-    url = first.metrics_url()
-    # Every record but the held ones finishes; those wait out their 30 s Retry-After.
+    worker = start_worker(stack, "first")
+    url = worker.metrics_url()
     stack.reader.wait_for(lambda: len(stack.reader.per_pair) >= len(pairs) - 2 * len(held_requests), 60,
                           "every outcome but those of the held records")
     wait_until(lambda: metric_value(http_get(url + "/metrics")[1], "apns_worker_records_in_flight")
-               == len(held_requests), 30, "only the held records in flight")
+               == len(held_requests) == len(waiting_events(stack, events)), 30, "only the held records in flight")
+    return stack, events, pairs, placed, worker, url
+
+
+def waiting_events(stack, events):
+    """The ids of the events with a device whose outcome the reader has not seen."""
+    done = set(stack.reader.per_pair)
+    return {event["id"] for event in events
+            if any((event["id"], device["token"]) not in done for device in event["devices"])}
+
+
+def test_records_held_by_retry_after_are_released_unsent_at_a_stop_and_a_restart_loses_none(make_stack):
+    held_requests = [20, 60, 100]
+    stack, events, pairs, placed, first, url = start_with_held_records(make_stack, held_requests, "held")
 
     # The stop withdraws the held pushes rather than spend the drain waiting for their Retry-After: the
     # records are released unsent, stay uncommitted, and the drain does not run out.
@@ -187,27 +201,11 @@ def test_records_held_by_retry_after_are_released_unsent_at_a_stop_and_a_restart
 
 
 def test_records_held_by_retry_after_are_released_unsent_at_a_revoke_and_counted(make_stack):
-    # Twelve pushes of twelve records answered 503 with a 30 s Retry-After: their records wait, on every
-    # partition but with odds of 4^-12.
+    # Twelve records' pushes answered 503 with a 30 s Retry-After: their records wait, on every partition
+    # but with odds of 4^-12.
     held_requests = range(20, 260, 20)
-    stack = make_stack(script=[{"request": n, "action": "fail", "status": 503, "retryAfter": 30}
-                               for n in held_requests])
-    events = make_events(300, "revoked")
-    pairs = expected_pairs(events)
-    placed = stack.produce(events)
-    first = start_worker(stack, "first")
-    url = first.metrics_url()
-
-    def waiting_events():
-        done = set(stack.reader.per_pair)
-        return {event["id"] for event in events
-                if any((event["id"], device["token"]) not in done for device in event["devices"])}
-
-    stack.reader.wait_for(lambda: len(stack.reader.per_pair) >= len(pairs) - 2 * len(held_requests), 60,
-                          "every outcome but those of the held records")
-    wait_until(lambda: metric_value(http_get(url + "/metrics")[1], "apns_worker_records_in_flight")
-               == len(held_requests) == len(waiting_events()), 30, "only the held records in flight")
-    held = waiting_events()
+    stack, events, pairs, placed, first, url = start_with_held_records(make_stack, held_requests, "revoked")
+    held = waiting_events(stack, events)
     released = metric_series(http_get(url + "/metrics")[1], "apns_worker_records_released_unsent_total")
     assert released == {'cause="revoke"': 0, 'cause="shutdown"': 0}
 
