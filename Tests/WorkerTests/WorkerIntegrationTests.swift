@@ -447,6 +447,8 @@ func pairs(_ outcomes: [JSONValue]) -> [String: Int] {
                 + "\(expected.subtracting(counts.keys).count) missing, most seen \(counts.values.max() ?? 0) times, "
                 + "\(seenMoreThanTwice) pairs seen more than twice; finished by the first worker "
                 + "\(first.pipeline.counters.recordsFinished), by the second \(second.pipeline.counters.recordsFinished); "
+                + "left running at a revoke by the first \(first.pipeline.counters.abandonedAtRevoke), by the second "
+                + "\(second.pipeline.counters.abandonedAtRevoke); "
                 + "revocations \(harness.revocations.all.filter { $0.key.hasPrefix("push.requests") }.sorted { $0.key < $1.key })"
         )
         var overBound: [String] = []
