@@ -127,12 +127,12 @@ def test_sigterm_mid_rebalance_then_broker_gone_exits_within_the_bound(make_stac
         assert any("close was abandoned" in problem and "while " in problem for problem in problems), problems
 
 
-def start_with_held_records(make_stack, held_requests, prefix):
+def start_with_held_records(make_stack, held_requests, prefix, overrides=None):
     """A worker over 300 events whose pushes numbered `held_requests` (20 or more apart: one per record) APNs
     answers 503 with a 30 s Retry-After; returns (stack, events, pairs, placed, worker, metrics URL) once every
     record but the held ones has finished, those waiting out their Retry-After."""
     stack = make_stack(script=[{"request": n, "action": "fail", "status": 503, "retryAfter": 30}
-                               for n in held_requests])
+                               for n in held_requests], overrides=overrides)
     events = make_events(300, prefix)
     pairs = expected_pairs(events)
     placed = stack.produce(events)
@@ -200,21 +200,26 @@ def test_records_held_by_retry_after_are_released_unsent_at_a_stop_and_a_restart
     assert duplicated == behind
 
 
-def test_records_held_by_retry_after_are_released_unsent_at_a_revoke_and_counted(make_stack):
-    # Twelve records' pushes answered 503 with a 30 s Retry-After: their records wait, on every partition
-    # but with odds of 4^-12.
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+def test_records_held_by_retry_after_are_released_unsent_at_a_revoke_and_counted(make_stack, strategy):
+    # Twelve records' pushes answered 503 with a 30 s Retry-After: their records wait. The worker's default
+    # protocol (cooperative-sticky) revokes only the partitions that move; the eager one (range) all of them.
     held_requests = range(20, 260, 20)
-    stack, events, pairs, placed, first, url = start_with_held_records(make_stack, held_requests, "revoked")
+    stack, events, pairs, placed, first, url = start_with_held_records(
+        make_stack, held_requests, "revoked",
+        overrides={"kafka": {"properties": {"partition.assignment.strategy": strategy}}})
     held = waiting_events(stack, events)
     released = metric_series(http_get(url + "/metrics")[1], "apns_worker_records_released_unsent_total")
     assert released == {'cause="revoke"': 0, 'cause="shutdown"': 0}
 
-    # A second worker joins: the group moves some of the first's partitions to it (cooperative-sticky), and
-    # the first's revoke withdraws the held pushes of those partitions instead of waiting out their
-    # Retry-After; the log and the metric say how many records went to the next owner unsent.
+    # A second worker joins: the group revokes partitions of the first, whose revoke withdraws the held pushes
+    # of those partitions instead of waiting out their Retry-After; the log and the metric say how many
+    # records went to the next owner unsent.
     second = start_worker(stack, "second")
     revoked = first.wait_for_log("kafka partitions revoked", 30)["fields"]["partitions"]
     expected = sum(1 for event_id in held if "push.requests[%d]" % placed[event_id][0] in revoked)
+    if strategy == "range":
+        assert expected == len(held), (revoked, "an eager rebalance revokes every partition")
     assert expected > 0, (revoked, sorted(placed[event_id][0] for event_id in held))
     wait_until(lambda: first.find_prefix("revoked partitions had records whose pushes were waiting"), 30,
                "the revoke's account of the records it released")
