@@ -65,4 +65,15 @@ sys.exit(1 if problems else 0)
     status=1
 fi
 
+# The system tests are Python: an unused import or an undefined name there is a bug waiting (pyflakes, from
+# scripts/requirements-test.txt, installed by `scripts/setup.sh --test`).
+if [[ -x .venv/bin/python ]] && .venv/bin/python -c 'import pyflakes' 2>/dev/null; then
+    if ! .venv/bin/python -m pyflakes Tests/System scripts/*.py 2>/dev/null; then
+        echo "lint.sh: pyflakes found the problems above in the Python tests"
+        status=1
+    fi
+else
+    echo "lint.sh: pyflakes is missing (run scripts/setup.sh --test); the Python tests were not checked"
+fi
+
 exit $status

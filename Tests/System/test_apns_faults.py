@@ -25,16 +25,16 @@ OUTAGE_SECONDS = 3 * MAX_TOTAL_TIME
 # then every held push goes out: a bound for that, not a wait.
 RECOVERY_SECONDS = 90
 
-RULES_ACCEPTING_EXPIRATION = f"""\
+RULES_ACCEPTING_EXPIRATION = """\
 version: 1
 defaults:
-  app: "{{{{ event.app }}}}"
+  app: "{{ event.app }}"
 rules:
   - id: all
     match:
-      type: [{{exists: true}}]
+      type: [{exists: true}]
     alert:
-      body: "{{{{ event.type }}}}"
+      body: "{{ event.type }}"
     accept_overrides: [expiration]
 """
 

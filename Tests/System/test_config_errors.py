@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from worker_process_support import (
-    BIN, KEY_ID, RULES, TEAM_ID, Deadline, Stack, Worker, expected_pairs, make_events, make_token_key,
+    BIN, KEY_ID, RULES, TEAM_ID, Stack, Worker, expected_pairs, make_events, make_token_key,
     worker_environment)
 
 KEY_PASSWORD = "key-secret-42"

@@ -139,8 +139,8 @@ def report(h2o_rates, simulator_rates):
     ratio = simulator / h2o
     lines = [
         f"h2load -n {REQUESTS} -c {CLIENTS} -m {STREAMS}, 200-byte POST with APNs headers and a provider token",
-        f"h2o mruby [200,{{}},[]]: " + ", ".join(f"{r:,.0f}" for r in h2o_rates) + f" req/s (median {h2o:,.0f})",
-        f"apns-worker simulator:  " + ", ".join(f"{r:,.0f}" for r in simulator_rates)
+        "h2o mruby [200,{},[]]: " + ", ".join(f"{r:,.0f}" for r in h2o_rates) + f" req/s (median {h2o:,.0f})",
+        "apns-worker simulator:  " + ", ".join(f"{r:,.0f}" for r in simulator_rates)
         + f" req/s (median {simulator:,.0f})",
         f"simulator / h2o = {ratio:.2f} (must be >= {MINIMUM_RATIO})",
     ]

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from worker_process_support import (
-    OTHER_TOPICS, REQUESTS, Deadline, Stack, Worker, expected_pairs, make_events)
+    OTHER_TOPICS, REQUESTS, Deadline, Stack, expected_pairs, make_events)
 
 
 def site_packages():
