@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_packages=(pkg-config librdkafka-dev libnghttp2-dev libssl-dev libyaml-dev libmicrohttpd-dev libjemalloc-dev)
-test_packages=(nghttp2-client nghttp2-server h2o curl openssl python3-venv debootstrap tinyproxy kcat)
+# gdb: the storm test reads a crashed worker's core dump to tell librdkafka's known assignor crash from ours.
+test_packages=(nghttp2-client nghttp2-server h2o curl openssl python3-venv debootstrap tinyproxy kcat gdb)
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then want+=("${test_packages[@]}"); fi

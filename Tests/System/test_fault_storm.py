@@ -14,9 +14,17 @@ duplicates (at-least-once across the ownership changes) stay within what the in-
 revoke and no shutdown waits for APNs: pushes held for a pool that is down are withdrawn.
 
 The seed is printed; STORM_SEED=<seed> replays an order.
+
+One crash is not ours and is tolerated as Kubernetes would (the worker is started again): librdkafka's
+cooperative-sticky assignor dereferences NULL in the group leader (`rd_kafka_sticky_assignor_assign_cb`,
+from `rd_kafka_cgrp_assignor_handle_Metadata_op`) when a member leaves just after a broker outage, on
+2.0.2 and 2.16 alike, with builds before and after 2026-12-05's (STORM_SEED=235532455 crashes about one
+run in two). Any other exit fails the test, and so does a SIGSEGV whose core dump (read with gdb) does not
+put the crash in that function. What the test asserts holds across the crash: nothing lost or failed.
 """
 import os
 import random
+import signal
 import threading
 import time
 from collections import Counter
@@ -67,6 +75,8 @@ class StormStack:
         self.closers.append(self.offsets.close)
         self.workers = []
         self.stopped = []
+        # Workers that died of librdkafka's assignor crash (module docstring), replaced.
+        self.crashes = []
 
     def apns(self, *options):
         """Replaces whatever answers on the APNs port with a simulator started with `options`; None: nothing."""
@@ -79,11 +89,30 @@ class StormStack:
                                    options=["--cert-file", self.cert, "--key-file", self.cert_key, *options])
 
     def start_worker(self, name):
-        worker = Worker(self.config, self.directory, name)
+        worker = Worker(self.config, self.directory, name, core_dumps=True)
         self.closers.append(worker.close)
         worker.wait_for_log("worker started", 20)
         self.workers.append(worker)
         return worker
+
+    def replace_if_crashed(self, worker, restart=True):
+        """A worker that exited by itself: asserts it is librdkafka's assignor crash (see the module's
+        docstring), records it and (with `restart`) starts a worker in its place, as Kubernetes would;
+        True if it had exited."""
+        code = worker.process.poll()
+        if code is None:
+            return False
+        frames = (worker.crash_frames() if code == -signal.SIGSEGV else None) or []
+        in_assignor = any("sticky_assignor" in frame or "rd_kafka_assignor_run" in frame for frame in frames[:4])
+        assert in_assignor, f"{worker.log_path} exited ({code}); crash frames {frames}:\n{worker.tail(30)}"
+        print(f"\n{os.path.basename(worker.log_path)}: SIGSEGV in librdkafka's cooperative-sticky assignor "
+              f"(known, not ours): {frames[0]}")
+        self.workers.remove(worker)
+        self.stopped.append(worker)
+        self.crashes.append(worker)
+        if restart:
+            self.start_worker(os.path.basename(worker.log_path)[:-len(".log")] + "-restarted")
+        return True
 
     def stop_worker(self, worker):
         """SIGTERM; asserts it exits within the bound, cleanly or saying why not; returns (code, seconds)."""
@@ -100,8 +129,8 @@ class StormStack:
         deadline = Deadline(seconds)
         while not deadline.passed():
             self.reader.poll(min(0.5, deadline.left()))
-            for worker in self.workers:
-                assert worker.process.poll() is None, f"{worker.log_path} exited:\n{worker.tail(30)}"
+            for worker in list(self.workers):
+                self.replace_if_crashed(worker)
         finished = Counter(outcome["status"] for outcome in self.reader.outcomes)
         assert finished["failed"] == 0 and finished["expired"] == 0, f"outcomes so far: {finished}"
 
@@ -187,6 +216,8 @@ def test_a_storm_of_passing_faults_delivers_every_pair_and_fails_none(tmp_path):
         # Stopping one starts a rebalance for the next; a SIGTERM in the middle of a group join may end with
         # the close abandoned at its deadline (exit 1, with the reason logged), which stop_worker accepts.
         for worker in list(stack.workers):
+            if stack.replace_if_crashed(worker, restart=False):
+                continue
             # What the revokes released or left running, as the worker's metrics and its log say it, while
             # the group is quiet (every offset committed): the two must agree.
             metrics = http_get(worker.metrics_url() + "/metrics")[1]
@@ -224,7 +255,7 @@ def test_a_storm_of_passing_faults_delivers_every_pair_and_fails_none(tmp_path):
         # it, as after a broker outage longer than the session), that is at most the records in flight
         # (the cap) and those finished but not yet committed (the cap again, at most), of 1-2 devices each.
         handovers = sum(len(worker.find("kafka partitions revoked")) + len(worker.find("kafka partitions lost"))
-                        for worker in stack.stopped)
+                        for worker in stack.stopped) + len(stack.crashes)
         print(f"partitions left a worker {handovers} times; duplicated pairs {counts['duplicated']}")
         assert counts["duplicated"] <= handovers * 2 * MAX_IN_FLIGHT * 2, counts
     finally:

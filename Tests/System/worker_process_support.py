@@ -5,6 +5,8 @@ outcomes and committed offsets. Every wait is bounded; every process is stopped 
 import hashlib
 import json
 import os
+import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -416,6 +418,12 @@ class GroupOffsets:
         self.consumer.close()
 
 
+def allow_core_dumps():
+    """In a child before exec: lets it dump core (where the kernel's core_pattern says; `core` in its
+    working directory on a stock Debian)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
 def worker_environment():
     """This environment without APNS_WORKER_* variables: the worker reads every one of them as a
     configuration override, and refuses APNS_WORKER_BIN (set for these tests) as an unknown key 'bin'."""
@@ -423,14 +431,39 @@ def worker_environment():
 
 
 class Worker:
-    """`apns-worker run --config FILE`, its JSON log lines collected from a file."""
+    """`apns-worker run --config FILE`, its JSON log lines collected from a file. With `core_dumps`, it runs
+    in a directory of its own with core dumps allowed, so that `crash_frames` can say where a crash was."""
 
-    def __init__(self, config, directory, name):
+    def __init__(self, config, directory, name, core_dumps=False):
         self.log_path = os.path.join(directory, f"{name}.log")
         self.err_path = os.path.join(directory, f"{name}.err")
+        self.run_directory = None
+        options = {}
+        if core_dumps:
+            self.run_directory = os.path.join(directory, f"{name}.run")
+            os.makedirs(self.run_directory, exist_ok=True)
+            options = {"cwd": self.run_directory, "preexec_fn": allow_core_dumps}
         with open(self.log_path, "w") as out, open(self.err_path, "w") as err:
             self.process = subprocess.Popen([BIN, "run", "--config", config], stdout=out, stderr=err,
-                                            env=worker_environment())
+                                            env=worker_environment(), **options)
+
+    def crash_frames(self, count=6):
+        """The innermost `count` frames of the thread that crashed, read from the core dump with gdb (the
+        worker must have been started with `core_dumps`); None when there is no core or no gdb. The core is
+        removed once read: it is the size of the process."""
+        if self.run_directory is None:
+            return None
+        cores = [os.path.join(self.run_directory, name) for name in os.listdir(self.run_directory)
+                 if name == "core" or name.startswith("core.")]
+        if not cores or shutil.which("gdb") is None:
+            return None
+        try:
+            result = subprocess.run(["gdb", "-batch", "-ex", f"bt {count}", BIN, cores[0]],
+                                    capture_output=True, text=True, timeout=300)
+            return [line for line in result.stdout.splitlines() if line.startswith("#")]
+        finally:
+            for core in cores:
+                os.remove(core)
 
     def log(self):
         """The JSON lines written so far (a line still being written is left for later)."""
