@@ -166,7 +166,25 @@ public enum PipelineBenchmark {
                 }
             }
             var steady = SteadyWindow(events: options.events)
-            try await waitUntilFinished(options.events, runtime.pipeline) { steady.observe(finished: $0) }
+            // The CPU of the same window as the steady rate: the whole phase's also counts the ramp (the
+            // first round trip, the heap's growth to the in-flight cap: page faults) and the drain's last
+            // round trip with few requests per write, which move with the run's length, not the build.
+            var steadyStart: (threads: ThreadCPU.Snapshot, notifications: Int)?
+            var steadyCPU: (parts: ThreadCPU, notifications: Int)?
+            try await waitUntilFinished(options.events, runtime.pipeline) { finished in
+                switch steady.observe(finished: finished) {
+                case .started:
+                    steadyStart = (ThreadCPU.snapshot(), simulator.stats.requests)
+                case .ended:
+                    if let steadyStart {
+                        steadyCPU = (
+                            ThreadCPU.since(steadyStart.threads), simulator.stats.requests - steadyStart.notifications
+                        )
+                    }
+                case nil:
+                    break
+                }
+            }
             let elapsed = (ContinuousClock.now - started).seconds
             sampling.cancel()
             // Threads first, the process last: the threads' window then lies within the process's, so
@@ -211,8 +229,23 @@ public enum PipelineBenchmark {
                         parts.worker / parts.simulator, parts.eventLoops / parts.simulator,
                         parts.kafkaClients / parts.simulator))
             }
+            let steadyWorkerMicroseconds = steadyCPU.flatMap { steady -> Double? in
+                guard steady.notifications > 0 else { return nil }
+                let perSteadyNotification = { (seconds: Double) in seconds * 1e6 / Double(steady.notifications) }
+                print(
+                    String(
+                        format:
+                            "  steady state's CPU, µs per notification: worker %.1f (event loops %.1f, Kafka clients "
+                            + "%.1f), APNs simulator %.1f, over %d notifications",
+                        perSteadyNotification(steady.parts.worker), perSteadyNotification(steady.parts.eventLoops),
+                        perSteadyNotification(steady.parts.kafkaClients), perSteadyNotification(steady.parts.simulator),
+                        steady.notifications))
+                return perSteadyNotification(steady.parts.worker)
+            }
             if let reference = options.reference {
-                try await compare(workerMicroseconds: perNotification(parts.worker), with: reference, print: print)
+                try await compare(
+                    workerMicroseconds: perNotification(parts.worker), steadyWorkerMicroseconds: steadyWorkerMicroseconds,
+                    with: reference, print: print)
             }
             print(
                 "  event loops \(parts.eventLoopThreads) (pipeline.threads "
@@ -285,8 +318,8 @@ public enum PipelineBenchmark {
     /// notification over the reference's per request: one run's ratio, where the µs of two separate runs
     /// differ by as much as the machine's speed moves between them (docs/performance.md).
     static func compare(
-        workerMicroseconds: Double, with reference: @Sendable () async throws -> ReferenceRun,
-        print: @Sendable (String) -> Void
+        workerMicroseconds: Double, steadyWorkerMicroseconds: Double?,
+        with reference: @Sendable () async throws -> ReferenceRun, print: @Sendable (String) -> Void
     ) async throws {
         let run = try await reference()
         let runs = run.microsecondsPerRequestOfEachRun
@@ -305,6 +338,14 @@ public enum PipelineBenchmark {
                     format: "%.2f (%.1f µs per notification over %.2f µs per request, in this run)",
                     workerMicroseconds / run.cpuMicrosecondsPerRequest, workerMicroseconds,
                     run.cpuMicrosecondsPerRequest))
+        if let steadyWorkerMicroseconds {
+            print(
+                "  worker ÷ \(run.name) CPU in the steady state: "
+                    + String(
+                        format: "%.2f (%.1f µs per notification over %.2f µs per request)",
+                        steadyWorkerMicroseconds / run.cpuMicrosecondsPerRequest, steadyWorkerMicroseconds,
+                        run.cpuMicrosecondsPerRequest))
+        }
     }
 
     /// Waits until `target` records have finished; fails rather than waiting forever when none finishes
@@ -354,14 +395,26 @@ struct SteadyWindow {
         last = events - events / 10
     }
 
+    /// A mark the window passed at an observation.
+    enum Mark { case started, ended }
+
     /// The window ends at an observation after the one that started it: a poll delayed on a loaded machine
     /// may see both marks passed at once, and then the next one (the backlog's last at the latest) ends it.
-    mutating func observe(finished: Int) {
+    /// Returns the mark this observation passed, if any.
+    @discardableResult
+    mutating func observe(finished: Int) -> Mark? {
         guard let start else {
-            if finished >= first { start = (ContinuousClock.now, finished) }
-            return
+            if finished >= first {
+                start = (ContinuousClock.now, finished)
+                return .started
+            }
+            return nil
         }
-        if end == nil, finished >= last, finished > start.finished { end = (ContinuousClock.now, finished) }
+        if end == nil, finished >= last, finished > start.finished {
+            end = (ContinuousClock.now, finished)
+            return .ended
+        }
+        return nil
     }
 
     /// Records finished per second within the window; nil when the backlog was too short to tell.
