@@ -74,7 +74,10 @@ final class HandOverRecorder: PipelineObserver {
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
             transport: HoldingTransport(heldToken: Self.held),
             observer: MetricsObserver(
-                metrics: metrics, next: RevokeHandOverLog(logger: Logger(writer: writer), next: handOvers)))
+                metrics: metrics,
+                next: HandOverLog(
+                    revokeLogger: Logger(writer: writer), shutdownLogger: Logger(writer: writer), drainTimeout: 30,
+                    next: handOvers)))
         try pipeline.start()
         #expect(await eventually { pipeline.counters.recordsTaken == 4 && pipeline.counters.recordsFinished == 1 })
         #expect(Self.handedOver(metrics, "records_released_unsent_total", cause: "revoke") == 0)
@@ -95,19 +98,26 @@ final class HandOverRecorder: PipelineObserver {
         #expect(line["fields"]?["records_left_running"] == 0)
         #expect(line["fields"]?["partitions"] == ["push.requests[0]"])
 
-        let leftBehind = Mutex<(running: [TopicPartition: Int], withdrawn: [TopicPartition: Int])?>(nil)
-        let left = await pipeline.drain(timeout: 30) { running, withdrawn in
-            leftBehind.withLock { $0 = (running, withdrawn) }
-        }
+        let waitOver = Mutex(0)
+        let left = await pipeline.drain(timeout: 30) { waitOver.withLock { $0 += 1 } }
         #expect(left == 1)
+        #expect(waitOver.withLock { $0 } == 1)
         #expect(pipeline.counters.withdrawn == 3)
-        let reported = try #require(leftBehind.withLock { $0 })
-        #expect(reported.running.isEmpty)
-        #expect(reported.withdrawn == [second: 1])
         #expect(
             handOvers.all.last == RecordsHandedOver(cause: .shutdown, releasedUnsent: [second: 1], leftRunning: [:]))
         #expect(Self.handedOver(metrics, "records_released_unsent_total", cause: "shutdown") == 1)
         #expect(Self.handedOver(metrics, "records_released_unsent_total", cause: "revoke") == 2)
+        // The shutdown's own line (component shutdown in the worker), once, with the records it released.
+        writer.flush()
+        let released = try captured.lines().filter {
+            $0["message"]?.stringValue?.hasPrefix("records whose pushes were waiting") == true
+        }
+        #expect(released.count == 1)
+        #expect(released.first?["fields"]?["records_released"] == 1)
+        #expect(released.first?["fields"]?["partitions"] == ["push.requests[1]"])
+        #expect(
+            try captured.lines().contains { $0["message"]?.stringValue?.hasPrefix("the drain timeout") == true }
+                == false)
 
         // Only the record that never waited published; no offset was stored, since each partition's first
         // record is unfinished.

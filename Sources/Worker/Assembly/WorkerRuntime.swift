@@ -46,7 +46,11 @@ public final class WorkerRuntime: Sendable {
         let poolHealth = APNsPoolHealth(logger: logger, readiness: readiness)
         let credentialHealth = CredentialHealth(logger: logger, readiness: readiness)
         let metricsObserver = MetricsObserver(
-            metrics: metrics, next: RevokeHandOverLog(logger: logger.with(["component": "kafka"]), next: observer))
+            metrics: metrics,
+            next: HandOverLog(
+                revokeLogger: logger.with(["component": "kafka"]),
+                shutdownLogger: logger.with(["component": "shutdown"]),
+                drainTimeout: configuration.drainTimeout, next: observer))
         let clients = try CredentialClients.clients(
             for: configuration, credentials: credentials, group: group,
             attemptObserver: { request, attempt in metricsObserver.attemptEnded(request, attempt) },
@@ -292,31 +296,10 @@ public final class WorkerRuntime: Sendable {
         source.prepareShutdown(deadline)
         let shutdownLogger = logger.with(["component": "shutdown"])
         let progress = shutdownProgress
-        let drainTimeout = configuration.drainTimeout
         report.recordsLeft = await pipeline.drain(
             timeout: ShutdownDeadline.seconds(until: deadline.drainEnds),
-            leftBehind: { running, withdrawn in
-                progress.enter("committing what finished and leaving the consumer group")
-                if !withdrawn.isEmpty {
-                    shutdownLogger.info(
-                        "records whose pushes were waiting (for APNs, a retry or a paced device) were released "
-                            + "unsent; they stay uncommitted and the group's next owner sends them",
-                        [
-                            "records_released": .int(Int64(withdrawn.values.reduce(0, +))),
-                            "partitions": Self.list(withdrawn.keys.map(KafkaTopicPartition.init)),
-                        ])
-                }
-                guard !running.isEmpty else { return }
-                let records = running.values.reduce(0, +)
-                shutdownLogger.warning(
-                    "the drain timeout passed with records unfinished; they stay uncommitted "
-                        + "and the group's next owner processes them again",
-                    [
-                        "records_left": .int(Int64(records)), "partitions_left": .int(Int64(running.count)),
-                        "partitions": Self.list(running.keys.map(KafkaTopicPartition.init)),
-                        "drain_timeout_seconds": .double(drainTimeout),
-                    ])
-            })
+            // What the drain left (released unsent, still running) is logged by HandOverLog, the observer.
+            waitOver: { progress.enter("committing what finished and leaving the consumer group") })
         // Publish failures from here on are those of abandoned records, whose producer is closing.
         report.publishFailure = report.publishFailure ?? pipeline.fatalError
         if let outcome = source.closeOutcome {

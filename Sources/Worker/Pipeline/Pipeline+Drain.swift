@@ -6,14 +6,11 @@ extension Pipeline {
     /// Stops taking records, withdraws every push still waiting (for a pool that is down, a retry's
     /// delay, a paced device: waiting for those would only spend the drain), waits up to `timeout` seconds
     /// for the records in flight, flushes the sink within what is left of it and closes the source (which
-    /// commits what was stored). Returns the records left unfinished; `leftBehind` is told, once the wait
-    /// is over, how many each partition holds still running at its end (`running`) and released unsent
-    /// because their pushes were withdrawn (`withdrawn`). Both stay uncommitted.
+    /// commits what was stored). Returns the records left unfinished. What each partition holds still running
+    /// at the wait's end and what it released unsent (both uncommitted) goes to the observer, once, as a
+    /// `RecordsHandedOver` of cause `.shutdown`; `waitOver` is told when the wait is over, before the flush.
     @discardableResult
-    public func drain(
-        timeout: Double,
-        leftBehind: (@Sendable (_ running: [TopicPartition: Int], _ withdrawn: [TopicPartition: Int]) -> Void)? = nil
-    ) async -> Int {
+    public func drain(timeout: Double, waitOver: (@Sendable () -> Void)? = nil) async -> Int {
         let withdrawals = state.withLock { state in
             state.receiving = false
             defer { state.withdrawals = [:] }
@@ -38,7 +35,7 @@ extension Pipeline {
             }
             return (state.flow.inFlight + withdrawn.values.reduce(0, +), running, withdrawn)
         }
-        leftBehind?(running, withdrawn)
+        waitOver?()
         let handOver = RecordsHandedOver(cause: .shutdown, releasedUnsent: withdrawn, leftRunning: running)
         if !handOver.isEmpty { observer?.recordsHandedOver(handOver) }
         // Within the drain's time only: what is still unfinished at its end stays uncommitted anyway.
