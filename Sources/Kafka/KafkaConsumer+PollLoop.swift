@@ -9,13 +9,18 @@ extension KafkaConsumer {
 
     static func pollLoop(client: RDKafkaClient, core: ConsumerCore) {
         var stalledFetches = StalledFetchRestarter.isNeeded ? StalledFetchRestarter() : nil
+        var strandedWatch = core.strandedPartitionThreshold.map(StrandedPartitionWatch.init(threshold:))
         // Set when the record just delivered left room in the hand-off: the next poll needs no check.
         var leftRoom = false
         while core.isRunning {
             if !leftRoom && !core.waitForRoom() { core.throttle() }
             leftRoom = false
             let timeout = stalledFetches?.pollTimeoutMilliseconds ?? pollTimeoutMilliseconds
-            switch client.consumerPoll(milliseconds: timeout) {
+            let event = client.consumerPoll(milliseconds: timeout)
+            if let stranded = strandedWatch?.pollReturned(empty: event == nil, client: client, core: core) {
+                core.noteStranded(stranded)
+            }
+            switch event {
             case nil:
                 guard stalledFetches != nil else { continue }
                 let (paused, changes) = core.pausesAndChanges

@@ -75,7 +75,8 @@ public final class KafkaConsumer: Sendable {
             rebalanceDeadline: configuration.rebalanceDeadline,
             rebalanceHandler: rebalanceHandler, eventHandler: eventHandler, statusHandler: statusHandler,
             forwardsStatistics: configuration.statisticsInterval != nil,
-            usesCooperativeSticky: strategy.contains("cooperative-sticky"), promptCommits: promptCommits
+            usesCooperativeSticky: strategy.contains("cooperative-sticky"), promptCommits: promptCommits,
+            strandedPartitionThreshold: configuration.strandedPartitionThreshold
         )
         let callbacks = RDKafkaCallbacks(
             eventHandler: { [core] event in core.observe(event) }, redactor: SecretRedactor(properties: properties),
@@ -133,6 +134,17 @@ public final class KafkaConsumer: Sendable {
     /// Whether the first record of `partition`, paused before it fetched, waits for its resume, for tests.
     package func holdsFirstRecord(of partition: KafkaTopicPartition) -> Bool {
         core.state.withLock { $0.assigned[partition]?.heldFirstRecord != nil }
+    }
+
+    /// Restarts of partitions the stranded-partition watch found, for tests.
+    package var strandedRestarts: Int { core.strandedRestarts.load(ordering: .relaxed) }
+    /// Checks of the stranded-partition watch so far (positions read), for tests.
+    package var strandedChecks: Int { core.strandedChecks.load(ordering: .relaxed) }
+
+    /// Pauses `partition` in librdkafka behind the consumer's back, as confluentinc/librdkafka#5591 left one
+    /// in production: for tests of the stranded-partition watch.
+    package func strandForTesting(_ partition: KafkaTopicPartition) {
+        core.strandForTesting(partition)
     }
 
     /// How many records (and events) librdkafka has fetched that the poll thread has not yet taken, for tests.

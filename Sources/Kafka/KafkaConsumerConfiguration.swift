@@ -82,6 +82,12 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// once a second"). Retrying costs a look at the queue's size. Ignored by librdkafka before 2.2,
     /// which waits up to the second regardless. Default: 50 ms.
     public var fetchQueueBackoff: Duration = .milliseconds(50)
+    /// How long an assigned, unpaused partition's position may stand still while the brokers hold records
+    /// beyond it before the consumer counts it as stranded (librdkafka stopped fetching it), says so in
+    /// ``KafkaConsumerStatus/strandedPartitions`` and restarts its fetching. Positions are read a few times
+    /// per threshold; the brokers are asked for latest offsets only for partitions idle that long. `nil`
+    /// turns the watch off. Default: 60 seconds.
+    public var strandedPartitionThreshold: Duration? = .seconds(60)
 
     public init(client: KafkaConfiguration, groupID: String) {
         self.client = client

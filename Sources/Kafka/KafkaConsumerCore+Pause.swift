@@ -67,6 +67,28 @@ extension ConsumerCore {
         state.pausedInLibrdkafka.subtract(paused)
     }
 
+    /// Resumes in librdkafka partitions the stranded-partition watch found idle with records to read,
+    /// unless they are paused here (by the owner or the hand-off) by now: librdkafka may hold a pause
+    /// nothing here asked for (an op it dropped; see KafkaConsumer+StrandedPartitions.swift).
+    func resumeStranded(_ partitions: Set<KafkaTopicPartition>) {
+        state.withLock { state in
+            let resumable = partitions.filter { state.assigned[$0] != nil && !state.isPaused($0) }
+            state.pausedInLibrdkafka.subtract(resumable)
+            setPaused(false, resumable, handle: state.handle)
+        }
+    }
+
+    /// Pauses `partition` in librdkafka without recording it: the stranded partition of
+    /// confluentinc/librdkafka#5591, for tests of the watch that finds it.
+    func strandForTesting(_ partition: KafkaTopicPartition) {
+        state.withLock { state in _ = setPaused(true, [partition], handle: state.handle) }
+    }
+
+    /// Sets the partitions the stranded-partition watch holds stranded now (poll thread).
+    func noteStranded(_ partitions: Set<KafkaTopicPartition>) {
+        updateStatus { $0.status.strandedPartitions = partitions.sorted() }
+    }
+
     private static func checkAssigned(
         _ partitions: [KafkaTopicPartition], in assignment: Set<KafkaTopicPartition>, action: String
     ) throws(KafkaError) {

@@ -58,7 +58,7 @@ extension ConsumerCore {
 
     /// Applies `change` under the lock and tells the status handler (outside it) if the status changed.
     /// Every caller runs on the poll thread, so changes reach the handler in order.
-    private func updateStatus(_ change: (inout State) -> Void) {
+    func updateStatus(_ change: (inout State) -> Void) {
         let changed = state.withLock { state -> KafkaConsumerStatusChange? in
             let previous = state.status
             change(&state)

@@ -69,9 +69,14 @@ final class ConsumerCore: Sendable {
     /// Whether the owner asked for statistics events (the consumer reads them either way).
     let forwardsStatistics: Bool
     let usesCooperativeSticky: Bool
+    /// See ``KafkaConsumerConfiguration/strandedPartitionThreshold``; nil: no watch.
+    let strandedPartitionThreshold: Duration?
     let promptCommits: PromptCommits?
     /// Partitions whose idle fetching the poll thread restarted (`StalledFetchRestarter`), for tests.
     let fetchRestarts = Atomic<Int>(0)
+    /// Restarts of partitions the stranded-partition watch found (`StrandedPartitionWatch`), and its checks.
+    let strandedRestarts = Atomic<Int>(0)
+    let strandedChecks = Atomic<Int>(0)
     /// Pause and resume requests made to librdkafka so far (`setPaused`): each is an op with a version
     /// barrier, like the restarter's seek, which must not overtake one that has not run yet.
     let pauseChanges = Atomic<UInt64>(0)
@@ -88,8 +93,10 @@ final class ConsumerCore: Sendable {
         capacity: Int, stallTimeout: Duration, rebalanceDeadline: Duration,
         rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)?, eventHandler: KafkaEventHandler?,
         statusHandler: KafkaConsumerStatusHandler? = nil, forwardsStatistics: Bool = true,
-        usesCooperativeSticky: Bool = false, promptCommits: PromptCommits? = nil
+        usesCooperativeSticky: Bool = false, promptCommits: PromptCommits? = nil,
+        strandedPartitionThreshold: Duration? = nil
     ) {
+        self.strandedPartitionThreshold = strandedPartitionThreshold
         self.usesCooperativeSticky = usesCooperativeSticky
         self.promptCommits = promptCommits
         self.statusHandler = statusHandler

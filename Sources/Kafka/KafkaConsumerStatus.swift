@@ -22,6 +22,11 @@ public struct KafkaConsumerStatus: Sendable, Equatable, CustomStringConvertible 
     public var membershipCause: String?
     /// Partitions currently assigned to this consumer.
     public var partitionsAssigned: Int
+    /// Assigned partitions, not paused, whose position has not moved for
+    /// ``KafkaConsumerConfiguration/strandedPartitionThreshold`` while the brokers hold records beyond it:
+    /// librdkafka stopped fetching them. The consumer restarts their fetching; a partition leaves this list
+    /// when it moves or is revoked. Sorted.
+    public var strandedPartitions: [KafkaTopicPartition] = []
 
     /// The status of a consumer just created: nothing connected, not joined.
     public static let initial = KafkaConsumerStatus(
@@ -33,6 +38,9 @@ public struct KafkaConsumerStatus: Sendable, Equatable, CustomStringConvertible 
         if !brokersReachable { parts.append("unreachable: \(brokersCause ?? "unknown")") }
         parts.append(isGroupMember ? "group member" : "not a group member: \(membershipCause ?? "unknown")")
         parts.append("\(partitionsAssigned) partitions assigned")
+        if !strandedPartitions.isEmpty {
+            parts.append("not fetching: " + strandedPartitions.map(\.description).joined(separator: ", "))
+        }
         return parts.joined(separator: "; ")
     }
 }
@@ -42,10 +50,17 @@ public struct KafkaConsumerStatusChange: Sendable {
     public var previous: KafkaConsumerStatus
     public var current: KafkaConsumerStatus
 
+    public init(previous: KafkaConsumerStatus, current: KafkaConsumerStatus) {
+        self.previous = previous
+        self.current = current
+    }
+
     /// Whether brokers became unreachable or reachable again with this change.
     public var brokersReachabilityChanged: Bool { previous.brokersReachable != current.brokersReachable }
     /// Whether the consumer joined its group or lost its membership with this change.
     public var membershipChanged: Bool { previous.isGroupMember != current.isGroupMember }
+    /// Whether partitions were found stranded, or stranded ones moved again, with this change.
+    public var strandedPartitionsChanged: Bool { previous.strandedPartitions != current.strandedPartitions }
 }
 
 /// Receives a consumer's status changes, on its poll thread. It must return quickly.

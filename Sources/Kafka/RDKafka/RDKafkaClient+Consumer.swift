@@ -94,6 +94,29 @@ extension RDKafkaClient {
         return known && high >= 0 ? high : nil
     }
 
+    /// The offsets the brokers give for `partitions` at `logicalOffset`: `RDKafkaClient.latestOffset` is the
+    /// next offset a reader can get (the high watermark, or the last stable offset under `read_committed`),
+    /// `RDKafkaClient.earliestOffset` the first one still kept. One ListOffsets request per leader (librdkafka's
+    /// `offsets_for_times` with the protocol's logical timestamps); blocking, at most `timeoutMilliseconds`.
+    /// Partitions the brokers did not answer for are absent.
+    func listOffsets(
+        _ partitions: [KafkaTopicPartition], at logicalOffset: Int64, timeoutMilliseconds: Int32
+    ) -> [KafkaTopicPartition: Int64] {
+        guard !partitions.isEmpty else { return [:] }
+        let list = RDKafkaTopicPartitionList(partitions, offset: logicalOffset)
+        guard rd_kafka_offsets_for_times(handle, list.pointer, timeoutMilliseconds) == RD_KAFKA_RESP_ERR_NO_ERROR
+        else { return [:] }
+        var offsets: [KafkaTopicPartition: Int64] = [:]
+        for entry in list.entries where entry.error == RD_KAFKA_RESP_ERR_NO_ERROR && entry.offset >= 0 {
+            offsets[entry.topicPartition] = entry.offset
+        }
+        return offsets
+    }
+
+    /// ListOffsets' logical timestamps (KIP-79): the latest offset and the earliest one.
+    static let latestOffset = Int64(RD_KAFKA_OFFSET_END)
+    static let earliestOffset = Int64(RD_KAFKA_OFFSET_BEGINNING)
+
     /// Moves the fetch positions of assigned partitions to `offsets`, dropping what was prefetched for
     /// them, and waits (at most `timeoutMilliseconds`) until the fetcher has taken the new positions, so
     /// that nothing fetched from the old one reaches the reader. Returns the partitions moved.

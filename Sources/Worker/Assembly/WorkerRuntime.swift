@@ -127,6 +127,7 @@ public final class WorkerRuntime: Sendable {
         // one; a full queue waits for room): the records wait, their offsets hold, and the log, /readyz
         // and the unacknowledged gauge say so.
         readiness.setReady(Readiness.Condition.kafkaProducer)
+        readiness.setReady(Readiness.Condition.kafkaFetching)
         // The sink needs the producer; the status handler reads the sink's count (which includes records
         // waiting to be sent again) once the sink exists.
         let sinkSlot = ResultSinkSlot()
@@ -364,63 +365,6 @@ public final class WorkerRuntime: Sendable {
         return report
     }
 
-    /// Updates readiness and metrics from a change of the consumer's status, and logs what changed.
-    static func report(
-        _ change: KafkaConsumerStatusChange, readiness: Readiness, metrics: WorkerMetrics, logger: Logger,
-        progress: ShutdownProgress
-    ) {
-        let status = change.current
-        metrics.kafkaBrokersUp.set(status.brokersUp)
-        metrics.partitionsAssigned.set(status.partitionsAssigned)
-        let brokerFields: JSONObject = [
-            "brokers_up": .int(Int64(status.brokersUp)), "brokers_known": .int(Int64(status.brokersKnown)),
-        ]
-        if change.brokersReachabilityChanged {
-            if status.brokersReachable {
-                readiness.setReady(Readiness.Condition.kafkaBrokers)
-                let first = change.previous.brokersKnown == 0
-                let message = first ? "kafka brokers reachable" : "kafka brokers reachable again"
-                logger.log(first ? .info : .notice, message, brokerFields, rateLimitKey: "kafka brokers")
-            } else {
-                let cause = status.brokersCause ?? "unknown"
-                readiness.setNotReady(Readiness.Condition.kafkaBrokers, reason: "no Kafka broker answers: \(cause)")
-                logger.warning("kafka brokers unreachable: \(cause)", brokerFields, rateLimitKey: "kafka brokers")
-            }
-        }
-        if change.membershipChanged {
-            if status.isGroupMember {
-                readiness.setReady(Readiness.Condition.consumerGroup)
-                let first = change.previous.membershipCause == KafkaConsumerStatus.initial.membershipCause
-                logger.log(
-                    first ? .info : .notice,
-                    first
-                        ? "kafka consumer joined its group"
-                        : "kafka consumer group membership regained", [:], rateLimitKey: "kafka group")
-            } else {
-                let cause = status.membershipCause ?? "unknown"
-                readiness.setNotReady(Readiness.Condition.consumerGroup, reason: "no group membership: \(cause)")
-                // Leaving the group is what a shutdown does; it is logged as part of it.
-                if !progress.hasStarted {
-                    logger.warning("kafka consumer group membership lost: \(cause)", [:], rateLimitKey: "kafka group")
-                }
-            }
-        }
-    }
-
-    /// Updates readiness from a change of the producer's status, and logs it once.
-    static func report(_ status: KafkaProducerStatus, unacknowledged: Int, readiness: Readiness, logger: Logger) {
-        if status.isWaitingForBrokers {
-            let seconds = Int((status.waitingFor ?? .zero).components.seconds)
-            let cause = status.cause.map { ": \($0)" } ?? ""
-            let message = "results wait for Kafka: \(unacknowledged) records unacknowledged for \(seconds) s"
-            readiness.setNotReady(Readiness.Condition.kafkaProducer, reason: message + cause)
-            logger.warning(message + cause, ["results_unacknowledged": .int(Int64(unacknowledged))])
-        } else {
-            readiness.setReady(Readiness.Condition.kafkaProducer)
-            logger.notice("results acknowledged again", ["results_unacknowledged": .int(Int64(unacknowledged))])
-        }
-    }
-
     static func list(_ partitions: [KafkaTopicPartition]) -> JSONValue {
         .array(partitions.sorted().map { .string("\($0.topic)[\($0.partition)]") })
     }
@@ -453,4 +397,7 @@ extension Readiness.Condition {
     /// Results handed to the Kafka producer are acknowledged: none has waited past the producer's
     /// threshold with nothing acknowledged meanwhile (the brokers are away for the producer).
     public static let kafkaProducer = "kafka.producer"
+    /// No assigned partition is stranded: each unpaused one moves when the brokers hold records for it
+    /// (`KafkaConsumerStatus.strandedPartitions`).
+    public static let kafkaFetching = "kafka.fetching"
 }

@@ -75,6 +75,9 @@ public final class WorkerMetrics: Sendable {
     public let kafkaBrokersUp: Gauge
     /// `apns_worker_partitions_assigned`: partitions of the input topics assigned to this consumer.
     public let partitionsAssigned: Gauge
+    /// `apns_worker_kafka_partitions_stranded`: assigned partitions librdkafka has stopped fetching (no
+    /// progress while the brokers hold records for them; see `KafkaConsumerStatus.strandedPartitions`).
+    public let partitionsStranded: Gauge
 
     // Faults that pass: pools that cannot reach APNs and the pushes waiting for them.
     /// `apns_worker_apns_breaker_state{pool,state}`: 1 for the state each pool's circuit breaker is in
@@ -194,6 +197,10 @@ public final class WorkerMetrics: Sendable {
         ).labels()
         partitionsAssigned = try registry.gauge(
             p + "partitions_assigned", help: "Input topic partitions assigned to this consumer."
+        ).labels()
+        partitionsStranded = try registry.gauge(
+            p + "kafka_partitions_stranded",
+            help: "Assigned, unpaused partitions whose records wait in Kafka while the consumer fetches none of them."
         ).labels()
 
         apnsBreakerState = try registry.gauge(

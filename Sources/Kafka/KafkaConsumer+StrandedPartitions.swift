@@ -1,0 +1,132 @@
+// A partition librdkafka stopped fetching on its own is work silently not done: it stays assigned, its
+// records wait in Kafka, and nothing errs. librdkafka's pause, resume, seek and fetch start are ops with
+// version barriers that drop any older op of the partition not yet run (confluentinc/librdkafka#2190,
+// #5591: a pause-assign-resume sequence that left a partition paused for good, in production). The
+// consumer orders its own pauses so that none should race (KafkaConsumerCore+Pause.swift); this watch
+// is what catches one that does anyway, or any other way a partition stops: it finds assigned
+// partitions, not paused by the consumer, whose position has not moved for `threshold` while the
+// brokers hold records beyond it, says so in the consumer's status (the worker logs it, and /readyz and
+// /metrics show it), and restarts their fetching (a resume, and a seek to where the reader stands).
+//
+// Progress is read from librdkafka's positions at each check (no cost per record); the brokers are
+// asked for the partitions' latest offsets only for partitions idle that long, one ListOffsets request
+// per leader, at most once per `threshold` for each. A partition counts as stranded only when two such
+// looks, a threshold apart, both found records beyond the same position: records that arrived just
+// before a look, which the fetcher is about to take, are not a stranded partition.
+
+/// Finds assigned, unpaused partitions that hold unread records and fetch none (poll thread).
+struct StrandedPartitionWatch {
+    /// How long a partition's position must stand still, with records beyond it, to count as stranded.
+    let threshold: Duration
+    /// How often the positions are read.
+    let checkInterval: Duration
+    /// How long a broker query may block the poll thread.
+    static let queryTimeoutMilliseconds: Int32 = 2000
+
+    /// Each assigned partition's position at the last check, since when it has stood there (or since its
+    /// last look at the brokers, which then waits another `threshold`), and whether that look found records
+    /// beyond it.
+    private var idle: [KafkaTopicPartition: Idle] = [:]
+
+    private struct Idle {
+        var position: Int64
+        var since: ContinuousClock.Instant
+        var recordsBeyond = false
+    }
+    /// Partitions found stranded and not moved since.
+    private(set) var stranded: Set<KafkaTopicPartition> = []
+    private var nextCheck: ContinuousClock.Instant
+    /// Polls since the clock was last read: the poll loop runs once per record, so the clock is read only
+    /// every `pollsPerClockRead` polls (and after every empty poll).
+    private var pollsSinceClockRead = 0
+    static let pollsPerClockRead = 512
+
+    init(threshold: Duration) {
+        self.threshold = threshold
+        checkInterval = min(max(threshold / 4, .milliseconds(100)), .seconds(15))
+        nextCheck = .now + checkInterval
+    }
+
+    /// Called after every poll; checks when due. Returns the stranded set when it changed.
+    mutating func pollReturned(empty: Bool, client: RDKafkaClient, core: ConsumerCore) -> Set<KafkaTopicPartition>? {
+        pollsSinceClockRead += 1
+        guard empty || pollsSinceClockRead >= Self.pollsPerClockRead else { return nil }
+        pollsSinceClockRead = 0
+        let now = ContinuousClock.now
+        guard now >= nextCheck else { return nil }
+        nextCheck = now + checkInterval
+        let before = stranded
+        check(client: client, core: core, now: now)
+        return stranded == before ? nil : stranded
+    }
+
+    private mutating func check(client: RDKafkaClient, core: ConsumerCore, now: ContinuousClock.Instant) {
+        core.strandedChecks.add(1, ordering: .relaxed)
+        guard let assignment = try? client.assignment(withPositions: true) else { return }
+        let (paused, _) = core.pausesAndChanges
+        var seen: Set<KafkaTopicPartition> = []
+        var candidates: [(partition: KafkaTopicPartition, position: Int64)] = []
+        for entry in assignment {
+            let partition = entry.topicPartition
+            seen.insert(partition)
+            guard let last = idle[partition], last.position == entry.offset else {
+                // New, or it moved: whatever stranded it is over.
+                idle[partition] = Idle(position: entry.offset, since: now)
+                stranded.remove(partition)
+                continue
+            }
+            // A paused partition is meant not to fetch; its wait starts again when it is resumed.
+            if paused.contains(partition) {
+                idle[partition] = Idle(position: entry.offset, since: now)
+                continue
+            }
+            if now - last.since >= threshold { candidates.append((partition, entry.offset)) }
+        }
+        for partition in idle.keys where !seen.contains(partition) { idle[partition] = nil }
+        stranded.formIntersection(seen)
+        // While no broker answers nothing can be fetched anyway, and the status already says why.
+        guard !candidates.isEmpty, core.status.brokersReachable else { return }
+        for (partition, _) in candidates { idle[partition]?.since = now }
+
+        let partitions = candidates.map(\.partition)
+        let latest = client.listOffsets(
+            partitions, at: RDKafkaClient.latestOffset, timeoutMilliseconds: Self.queryTimeoutMilliseconds)
+        guard !latest.isEmpty else { return }
+        // Where each would read from: its position, or for one that never fetched, its committed offset, or
+        // the earliest record still kept (`auto.offset.reset` earliest; with `latest` there is nothing to miss).
+        let unpositioned = candidates.filter { $0.position < 0 }.map(\.partition)
+        let committed =
+            (try? client.committedOffsets(
+                for: unpositioned, timeout: .milliseconds(Int64(Self.queryTimeoutMilliseconds)))) ?? [:]
+        let earliest = client.listOffsets(
+            unpositioned.filter { committed[$0] == nil }, at: RDKafkaClient.earliestOffset,
+            timeoutMilliseconds: Self.queryTimeoutMilliseconds)
+        var found: [(KafkaTopicPartition, Int64)] = []
+        for (partition, position) in candidates {
+            guard let end = latest[partition],
+                let start = position >= 0 ? position : (committed[partition] ?? earliest[partition])
+            else {
+                idle[partition]?.recordsBeyond = false
+                continue
+            }
+            let recordsBeyond = end > start
+            if recordsBeyond, idle[partition]?.recordsBeyond == true { found.append((partition, start)) }
+            idle[partition]?.recordsBeyond = recordsBeyond
+        }
+        guard !found.isEmpty else { return }
+        stranded.formUnion(found.map(\.0))
+        restart(found, client: client, core: core)
+    }
+
+    /// Restarts fetching: a resume (which lifts a pause librdkafka kept that the consumer did not ask for)
+    /// and, for a partition that has a position, a seek to it (which wakes a fetcher that sits idle). A
+    /// partition whose fetch was never started refuses the seek; it stays in the status until it moves.
+    private func restart(_ partitions: [(KafkaTopicPartition, Int64)], client: RDKafkaClient, core: ConsumerCore) {
+        core.resumeStranded(Set(partitions.map(\.0)))
+        let positioned = partitions.filter { $0.1 >= 0 }
+        if !positioned.isEmpty {
+            _ = client.seek(positioned, timeoutMilliseconds: Self.queryTimeoutMilliseconds)
+        }
+        core.strandedRestarts.add(partitions.count, ordering: .relaxed)
+    }
+}

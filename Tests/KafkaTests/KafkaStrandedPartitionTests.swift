@@ -1,0 +1,78 @@
+// A partition librdkafka stops fetching on its own (confluentinc/librdkafka#5591 left one paused for good
+// in production) must not be work silently left undone: the consumer finds it, says so in its status,
+// and gets it fetching again, with nothing skipped or read twice.
+
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import Kafka
+
+@Suite("KafkaConsumer stranded partitions")
+struct KafkaStrandedPartitionTests {
+    static let partitions: Int32 = 2
+    static let stranded = KafkaTopicPartition(topic: "in", partition: 1)
+
+    @Test("a partition librdkafka keeps paused behind the consumer's back is found, shown and fetched again")
+    func aStrandedPartitionIsFoundShownAndFetchedAgain() async throws {
+        let cluster = try startCluster(topic: "in", partitions: Int(Self.partitions))
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 20, partitions: Self.partitions, prefix: "before-")
+        let changes = Recorder<KafkaConsumerStatusChange>()
+        var configuration = testConsumerConfiguration(cluster, group: "stranded")
+        configuration.strandedPartitionThreshold = .milliseconds(500)
+        let consumer = try KafkaConsumer(configuration: configuration, statusHandler: { changes.append($0) })
+        try consumer.subscribe(topics: ["in"])
+        var received = try await receive(20, from: consumer, within: .seconds(30))
+        #expect(received.count == 20)
+
+        // librdkafka pauses partition 1 without the consumer knowing: nothing it holds says paused.
+        consumer.strandForTesting(Self.stranded)
+        try await produce(producer, topic: "in", count: 20, partitions: Self.partitions, prefix: "after-")
+        received += try await receive(20, from: consumer, within: .seconds(60))
+
+        // Every record once: partition 1's ten came after the watch restarted it.
+        #expect(received.count == 40)
+        #expect(Set(received.map(\.valueString)).count == 40)
+        let found = changes.all.filter { $0.strandedPartitionsChanged }
+        #expect(found.first?.current.strandedPartitions == [Self.stranded], "the status named the partition")
+        #expect(consumer.strandedRestarts >= 1)
+        // Moving again, it leaves the status.
+        #expect(await eventually(timeout: .seconds(30)) { consumer.status.strandedPartitions.isEmpty })
+        #expect(changes.all.last { $0.strandedPartitionsChanged }?.current.strandedPartitions == [])
+        try await consumer.close()
+        try await producer.close(timeout: .seconds(10))
+    }
+
+    @Test("idle partitions with nothing to read, and partitions the owner paused, are never counted as stranded")
+    func idleAndOwnerPausedPartitionsAreNotStranded() async throws {
+        let cluster = try startCluster(topic: "in", partitions: Int(Self.partitions))
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        try await produce(producer, topic: "in", count: 10, partitions: Self.partitions)
+        let changes = Recorder<KafkaConsumerStatusChange>()
+        var configuration = testConsumerConfiguration(cluster, group: "idle")
+        // Long enough for a partition's first fetch after the join (the mock cluster's connections come up
+        // one by one): a partition counts as stranded after two looks a threshold apart, 2 s here.
+        configuration.strandedPartitionThreshold = .seconds(1)
+        let consumer = try KafkaConsumer(configuration: configuration, statusHandler: { changes.append($0) })
+        try consumer.subscribe(topics: ["in"])
+        #expect(try await receive(10, from: consumer, within: .seconds(30)).count == 10)
+
+        // Partition 1 paused by its owner, with records waiting; partition 0 read to its end.
+        try consumer.pause([Self.stranded])
+        try await produce(producer, topic: "in", count: 10, partitions: Self.partitions, prefix: "held-")
+        #expect(try await receive(5, from: consumer, within: .seconds(30)).count == 5)
+        // Many checks and looks at the brokers (each a threshold apart) pass: none finds a stranded partition.
+        let looks = consumer.strandedChecks
+        #expect(await eventually(timeout: .seconds(30)) { consumer.strandedChecks >= looks + 20 })
+        #expect(changes.all.allSatisfy { !$0.strandedPartitionsChanged }, "\(changes.all.map(\.current))")
+        #expect(consumer.strandedRestarts == 0)
+
+        // Resumed, its records come, and still nothing counted it.
+        try consumer.resume([Self.stranded])
+        #expect(try await receive(5, from: consumer, within: .seconds(30)).count == 5)
+        #expect(changes.all.allSatisfy { !$0.strandedPartitionsChanged })
+        try await consumer.close()
+        try await producer.close(timeout: .seconds(10))
+    }
+}
