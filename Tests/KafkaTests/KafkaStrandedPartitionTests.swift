@@ -44,6 +44,43 @@ struct KafkaStrandedPartitionTests {
         try await producer.close(timeout: .seconds(10))
     }
 
+    @Test("a partition stranded before its first fetch is found, and either fetched again or kept in the status")
+    func aPartitionStrandedBeforeItFetchedIsFoundAndNeverSilent() async throws {
+        let cluster = try startCluster(topic: "in", partitions: Int(Self.partitions))
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        let changes = Recorder<KafkaConsumerStatusChange>()
+        var configuration = testConsumerConfiguration(cluster, group: "stranded-early")
+        configuration.strandedPartitionThreshold = .milliseconds(500)
+        let consumer = try KafkaConsumer(configuration: configuration, statusHandler: { changes.append($0) })
+        try consumer.subscribe(topics: ["in"])
+        // Assigned while the topic is empty: no position yet, no committed offset, so the watch reads where
+        // the partition would start from its earliest record.
+        #expect(await eventually { consumer.status.partitionsAssigned == Int(Self.partitions) })
+        // The pause may come before or after librdkafka ran the assignment's fetch start. After it, the
+        // watch's resume gets the partition fetching. Before it, the pause's version makes librdkafka drop
+        // the fetch start (confluentinc/librdkafka#2190): no resume or seek starts a fetch that was never
+        // started, and the partition must then stay in the status (the worker's /readyz, and its /healthz
+        // after ten minutes, so that a restart moves it), restarted again at every look.
+        consumer.strandForTesting(Self.stranded)
+        try await produce(producer, topic: "in", count: 20, partitions: Self.partitions)
+        let received = try await receive(20, from: consumer, within: .seconds(20))
+
+        #expect(changes.all.first { $0.strandedPartitionsChanged }?.current.strandedPartitions == [Self.stranded])
+        #expect(Set(received.map(\.valueString)).count == received.count, "nothing read twice")
+        #expect(received.filter { $0.partition != Self.stranded.partition }.count == 10)
+        if received.count == 20 {
+            print("the stranded partition fetched again after \(consumer.strandedRestarts) restarts")
+            #expect(await eventually(timeout: .seconds(30)) { consumer.status.strandedPartitions.isEmpty })
+        } else {
+            print("the stranded partition's fetch start was dropped: it stays in the status")
+            #expect(received.count == 10)
+            #expect(consumer.status.strandedPartitions == [Self.stranded])
+            #expect(consumer.strandedRestarts >= 2)
+        }
+        try await consumer.close()
+        try await producer.close(timeout: .seconds(10))
+    }
+
     @Test("idle partitions with nothing to read, and partitions the owner paused, are never counted as stranded")
     func idleAndOwnerPausedPartitionsAreNotStranded() async throws {
         let cluster = try startCluster(topic: "in", partitions: Int(Self.partitions))

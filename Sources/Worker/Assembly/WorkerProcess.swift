@@ -10,6 +10,11 @@ import Glibc
 #endif
 
 public enum WorkerProcess {
+    /// How long partitions may stay stranded (see `KafkaConsumerStatus.strandedPartitions`; found some two
+    /// minutes after librdkafka stopped fetching them, and restarted once a minute since) before /healthz
+    /// fails and Kubernetes restarts the pod.
+    static let strandedPartitionAllowance: Duration = .seconds(600)
+
     /// Runs until SIGTERM/SIGINT (or `shutdown` is triggered); returns the process exit code: 0 after
     /// an orderly shutdown, 1 with a log line saying why otherwise. The shutdown takes at most
     /// `shutdown.drain_timeout` plus `ShutdownDeadline.margin` from the signal, also during start-up;
@@ -164,9 +169,15 @@ public enum WorkerProcess {
 
         // The pipeline's own loop has no thread to watch; this heartbeat proves the process turns.
         let heartbeat = liveness.register("pipeline", allowance: .seconds(30))
+        // Beats while no partition is stranded (librdkafka stopped fetching it and the consumer's restart did
+        // not move it): one that stays so fails /healthz, and the restart moves its partitions to a member
+        // that fetches them.
+        let fetching = liveness.register("kafka.fetching", allowance: Self.strandedPartitionAllowance)
+        let source = runtime.source
         let beating = Task {
             while !Task.isCancelled {
                 heartbeat.beat()
+                if source.status.strandedPartitions.isEmpty { fetching.beat() }
                 if let fatal = runtime.pipeline.fatalError {
                     logger.critical(
                         "results could not be published; stopping without committing past them",
