@@ -13,15 +13,34 @@ struct KafkaStrandedPartitionTests {
     static let partitions: Int32 = 2
     static let stranded = KafkaTopicPartition(topic: "in", partition: 1)
 
+    /// A two-partition topic, a producer, and a consumer of `group` subscribed to it whose status changes
+    /// are recorded, with the watch's threshold at `threshold`.
+    struct Stack {
+        let producer: KafkaProducer
+        let consumer: KafkaConsumer
+        let changes = Recorder<KafkaConsumerStatusChange>()
+        private let cluster: MockKafkaCluster
+
+        init(group: String, threshold: Duration) throws {
+            cluster = try startCluster(topic: "in", partitions: Int(KafkaStrandedPartitionTests.partitions))
+            producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+            var configuration = testConsumerConfiguration(cluster, group: group)
+            configuration.strandedPartitionThreshold = threshold
+            let changes = changes
+            consumer = try KafkaConsumer(configuration: configuration, statusHandler: { changes.append($0) })
+        }
+
+        func close() async throws {
+            try await consumer.close()
+            try await producer.close(timeout: .seconds(10))
+        }
+    }
+
     @Test("a partition librdkafka keeps paused behind the consumer's back is found, shown and fetched again")
     func aStrandedPartitionIsFoundShownAndFetchedAgain() async throws {
-        let cluster = try startCluster(topic: "in", partitions: Int(Self.partitions))
-        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
+        let stack = try Stack(group: "stranded", threshold: .milliseconds(500))
+        let (producer, consumer, changes) = (stack.producer, stack.consumer, stack.changes)
         try await produce(producer, topic: "in", count: 20, partitions: Self.partitions, prefix: "before-")
-        let changes = Recorder<KafkaConsumerStatusChange>()
-        var configuration = testConsumerConfiguration(cluster, group: "stranded")
-        configuration.strandedPartitionThreshold = .milliseconds(500)
-        let consumer = try KafkaConsumer(configuration: configuration, statusHandler: { changes.append($0) })
         try consumer.subscribe(topics: ["in"])
         var received = try await receive(20, from: consumer, within: .seconds(30))
         #expect(received.count == 20)
@@ -40,18 +59,13 @@ struct KafkaStrandedPartitionTests {
         // Moving again, it leaves the status.
         #expect(await eventually(timeout: .seconds(30)) { consumer.status.strandedPartitions.isEmpty })
         #expect(changes.all.last { $0.strandedPartitionsChanged }?.current.strandedPartitions == [])
-        try await consumer.close()
-        try await producer.close(timeout: .seconds(10))
+        try await stack.close()
     }
 
     @Test("a partition stranded before its first fetch is found, and either fetched again or kept in the status")
     func aPartitionStrandedBeforeItFetchedIsFoundAndNeverSilent() async throws {
-        let cluster = try startCluster(topic: "in", partitions: Int(Self.partitions))
-        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
-        let changes = Recorder<KafkaConsumerStatusChange>()
-        var configuration = testConsumerConfiguration(cluster, group: "stranded-early")
-        configuration.strandedPartitionThreshold = .milliseconds(500)
-        let consumer = try KafkaConsumer(configuration: configuration, statusHandler: { changes.append($0) })
+        let stack = try Stack(group: "stranded-early", threshold: .milliseconds(500))
+        let (producer, consumer, changes) = (stack.producer, stack.consumer, stack.changes)
         try consumer.subscribe(topics: ["in"])
         // Assigned while the topic is empty: no position yet, no committed offset, so the watch reads where
         // the partition would start from its earliest record.
@@ -77,21 +91,16 @@ struct KafkaStrandedPartitionTests {
             #expect(consumer.status.strandedPartitions == [Self.stranded])
             #expect(consumer.strandedRestarts >= 2)
         }
-        try await consumer.close()
-        try await producer.close(timeout: .seconds(10))
+        try await stack.close()
     }
 
     @Test("idle partitions with nothing to read, and partitions the owner paused, are never counted as stranded")
     func idleAndOwnerPausedPartitionsAreNotStranded() async throws {
-        let cluster = try startCluster(topic: "in", partitions: Int(Self.partitions))
-        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
-        try await produce(producer, topic: "in", count: 10, partitions: Self.partitions)
-        let changes = Recorder<KafkaConsumerStatusChange>()
-        var configuration = testConsumerConfiguration(cluster, group: "idle")
         // Long enough for a partition's first fetch after the join (the mock cluster's connections come up
         // one by one): a partition counts as stranded after two looks a threshold apart, 2 s here.
-        configuration.strandedPartitionThreshold = .seconds(1)
-        let consumer = try KafkaConsumer(configuration: configuration, statusHandler: { changes.append($0) })
+        let stack = try Stack(group: "idle", threshold: .seconds(1))
+        let (producer, consumer, changes) = (stack.producer, stack.consumer, stack.changes)
+        try await produce(producer, topic: "in", count: 10, partitions: Self.partitions)
         try consumer.subscribe(topics: ["in"])
         #expect(try await receive(10, from: consumer, within: .seconds(30)).count == 10)
 
@@ -109,7 +118,6 @@ struct KafkaStrandedPartitionTests {
         try consumer.resume([Self.stranded])
         #expect(try await receive(5, from: consumer, within: .seconds(30)).count == 5)
         #expect(changes.all.allSatisfy { !$0.strandedPartitionsChanged })
-        try await consumer.close()
-        try await producer.close(timeout: .seconds(10))
+        try await stack.close()
     }
 }
