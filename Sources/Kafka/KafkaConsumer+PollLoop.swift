@@ -9,7 +9,6 @@ extension KafkaConsumer {
 
     static func pollLoop(client: RDKafkaClient, core: ConsumerCore) {
         var stalledFetches = StalledFetchRestarter.isNeeded ? StalledFetchRestarter() : nil
-        var strandedWatch = core.strandedPartitionThreshold.map(StrandedPartitionWatch.init(threshold:))
         // Set when the record just delivered left room in the hand-off: the next poll needs no check.
         var leftRoom = false
         while core.isRunning {
@@ -17,9 +16,8 @@ extension KafkaConsumer {
             leftRoom = false
             let timeout = stalledFetches?.pollTimeoutMilliseconds ?? pollTimeoutMilliseconds
             let event = client.consumerPoll(milliseconds: timeout)
-            if let stranded = strandedWatch?.pollReturned(empty: event == nil, client: client, core: core) {
-                core.noteStranded(stranded)
-            }
+            // What the stranded-partition watch found, applied here with every other status change.
+            if core.strandedOffered.load(ordering: .acquiring) { core.takeOfferedStranded() }
             switch event {
             case nil:
                 guard stalledFetches != nil else { continue }

@@ -8,13 +8,20 @@
 // brokers hold records beyond it, says so in the consumer's status (the worker logs it, and /readyz and
 // /metrics show it), and restarts their fetching (a resume, and a seek to where the reader stands).
 //
+// The watch runs on a thread of its own (`kafka-stranded`): its looks at the brokers block for up to their
+// timeout, and on the poll thread they held up rebalance callbacks (a storm test saw a revoke handler start
+// after its deadline had passed). What it finds reaches the status through the poll thread, which applies
+// every status change, so that the status handler hears changes in order.
+//
 // Progress is read from librdkafka's positions at each check (no cost per record); the brokers are
 // asked for the partitions' latest offsets only for partitions idle that long, one ListOffsets request
 // per leader, at most once per `threshold` for each. A partition counts as stranded only when two such
 // looks, a threshold apart, both found records beyond the same position: records that arrived just
 // before a look, which the fetcher is about to take, are not a stranded partition.
 
-/// Finds assigned, unpaused partitions that hold unread records and fetch none (poll thread).
+import Dispatch
+
+/// Finds assigned, unpaused partitions that hold unread records and fetch none (on its own thread).
 struct StrandedPartitionWatch {
     /// How long a partition's position must stand still, with records beyond it, to count as stranded.
     let threshold: Duration
@@ -35,32 +42,27 @@ struct StrandedPartitionWatch {
     }
     /// Partitions found stranded and not moved since.
     private(set) var stranded: Set<KafkaTopicPartition> = []
-    private var nextCheck: ContinuousClock.Instant
-    /// Polls since the clock was last read: the poll loop runs once per record, so the clock is read only
-    /// every `pollsPerClockRead` polls (and after every empty poll).
-    private var pollsSinceClockRead = 0
-    static let pollsPerClockRead = 512
 
     init(threshold: Duration) {
         self.threshold = threshold
         checkInterval = min(max(threshold / 4, .milliseconds(100)), .seconds(15))
-        nextCheck = .now + checkInterval
     }
 
-    /// Called after every poll; checks when due. Returns the stranded set when it changed.
-    mutating func pollReturned(empty: Bool, client: RDKafkaClient, core: ConsumerCore) -> Set<KafkaTopicPartition>? {
-        pollsSinceClockRead += 1
-        guard empty || pollsSinceClockRead >= Self.pollsPerClockRead else { return nil }
-        pollsSinceClockRead = 0
-        let now = ContinuousClock.now
-        guard now >= nextCheck else { return nil }
-        nextCheck = now + checkInterval
-        let before = stranded
-        check(client: client, core: core, now: now)
-        return stranded == before ? nil : stranded
+    /// The watch's loop, on its own thread, until the consumer starts closing: a check every `checkInterval`,
+    /// its finding handed to the poll thread (`ConsumerCore.offerStranded`) when it changed.
+    static func run(threshold: Duration, client: RDKafkaClient, core: ConsumerCore) {
+        var watch = StrandedPartitionWatch(threshold: threshold)
+        let milliseconds = Int(clamping: watch.checkInterval.wholeMilliseconds)
+        while core.isRunning {
+            _ = core.strandedWatchWake.wait(timeout: .now() + .milliseconds(milliseconds))
+            guard core.isRunning else { return }
+            let before = watch.stranded
+            watch.check(client: client, core: core, now: .now)
+            if watch.stranded != before { core.offerStranded(watch.stranded) }
+        }
     }
 
-    private mutating func check(client: RDKafkaClient, core: ConsumerCore, now: ContinuousClock.Instant) {
+    mutating func check(client: RDKafkaClient, core: ConsumerCore, now: ContinuousClock.Instant) {
         core.strandedChecks.add(1, ordering: .relaxed)
         guard let assignment = try? client.assignment(withPositions: true) else { return }
         let (paused, _) = core.pausesAndChanges
@@ -113,7 +115,8 @@ struct StrandedPartitionWatch {
             if recordsBeyond, idle[partition]?.recordsBeyond == true { found.append((partition, start)) }
             idle[partition]?.recordsBeyond = recordsBeyond
         }
-        guard !found.isEmpty else { return }
+        // A consumer that started closing meanwhile is left alone: its handle is closing.
+        guard !found.isEmpty, core.isRunning else { return }
         stranded.formUnion(found.map(\.0))
         restart(found, client: client, core: core)
     }

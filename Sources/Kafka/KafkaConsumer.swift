@@ -92,6 +92,11 @@ public final class KafkaConsumer: Sendable {
         DedicatedThread.start(name: "kafka-consumer") { [client, core] in
             Self.pollLoop(client: client, core: core)
         }
+        if let threshold = configuration.strandedPartitionThreshold {
+            DedicatedThread.start(name: "kafka-stranded") { [client, core] in
+                StrandedPartitionWatch.run(threshold: threshold, client: client, core: core)
+            }
+        }
         if let promptCommits {
             DedicatedThread.start(name: "kafka-commits") { [client] in promptCommits.run(client: client) }
         }

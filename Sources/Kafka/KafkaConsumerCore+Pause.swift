@@ -84,9 +84,20 @@ extension ConsumerCore {
         state.withLock { state in _ = setPaused(true, [partition], handle: state.handle) }
     }
 
-    /// Sets the partitions the stranded-partition watch holds stranded now (poll thread).
-    func noteStranded(_ partitions: Set<KafkaTopicPartition>) {
-        updateStatus { $0.status.strandedPartitions = partitions.sorted() }
+    /// Hands the partitions the stranded-partition watch holds stranded now to the poll thread (watch thread).
+    func offerStranded(_ partitions: Set<KafkaTopicPartition>) {
+        strandedOffer.withLock { $0 = partitions }
+        strandedOffered.store(true, ordering: .releasing)
+    }
+
+    /// Puts the watch's latest finding in the status (poll thread, which applies every status change).
+    func takeOfferedStranded() {
+        strandedOffered.store(false, ordering: .releasing)
+        guard let partitions = strandedOffer.withLock({ $0.take() }) else { return }
+        // A partition revoked since the watch looked is no longer this consumer's to report.
+        updateStatus { state in
+            state.status.strandedPartitions = partitions.filter { state.assigned[$0] != nil }.sorted()
+        }
     }
 
     private static func checkAssigned(

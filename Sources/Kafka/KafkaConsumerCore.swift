@@ -77,6 +77,12 @@ final class ConsumerCore: Sendable {
     /// Restarts of partitions the stranded-partition watch found (`StrandedPartitionWatch`), and its checks.
     let strandedRestarts = Atomic<Int>(0)
     let strandedChecks = Atomic<Int>(0)
+    /// The watch's latest finding, waiting for the poll thread (`offerStranded`, `takeOfferedStranded`), and
+    /// whether one waits (read by the poll thread after every poll, without the lock).
+    let strandedOffer = Mutex<Set<KafkaTopicPartition>?>(nil)
+    let strandedOffered = Atomic<Bool>(false)
+    /// Ends the watch's wait early at close.
+    let strandedWatchWake = DispatchSemaphore(value: 0)
     /// Pause and resume requests made to librdkafka so far (`setPaused`): each is an op with a version
     /// barrier, like the restarter's seek, which must not overtake one that has not run yet.
     let pauseChanges = Atomic<UInt64>(0)
@@ -172,6 +178,7 @@ final class ConsumerCore: Sendable {
             if state.lifecycle == .running {
                 state.lifecycle = .closing
                 running.store(false, ordering: .releasing)
+                strandedWatchWake.signal()
             }
             if let deadline { state.closeDeadline = min(state.closeDeadline ?? deadline, deadline) }
             wakePoller(&state)

@@ -451,6 +451,13 @@ class Worker:
         """The innermost `count` frames of the thread that crashed, read from the core dump with gdb (the
         worker must have been started with `core_dumps`); None when there is no core or no gdb. The core is
         removed once read: it is the size of the process."""
+        crash = self.crash()
+        return None if crash is None else crash["frames"][:count]
+
+    def crash(self):
+        """What the core dump says of the crash (see `crash_frames`): {"frames": every frame of the thread
+        that crashed, innermost first; "fault_address": the address it faulted on, or None; "instruction":
+        the faulting instruction as gdb disassembles it}. None when there is no core or no gdb."""
         if self.run_directory is None:
             return None
         cores = [os.path.join(self.run_directory, name) for name in os.listdir(self.run_directory)
@@ -458,9 +465,24 @@ class Worker:
         if not cores or shutil.which("gdb") is None:
             return None
         try:
-            result = subprocess.run(["gdb", "-batch", "-ex", f"bt {count}", BIN, cores[0]],
+            result = subprocess.run(["gdb", "-batch", "-ex", "echo @fault\\n", "-ex",
+                                     "p $_siginfo._sifields._sigfault.si_addr", "-ex", "echo @instruction\\n",
+                                     "-ex", "x/i $pc", "-ex", "echo @frames\\n", "-ex", "bt 64", BIN, cores[0]],
                                     capture_output=True, text=True, timeout=300)
-            return [line for line in result.stdout.splitlines() if line.startswith("#")]
+            sections = {}
+            current = None
+            for line in result.stdout.splitlines():
+                if line.startswith("@"):
+                    current = line[1:]
+                    sections[current] = []
+                elif current is not None:
+                    sections[current].append(line)
+            fault = next((line.split()[-1] for line in sections.get("fault", []) if line.startswith("$")), None)
+            instruction = next((line.split(":", 1)[1].strip() for line in sections.get("instruction", [])
+                                if line.startswith("=>")), "")
+            return {"frames": [line for line in sections.get("frames", []) if line.startswith("#")],
+                    "fault_address": int(fault, 16) if fault and fault.startswith("0x") else None,
+                    "instruction": instruction}
         finally:
             for core in cores:
                 os.remove(core)

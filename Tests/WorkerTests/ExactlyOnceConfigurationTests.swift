@@ -32,6 +32,17 @@ import Testing
         #expect("\(property.map { "\($0)" } ?? "")".contains("kafka.properties.transactional.id"))
     }
 
+    @Test func theStrandedPartitionWatchIsAMinuteByDefaultTakesADurationAndZeroTurnsItOff() throws {
+        #expect(WorkerRuntime.strandedPartitionThreshold(try configuration([:]).kafka) == .seconds(60))
+        let short = try configuration(["stranded_partition_after": "1500ms"]).kafka
+        #expect(WorkerRuntime.strandedPartitionThreshold(short) == .milliseconds(1500))
+        #expect(
+            WorkerRuntime.strandedPartitionThreshold(try configuration(["stranded_partition_after": "0s"]).kafka) == nil
+        )
+        let bare = #expect(throws: ConfigurationError.self) { try configuration(["stranded_partition_after": 60]) }
+        #expect("\(bare.map { "\($0)" } ?? "")".contains("kafka.stranded_partition_after"))
+    }
+
     @Test func theTransactionalIDIsTheGroupAndTheInstance() throws {
         var kafka = try configuration(["group": "push", "group_instance_id": "apns-worker-3"]).kafka
         #expect(WorkerRuntime.transactionalID(kafka) == "apns-worker-push-apns-worker-3")

@@ -45,4 +45,9 @@ extension WorkerRuntime {
         }
         return configuration
     }
+
+    /// The consumer's stranded-partition threshold from `kafka.stranded_partition_after`; nil (no watch) for 0.
+    static func strandedPartitionThreshold(_ kafka: WorkerConfiguration.Kafka) -> Duration? {
+        kafka.strandedPartitionAfter > 0 ? .milliseconds(Int64(kafka.strandedPartitionAfter * 1000)) : nil
+    }
 }

@@ -79,6 +79,7 @@ public final class WorkerRuntime: Sendable {
             consumerConfiguration.commitInterval = .milliseconds(Int64(configuration.kafka.commitInterval * 1000))
             consumerConfiguration.commitAfterRecords = configuration.effectiveCommitAfterRecords
         }
+        consumerConfiguration.strandedPartitionThreshold = Self.strandedPartitionThreshold(configuration.kafka)
         // The consumer's hand-off holds records the pipeline has not taken yet; keep it small beside the
         // cap so that records held in memory stay within cap + cap/4.
         consumerConfiguration.bufferCapacity = max(16, min(256, configuration.pipeline.maxInFlightRecords / 4))

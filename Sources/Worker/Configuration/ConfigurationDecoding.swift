@@ -197,6 +197,7 @@ extension WorkerConfiguration {
                 known: [
                     "brokers", "group", "group_instance_id", "commit_interval", "commit_after_records", "topics",
                     "properties", "property_files", "exactly_once", "transaction_interval",
+                    "stranded_partition_after",
                 ])
             switch object["brokers"] {
             case .array(let list)?:
@@ -226,6 +227,9 @@ extension WorkerConfiguration {
             kafka.transactionInterval =
                 decoder.duration(object, "transaction_interval", "kafka", range: 0.001...60)
                 ?? kafka.transactionInterval
+            kafka.strandedPartitionAfter =
+                decoder.duration(object, "stranded_partition_after", "kafka", range: 0...3600)
+                ?? kafka.strandedPartitionAfter
             if let topics = decoder.object(object["topics"], "kafka.topics") {
                 decoder.checkKeys(
                     topics, at: "kafka.topics", known: ["requests", "outcomes", "invalid_tokens", "dlq", "retry"])

@@ -25,6 +25,10 @@ public struct WorkerConfiguration: Sendable {
         /// Seconds between transactions in exactly-once mode (one starts sooner once `commitAfterRecords`
         /// records are ready). Default: `0.25`.
         public var transactionInterval = 0.25
+        /// Seconds an assigned, unpaused partition may stand still while Kafka holds records for it before
+        /// the worker counts it stranded (found after two looks this far apart) and restarts its fetching;
+        /// 0 turns the watch off. Default: `60`.
+        public var strandedPartitionAfter = 60.0
         public var requestsTopic = "push.requests"
         public var outcomesTopic = "push.outcomes"
         public var invalidTokensTopic = "push.invalid-tokens"
