@@ -66,12 +66,17 @@ struct StrandedPartitionWatch {
         core.strandedChecks.add(1, ordering: .relaxed)
         guard let assignment = try? client.assignment(withPositions: true) else { return }
         let (paused, _) = core.pausesAndChanges
+        let fetched = core.fetchedSinceAssignment
         var seen: Set<KafkaTopicPartition> = []
         var candidates: [(partition: KafkaTopicPartition, position: Int64)] = []
         for entry in assignment {
             let partition = entry.topicPartition
             seen.insert(partition)
-            guard let last = idle[partition], last.position == entry.offset else {
+            // No position, yet it handed over records since its assignment: librdkafka 2.16 can leave the
+            // position unset after a resume of a partition that had not fetched. It is fetching; with no
+            // position to watch, it is left alone until it has one.
+            let unmeasurable = entry.offset < 0 && fetched.contains(partition)
+            guard let last = idle[partition], last.position == entry.offset, !unmeasurable else {
                 // New, or it moved: whatever stranded it is over.
                 idle[partition] = Idle(position: entry.offset, since: now)
                 stranded.remove(partition)

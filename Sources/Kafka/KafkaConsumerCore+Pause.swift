@@ -85,18 +85,25 @@ extension ConsumerCore {
     }
 
     /// Hands the partitions the stranded-partition watch holds stranded now to the poll thread (watch thread).
+    /// Findings queue up rather than replace each other: a partition found and moving again before the poll
+    /// thread looked must still show in the status (and the worker's log) once.
     func offerStranded(_ partitions: Set<KafkaTopicPartition>) {
-        strandedOffer.withLock { $0 = partitions }
+        strandedOffers.withLock { $0.append(partitions) }
         strandedOffered.store(true, ordering: .releasing)
     }
 
-    /// Puts the watch's latest finding in the status (poll thread, which applies every status change).
+    /// Puts the watch's findings in the status, in order (poll thread, which applies every status change).
     func takeOfferedStranded() {
         strandedOffered.store(false, ordering: .releasing)
-        guard let partitions = strandedOffer.withLock({ $0.take() }) else { return }
-        // A partition revoked since the watch looked is no longer this consumer's to report.
-        updateStatus { state in
-            state.status.strandedPartitions = partitions.filter { state.assigned[$0] != nil }.sorted()
+        let findings = strandedOffers.withLock { offers in
+            defer { offers = [] }
+            return offers
+        }
+        for partitions in findings {
+            // A partition revoked since the watch looked is no longer this consumer's to report.
+            updateStatus { state in
+                state.status.strandedPartitions = partitions.filter { state.assigned[$0] != nil }.sorted()
+            }
         }
     }
 

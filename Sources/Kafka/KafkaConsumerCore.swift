@@ -77,9 +77,9 @@ final class ConsumerCore: Sendable {
     /// Restarts of partitions the stranded-partition watch found (`StrandedPartitionWatch`), and its checks.
     let strandedRestarts = Atomic<Int>(0)
     let strandedChecks = Atomic<Int>(0)
-    /// The watch's latest finding, waiting for the poll thread (`offerStranded`, `takeOfferedStranded`), and
-    /// whether one waits (read by the poll thread after every poll, without the lock).
-    let strandedOffer = Mutex<Set<KafkaTopicPartition>?>(nil)
+    /// The watch's findings waiting for the poll thread, oldest first (`offerStranded`, `takeOfferedStranded`),
+    /// and whether any waits (read by the poll thread after every poll, without the lock).
+    let strandedOffers = Mutex<[Set<KafkaTopicPartition>]>([])
     let strandedOffered = Atomic<Bool>(false)
     /// Ends the watch's wait early at close.
     let strandedWatchWake = DispatchSemaphore(value: 0)
@@ -150,6 +150,11 @@ final class ConsumerCore: Sendable {
     }
     /// The partitions paused now (by the owner or by the hand-off), and a count that moves with every
     /// assignment and every pause or resume request.
+    /// The assigned partitions that have handed over a record since their assignment.
+    var fetchedSinceAssignment: Set<KafkaTopicPartition> {
+        state.withLock { state in Set(state.assigned.lazy.filter { $0.value.hasFetched }.map(\.key)) }
+    }
+
     var pausesAndChanges: (paused: Set<KafkaTopicPartition>, changes: UInt64) {
         state.withLock {
             ($0.pausedByOwner.union($0.pausedForBuffer), $0.assignmentsMade &+ pauseChanges.load(ordering: .relaxed))

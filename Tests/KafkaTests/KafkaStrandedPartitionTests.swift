@@ -84,7 +84,9 @@ struct KafkaStrandedPartitionTests {
         #expect(received.filter { $0.partition != Self.stranded.partition }.count == 10)
         if received.count == 20 {
             print("the stranded partition fetched again after \(consumer.strandedRestarts) restarts")
-            #expect(await eventually(timeout: .seconds(30)) { consumer.status.strandedPartitions.isEmpty })
+            #expect(
+                await eventually(timeout: .seconds(30)) { consumer.status.strandedPartitions.isEmpty },
+                "\(changes.all.filter { $0.strandedPartitionsChanged }.map(\.current.strandedPartitions)), \(consumer.strandedChecks) checks")
         } else {
             print("the stranded partition's fetch start was dropped: it stays in the status")
             #expect(received.count == 10)
