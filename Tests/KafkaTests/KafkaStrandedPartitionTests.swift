@@ -86,7 +86,8 @@ struct KafkaStrandedPartitionTests {
             print("the stranded partition fetched again after \(consumer.strandedRestarts) restarts")
             #expect(
                 await eventually(timeout: .seconds(30)) { consumer.status.strandedPartitions.isEmpty },
-                "\(changes.all.filter { $0.strandedPartitionsChanged }.map(\.current.strandedPartitions)), \(consumer.strandedChecks) checks")
+                "\(changes.all.filter { $0.strandedPartitionsChanged }.map(\.current.strandedPartitions)), \(consumer.strandedChecks) checks"
+            )
         } else {
             print("the stranded partition's fetch start was dropped: it stays in the status")
             #expect(received.count == 10)

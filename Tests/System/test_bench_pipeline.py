@@ -55,13 +55,16 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     for printed, part in ((ratio, worker), (loops_ratio, loops), (kafka_ratio, kafka_clients)):
         assert (part - 0.05) / (simulator + 0.05) - 0.005 <= printed <= (part + 0.05) / (simulator - 0.05) + 0.005
     # The same parts over the steady state's window only (the steady rate's records): a share of the phase's
-    # notifications, each part's CPU counted from its own threads' clocks.
-    steady_worker, steady_loops, steady_kafka, steady_simulator, steady_notifications = number(
-        r"steady state's CPU, µs per notification: worker ([\d.]+) \(event loops ([\d.]+), Kafka clients "
-        r"([\d.]+)\), APNs simulator ([\d.]+), over (\d+) notifications", out)
-    assert 0 < steady_notifications <= notifications
-    assert steady_loops > 0 and steady_kafka > 0 and steady_simulator > 0
-    assert steady_loops + steady_kafka <= steady_worker + 0.1
+    # notifications, each part's CPU counted from its own threads' clocks. Printed whenever the window is (a
+    # loaded machine's progress poll can see a short backlog start and finish at once: no window, no line).
+    assert bool(re.search(r"steady state \(records", out)) == bool(re.search(r"steady state's CPU", out)), out
+    if re.search(r"steady state \(records", out):
+        steady_worker, steady_loops, steady_kafka, steady_simulator, steady_notifications = number(
+            r"steady state's CPU, µs per notification: worker ([\d.]+) \(event loops ([\d.]+), Kafka clients "
+            r"([\d.]+)\), APNs simulator ([\d.]+), over (\d+) notifications", out)
+        assert 0 < steady_notifications <= notifications
+        assert steady_loops > 0 and steady_kafka > 0 and steady_simulator > 0
+        assert steady_loops + steady_kafka <= steady_worker + 0.1
     p50, p99 = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert 0 < p50 <= p99 < 30_000
     (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 8000\)", out)
@@ -156,14 +159,16 @@ def test_bench_pipeline_compares_the_workers_cpu_with_h2loads_in_the_same_run():
     assert (ratio_worker, ratio_h2load) == (worker, h2load)
     # The ratio of the printed figures, within their rounding (one and two decimals).
     assert (worker - 0.05) / (h2load + 0.005) - 0.005 <= ratio <= (worker + 0.05) / (h2load - 0.005) + 0.005
-    # And over the steady state's window, against the same h2load runs.
-    (steady_worker,) = number(r"steady state's CPU, µs per notification: worker ([\d.]+) ", out)
-    steady_ratio, steady_ratio_worker, steady_ratio_h2load = number(
-        r"worker ÷ h2load CPU in the steady state: ([\d.]+) \(([\d.]+) µs per notification over ([\d.]+) µs per "
-        r"request\)", out)
-    assert (steady_ratio_worker, steady_ratio_h2load) == (steady_worker, h2load)
-    assert (steady_worker - 0.05) / (h2load + 0.005) - 0.005 <= steady_ratio \
-        <= (steady_worker + 0.05) / (h2load - 0.005) + 0.005
+    # And over the steady state's window, against the same h2load runs (when the run had a window).
+    assert bool(re.search(r"steady state's CPU", out)) == bool(re.search(r"CPU in the steady state", out)), out
+    if re.search(r"steady state's CPU", out):
+        (steady_worker,) = number(r"steady state's CPU, µs per notification: worker ([\d.]+) ", out)
+        steady_ratio, steady_ratio_worker, steady_ratio_h2load = number(
+            r"worker ÷ h2load CPU in the steady state: ([\d.]+) \(([\d.]+) µs per notification over ([\d.]+) µs "
+            r"per request\)", out)
+        assert (steady_ratio_worker, steady_ratio_h2load) == (steady_worker, h2load)
+        assert (steady_worker - 0.05) / (h2load + 0.005) - 0.005 <= steady_ratio \
+            <= (steady_worker + 0.05) / (h2load - 0.005) + 0.005
     # The live phase still runs after it.
     assert re.search(r"event → outcome p50 [\d.]+ ms", out), out
 
