@@ -27,7 +27,7 @@ struct StrandedPartitionWatch {
     let threshold: Duration
     /// How often the positions are read.
     let checkInterval: Duration
-    /// How long a broker query may block the poll thread.
+    /// How long one broker query may block the watch's thread.
     static let queryTimeoutMilliseconds: Int32 = 2000
 
     /// Each assigned partition's position at the last check, since when it has stood there (or since its

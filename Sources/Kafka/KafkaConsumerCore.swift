@@ -148,13 +148,13 @@ final class ConsumerCore: Sendable {
     private func noteDrop(_ state: borrowing State) {
         lastDropAfterAssignment.store(state.assignmentsMade, ordering: .releasing)
     }
-    /// The partitions paused now (by the owner or by the hand-off), and a count that moves with every
-    /// assignment and every pause or resume request.
     /// The assigned partitions that have handed over a record since their assignment.
     var fetchedSinceAssignment: Set<KafkaTopicPartition> {
         state.withLock { state in Set(state.assigned.lazy.filter { $0.value.hasFetched }.map(\.key)) }
     }
 
+    /// The partitions paused now (by the owner or by the hand-off), and a count that moves with every
+    /// assignment and every pause or resume request.
     var pausesAndChanges: (paused: Set<KafkaTopicPartition>, changes: UInt64) {
         state.withLock {
             ($0.pausedByOwner.union($0.pausedForBuffer), $0.assignmentsMade &+ pauseChanges.load(ordering: .relaxed))
