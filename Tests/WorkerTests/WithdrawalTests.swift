@@ -1,6 +1,7 @@
 // Pushes still waiting when their partition is revoked, or when the pipeline drains, are withdrawn: the
 // revoke and the drain stop waiting for them, their records publish nothing and stay uncommitted, and
-// their partition's next owner does them in full.
+// their partition's next owner does them in full. Records taken and not yet started go on as those running
+// do, unless they start only once the revoke or the drain has let go of them.
 
 import APNs
 import Foundation
@@ -33,6 +34,35 @@ private struct HoldingTransport: PushTransport {
                     summary: "held"))
         }
         return results
+    }
+}
+
+/// Holds every job it is given until `open()`, then runs them (and later ones) on a queue of its own: records
+/// handed to lanes on this executor are taken and not yet started until the test opens it.
+private final class GatedTaskExecutor: TaskExecutor, Sendable {
+    private let held = Mutex<(isOpen: Bool, jobs: [UnownedJob])>((false, []))
+    private let queue = DispatchQueue(label: "gated-executor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let runsNow = held.withLock { held in
+            if !held.isOpen { held.jobs.append(job) }
+            return held.isOpen
+        }
+        if runsNow { run(job) }
+    }
+
+    func open() {
+        let jobs = held.withLock { held in
+            held.isOpen = true
+            defer { held.jobs = [] }
+            return held.jobs
+        }
+        for job in jobs { run(job) }
+    }
+
+    private func run(_ job: UnownedJob) {
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 
@@ -168,5 +198,63 @@ final class HandOverRecorder: PipelineObserver {
         #expect(pipeline.recordsInFlight == 0)
         #expect(sink.json(on: "push.outcomes").isEmpty, "the parked record's push was sent after its revoke")
         #expect(source.log.withLock { $0.stored } == [:])
+    }
+
+    /// Three records taken, none started (their lanes' executor holds them), and a drain begins.
+    fileprivate func pipelineWithRecordsNotStarted(observer: HandOverRecorder)
+        async -> (Pipeline, GatedTaskExecutor, InMemoryEventSource, InMemoryResultSink)
+    {
+        let source = InMemoryEventSource(
+            records: (0..<3).map { makeRecord(partition: 0, offset: $0, devices: [Self.answered]) })
+        let sink = InMemoryResultSink()
+        let gate = GatedTaskExecutor()
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
+            transport: HoldingTransport(heldToken: Self.held), observer: observer, processingExecutor: { gate })
+        #expect(throws: Never.self) { try pipeline.start() }
+        #expect(await eventually { pipeline.counters.recordsTaken == 3 })
+        #expect(pipeline.counters.recordsFinished == 0)
+        return (pipeline, gate, source, sink)
+    }
+
+    @Test func recordsTakenBeforeTheDrainThatStartWhileItWaitsFinishAndAreCommitted() async throws {
+        // A record is taken on the consumer's thread and starts when its lane's loop gets to it: on a busy
+        // loop, the drain can come between. Handing such a record over would make the next owner redo the
+        // records behind it that finished on the other loop, pushes sent twice.
+        let handOvers = HandOverRecorder()
+        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers)
+        let drained = Task { await pipeline.drain(timeout: 30) }
+        #expect(await eventually { pipeline.state.withLock { !$0.receiving } })
+        gate.open()
+        #expect(await drained.value == 0)
+        #expect(pipeline.counters.withdrawn == 0)
+        #expect(handOvers.all.isEmpty)
+        #expect(sink.json(on: "push.outcomes").count == 3)
+        #expect(source.log.withLock { $0.stored[first] } == 3)
+    }
+
+    @Test func recordsThatHaveNotStartedWhenTheDrainsWaitEndsNeverStart() async throws {
+        let handOvers = HandOverRecorder()
+        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers)
+        #expect(await pipeline.drain(timeout: 0.2) == 3, "taken and unfinished when the drain's time ran out")
+        gate.open()
+        #expect(await eventually { pipeline.counters.withdrawn == 3 })
+        #expect(sink.json(on: "push.outcomes").isEmpty, "a record started after the drain let go of it")
+        #expect(source.log.withLock { $0.stored } == [:])
+        #expect(handOvers.all == [RecordsHandedOver(cause: .shutdown, releasedUnsent: [:], leftRunning: [first: 3])])
+    }
+
+    @Test func aRevokeFinishesItsPartitionsRecordsThatStartWhileItWaits() async throws {
+        let handOvers = HandOverRecorder()
+        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers)
+        let revoked = Task { await pipeline.revoking([first], deadline: .now + .seconds(30)) }
+        #expect(await eventually { pipeline.state.withLock { $0.revoking.contains(first) } })
+        gate.open()
+        await revoked.value
+        #expect(pipeline.counters.abandonedAtRevoke == 0)
+        #expect(pipeline.counters.withdrawn == 0)
+        #expect(sink.json(on: "push.outcomes").count == 3)
+        #expect(source.log.withLock { $0.stored[first] } == 3)
+        #expect(handOvers.all.isEmpty)
     }
 }

@@ -9,15 +9,29 @@ import Synchronization
 /// `withdraw()` is called, within the breaker's tick (100 ms); an attempt already on its way to APNs
 /// finishes as it would have, and no new one starts.
 ///
-/// - Important: thread-safe; `withdraw()` may come from any thread, once or more.
+/// A sender's work that has not begun when it withdraws may still begin: a withdrawal takes back what
+/// waits, not what can go at once. `close()` says the sender let go of its work altogether (its
+/// partition's next owner has it now), and the sender then begins nothing more with this withdrawal.
+///
+/// - Important: thread-safe; `withdraw()` and `close()` may come from any thread, once or more.
 public final class SendWithdrawal: Sendable {
     private let withdrawn = Atomic<Bool>(false)
+    private let closed = Atomic<Bool>(false)
 
     public init() {}
 
     public func withdraw() { withdrawn.store(true, ordering: .releasing) }
 
     public var isWithdrawn: Bool { withdrawn.load(ordering: .acquiring) }
+
+    /// Withdraws, and marks the sender's work as let go: nothing begins with this withdrawal any more.
+    public func close() {
+        withdraw()
+        closed.store(true, ordering: .releasing)
+    }
+
+    /// Whether `close()` was called: work not begun by then must not begin.
+    public var isClosed: Bool { closed.load(ordering: .acquiring) }
 
     /// Sleeps for `duration`, or until withdrawn (checked every 100 ms); false when it was withdrawn.
     /// Throws `CancellationError` when the task is cancelled.

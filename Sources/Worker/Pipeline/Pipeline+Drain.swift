@@ -5,7 +5,7 @@ import Platform
 extension Pipeline {
     /// Stops taking records, withdraws every push still waiting (for a pool that is down, a retry's
     /// delay, a paced device: waiting for those would only spend the drain), waits up to `timeout` seconds
-    /// for the records in flight, flushes the sink within what is left of it and closes the source (which
+    /// for the records in flight (those taken and not yet started start as usual), flushes the sink within what is left of it and closes the source (which
     /// commits what was stored). Returns the records left unfinished. What each partition holds still running
     /// at the wait's end and what it released unsent (both uncommitted) goes to the observer, once, as a
     /// `RecordsHandedOver` of cause `.shutdown`; `waitOver` is told when the wait is over, before the flush.
@@ -23,6 +23,8 @@ extension Pipeline {
         while MonotonicClock.seconds() < deadline, recordsInFlight > 0, transactions?.failure == nil {
             try? await Task.sleep(for: .milliseconds(5))
         }
+        // What has not started by now never does: it stays uncommitted for the group's next owner.
+        for withdrawal in withdrawals { withdrawal.close() }
         let (left, running, withdrawn) = state.withLock {
             state -> (Int, [TopicPartition: Int], [TopicPartition: Int]) in
             var running: [TopicPartition: Int] = [:]

@@ -42,14 +42,18 @@ extension Pipeline {
         return configuration.resumeBelow ?? flow.capacity / 2
     }
 
-    /// Waits until a parked record's time has come.
-    func waitUntilDue(_ record: SourceRecord, unless withdrawal: SendWithdrawal) async {
-        guard let text = Self.header(ParkHeader.notBefore, of: record), let notBefore = Double(text) else { return }
+    /// Waits until a parked record's time has come; false when `withdrawal` ended the wait (or found it
+    /// withdrawn before a wait began).
+    func waitUntilDue(_ record: SourceRecord, unless withdrawal: SendWithdrawal) async -> Bool {
+        guard let text = Self.header(ParkHeader.notBefore, of: record), let notBefore = Double(text) else {
+            return true
+        }
         let wait = notBefore / 1000 - WallClockTime.seconds()
         // A clock far off, or a forged header, must not hold the record for longer than one park delay.
-        guard wait > 0 else { return }
+        guard wait > 0 else { return true }
         // Withdrawn (its partition revoked, or the worker stopping): the wait ends, and nothing is sent.
-        _ = try? await withdrawal.sleep(for: .milliseconds(Int64(min(wait, configuration.parkDelay) * 1000)))
+        let waited = try? await withdrawal.sleep(for: .milliseconds(Int64(min(wait, configuration.parkDelay) * 1000)))
+        return waited ?? !withdrawal.isWithdrawn
     }
 
     /// The retry-topic record for an event's pushes that APNs refused for their credential, or nil when

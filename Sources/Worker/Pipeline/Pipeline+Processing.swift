@@ -11,10 +11,15 @@ extension Pipeline {
         // allocator slab (frames beyond it cost a malloc and a free per record). An async frame holds
         // the locals of everything inlined into it for the whole round trip to APNs: `results` inlined
         // took it from 480 to 816 bytes.
-        if record.topic == configuration.retryTopic { await waitUntilDue(record, unless: withdrawal) }
-        // Its partition was revoked, or the pipeline is draining, before the record's pushes started:
-        // none is sent, and its next owner does the record.
-        if withdrawal.isWithdrawn { return recordWithdrawn(record, generation: generation) }
+        // A parked record's wait for its time is a wait like a retry's: a revoke or a drain ends it, unsent.
+        if record.topic == configuration.retryTopic, !(await waitUntilDue(record, unless: withdrawal)) {
+            return recordWithdrawn(record, generation: generation)
+        }
+        // Its partition's revoke or the drain has let go of its records (their wait is over): none of this
+        // record's pushes is sent, and its next owner does the record. A record taken before a revoke or a
+        // drain began, and starting while it waits, goes on like those already running: handing it over
+        // would make the next owner redo the records behind it that finished (pushes sent twice).
+        if withdrawal.isClosed { return recordWithdrawn(record, generation: generation) }
         switch prepare(record) {
         case .deadLetter(let output):
             publishDeadLetter(output, of: record, generation: generation)

@@ -76,7 +76,8 @@ extension Pipeline {
     public func revoking(_ partitions: [TopicPartition], deadline: ContinuousClock.Instant) async {
         // Pushes of these partitions that wait (for a pool that is down, a retry's delay, a paced device)
         // are withdrawn: they would keep the group's rebalance waiting for APNs, and be sent after the
-        // records went to their next owner, who sends them too. What is on its way to APNs finishes.
+        // records went to their next owner, who sends them too. What is on its way to APNs finishes, and
+        // so do records taken before now that start meanwhile.
         let withdrawals = state.withLock { state in
             state.revoking.formUnion(partitions)
             return partitions.compactMap { state.withdrawals.removeValue(forKey: $0) }
@@ -89,6 +90,8 @@ extension Pipeline {
             if running == 0 { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
+        // The partitions go now: a record of theirs that has not started yet never does.
+        for withdrawal in withdrawals { withdrawal.close() }
         let (appliesSteps, handOver) = state.withLock { state -> (Bool, RecordsHandedOver) in
             var noLongerStopped: [TopicPartition] = []
             var handOver = RecordsHandedOver(cause: .revoke, releasedUnsent: [:], leftRunning: [:])
