@@ -61,6 +61,20 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
         }
     }
 
+    /// Calls `body` with the value of the member named `key` where it lies, and returns what `body` returns;
+    /// nil when there is no such member. A lookup through the subscript copies the value it returns (a
+    /// retain of its storage, a release when the copy goes): rules and templates walk paths through events
+    /// dozens of times per event, and only the end of a path needs a copy, if any.
+    @inlinable
+    public func withMember<Result>(_ key: String, _ body: (JSONValue) throws -> Result) rethrows -> Result? {
+        try members.withUnsafeBufferPointer { buffer in
+            for index in buffer.indices where Self.isSameName(buffer[index].key, key) {
+                return try body(buffer[index].value)
+            }
+            return nil
+        }
+    }
+
     /// Whether two member names are the same name. Names of different UTF-8 lengths never are: RFC 8259
     /// (section 8.3) compares names code unit by code unit, so a precomposed and a decomposed accent are two
     /// names, as they are to a JavaScript consumer; names of one length compare with `==`.

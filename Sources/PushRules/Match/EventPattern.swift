@@ -10,8 +10,12 @@ struct EventPattern: Sendable {
     let conditions: [MatchCondition]
 
     func matches(_ event: JSONValue) -> Bool {
-        for condition in conditions where !condition.matches(event) { return false }
-        return true
+        // By index, where the conditions lie: `for condition in conditions` copied each one it passed (its
+        // path and tests retained and released for every event).
+        conditions.withUnsafeBufferPointer { conditions in
+            for index in conditions.indices where !conditions[index].matches(event) { return false }
+            return true
+        }
     }
 
     func explain(_ event: JSONValue) -> [ConditionExplanation] {
@@ -60,8 +64,10 @@ struct MatchCondition: Sendable {
             }
             return false
         case .object(let object) where step < path.count:
-            guard let next = object[path[step]] else { return false }
-            return anyValue(at: path, from: step + 1, in: next, found: &found, where: tests)
+            // The member where it lies, not a copy: this walk runs for every condition of every event.
+            return object.withMember(path[step]) { next in
+                anyValue(at: path, from: step + 1, in: next, found: &found, where: tests)
+            } ?? false
         default:
             guard step == path.count else { return false }
             found = true

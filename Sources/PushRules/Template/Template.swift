@@ -168,25 +168,28 @@ struct VariablePath: Sendable {
     let source: String
 
     func lookUp(in context: RenderContext) -> JSONValue? {
-        var current: JSONValue
         switch root {
-        case .event: current = context.event
-        case .device: current = context.device
-        case .locale: current = .string(context.locale.tag)
+        case .event: return Self.value(at: steps, from: 0, in: context.event)
+        case .device: return Self.value(at: steps, from: 0, in: context.device)
+        case .locale: return Self.value(at: steps, from: 0, in: .string(context.locale.tag))
         }
-        for step in steps {
-            switch current {
-            case .object(let object):
-                guard let next = object[step.key] else { return nil }
-                current = next
-            case .array(let array):
-                guard let index = step.index, array.indices.contains(index) else { return nil }
-                current = array[index]
-            default:
-                return nil
-            }
+    }
+
+    /// The value `steps[step...]` lead to from `value`. Each step reads its member where it lies and only
+    /// the end is copied: a walk that copied every value it passed through (`current = next`) retained and
+    /// released each level's storage, for every template of every event.
+    private static func value(at steps: [Step], from step: Int, in value: JSONValue) -> JSONValue? {
+        guard step < steps.count else { return value }
+        switch value {
+        case .object(let object):
+            return object.withMember(steps[step].key) { next in Self.value(at: steps, from: step + 1, in: next) }
+                ?? nil
+        case .array(let array):
+            guard let index = steps[step].index, array.indices.contains(index) else { return nil }
+            return array.withUnsafeBufferPointer { Self.value(at: steps, from: step + 1, in: $0[index]) }
+        default:
+            return nil
         }
-        return current
     }
 
     /// "event.data.sender.name is missing (event.data.sender has no 'name')", computed only on failure.
