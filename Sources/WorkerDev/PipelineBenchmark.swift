@@ -169,17 +169,18 @@ public enum PipelineBenchmark {
             // The CPU of the same window as the steady rate: the whole phase's also counts the ramp (the
             // first round trip, the heap's growth to the in-flight cap: page faults) and the drain's last
             // round trip with few requests per write, which move with the run's length, not the build.
-            var steadyStart: (threads: ThreadCPU.Snapshot, notifications: Int)?
-            var steadyCPU: (parts: ThreadCPU, notifications: Int)?
+            // Its notifications are counted as the steady rate counts them, records finished in the window at
+            // the backlog's notifications per record: the simulator's count of requests would say none when a
+            // short backlog's requests all went out before the window began (every record in flight at once).
+            var steadyStart: (threads: ThreadCPU.Snapshot, finished: Int)?
+            var steadyCPU: (parts: ThreadCPU, records: Int)?
             try await waitUntilFinished(options.events, runtime.pipeline) { finished in
                 switch steady.observe(finished: finished) {
                 case .started:
-                    steadyStart = (ThreadCPU.snapshot(), simulator.stats.requests)
+                    steadyStart = (ThreadCPU.snapshot(), finished)
                 case .ended:
                     if let steadyStart {
-                        steadyCPU = (
-                            ThreadCPU.since(steadyStart.threads), simulator.stats.requests - steadyStart.notifications
-                        )
+                        steadyCPU = (ThreadCPU.since(steadyStart.threads), finished - steadyStart.finished)
                     }
                 case nil:
                     break
@@ -230,8 +231,9 @@ public enum PipelineBenchmark {
                         parts.kafkaClients / parts.simulator))
             }
             let steadyWorkerMicroseconds = steadyCPU.flatMap { steady -> Double? in
-                guard steady.notifications > 0 else { return nil }
-                let perSteadyNotification = { (seconds: Double) in seconds * 1e6 / Double(steady.notifications) }
+                let steadyNotifications = Int((Double(steady.records) * notificationsPerEvent).rounded())
+                guard steadyNotifications > 0 else { return nil }
+                let perSteadyNotification = { (seconds: Double) in seconds * 1e6 / Double(steadyNotifications) }
                 print(
                     String(
                         format:
@@ -239,7 +241,7 @@ public enum PipelineBenchmark {
                             + "%.1f), APNs simulator %.1f, over %d notifications",
                         perSteadyNotification(steady.parts.worker), perSteadyNotification(steady.parts.eventLoops),
                         perSteadyNotification(steady.parts.kafkaClients), perSteadyNotification(steady.parts.simulator),
-                        steady.notifications))
+                        steadyNotifications))
                 return perSteadyNotification(steady.parts.worker)
             }
             if let reference = options.reference {
