@@ -6,6 +6,7 @@ import APNsSimulator
 import Foundation
 import HTTP2
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Worker
@@ -48,6 +49,32 @@ struct APNsPushTransportTests {
         backoff: ExponentialBackoff(
             initial: .milliseconds(10),
             maximum: .milliseconds(20)))
+
+    /// Once every first attempt of an event has ended, nothing of the event's sends stays alive when their
+    /// results are gone: each send refers to the collector (its receiver), and a collector that kept the
+    /// sends made a cycle that leaked every push's send, request and collector for good.
+    @Test func aBatchsSendsAndItsCollectorAreFreedOnceItsFirstAttemptsAreTaken() async throws {
+        let simulator = try APNsSimulator(SimulatorConfiguration())
+        _ = try simulator.start()
+        defer { simulator.stop() }
+        let loops = EventLoopGroup(threadCount: 1)
+        let client = try Self.client(simulator, loops: loops)
+        let pushes = try (0..<3).map { try Self.push($0) }
+        let collector = WeakReference<FirstAttemptCollector>()
+        let sends = (0..<pushes.count).map { _ in WeakReference<FirstAttempt>() }
+        do {
+            let firstAttempts: [FirstAttempt?] = await withUnsafeContinuation { continuation in
+                let made = FirstAttemptCollector(count: pushes.count, continuation)
+                collector.object = made
+                for (slot, push) in pushes.enumerated() { client.beginSend(push.request, slot: slot, to: made) }
+            }
+            #expect(firstAttempts.allSatisfy { $0?.isDelivered == true })
+            for (slot, send) in firstAttempts.enumerated() { sends[slot].object = send }
+        }
+        #expect(await eventually { collector.object == nil && sends.allSatisfy { $0.object == nil } })
+        await client.shutdown(gracePeriod: .seconds(1))
+        await loops.shutdown()
+    }
 
     /// First attempts lost with their connection (a GOAWAY that leaves streams unprocessed, a dropped
     /// connection) come back through the batch as transport failures and are retried on a new connection.
@@ -131,4 +158,9 @@ struct APNsPushTransportTests {
         await client.shutdown()
         await loops.shutdown()
     }
+}
+
+/// A weak reference a test can hand around: whether what it names is still alive.
+final class WeakReference<Object: AnyObject>: @unchecked Sendable {
+    weak var object: Object?
 }
