@@ -3,28 +3,12 @@
 
 import APNs
 import Foundation
-import HTTP2
 import JSON
 import Synchronization
 import TestSupport
 import Testing
 
 @testable import Worker
-
-/// Where a pipeline runs its records: on lanes (tasks), or as event-loop work that calls back (the worker's way).
-enum RecordRunning: CaseIterable, Sendable {
-    case lanes, loopWork
-
-    /// Loops for the `loopWork` pipelines; they live as long as the test process.
-    static let loops = EventLoopGroup(threadCount: 2)
-
-    var runner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? {
-        switch self {
-        case .lanes: nil
-        case .loopWork: { Self.loops.execute($0) }
-        }
-    }
-}
 
 @Suite struct PipelineTests {
     static let tokens = (0..<4).map { String(format: "%064x", $0 + 1) }
@@ -40,8 +24,7 @@ enum RecordRunning: CaseIterable, Sendable {
         return pipeline
     }
 
-    @Test(arguments: RecordRunning.allCases)
-    func everyDeviceGetsExactlyOneOutcomeAndEveryOffsetIsStored(running: RecordRunning) async throws {
+    @Test func everyDeviceGetsExactlyOneOutcomeAndEveryOffsetIsStored() async throws {
         var records: [SourceRecord] = []
         for partition in Int32(0)..<4 {
             for offset in Int64(0)..<250 {
@@ -62,11 +45,9 @@ enum RecordRunning: CaseIterable, Sendable {
         configuration.maxRecordsInFlight = 64
         let pipeline = Pipeline(
             configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: transport, recordRunner: running.runner)
+            transport: transport)
         try pipeline.start()
         #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 1000 })
-        // Loop work needs no lane: no record ran in a task of the pipeline's.
-        #expect((pipeline.lanes.counts.lanesStarted > 0) == (running == .lanes))
 
         let outcomes = sink.json(on: "push.outcomes")
         #expect(outcomes.count == 4000)
@@ -80,8 +61,7 @@ enum RecordRunning: CaseIterable, Sendable {
         #expect(pipeline.recordsInFlight == 0)
     }
 
-    @Test(arguments: RecordRunning.allCases)
-    func malformedRecordsGoToTheDeadLetterTopicAndTheirOffsetsMoveOn(running: RecordRunning) async throws {
+    @Test func malformedRecordsGoToTheDeadLetterTopicAndTheirOffsetsMoveOn() async throws {
         let bad = SourceRecord(
             topic: "push.requests", partition: 0, offset: 1, key: Array("key-1".utf8), value: Array("{oops".utf8),
             headers: [RecordHeader("trace", "t-1")])
@@ -93,7 +73,7 @@ enum RecordRunning: CaseIterable, Sendable {
         let sink = InMemoryResultSink()
         let pipeline = Pipeline(
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: ClosureTransport { push in apnsAnswer(push, status: 200) }, recordRunner: running.runner)
+            transport: ClosureTransport { push in apnsAnswer(push, status: 200) })
         try pipeline.start()
         #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 3 })
 

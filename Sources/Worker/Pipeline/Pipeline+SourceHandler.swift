@@ -40,12 +40,7 @@ extension Pipeline {
         if appliesSteps { applyFlowSteps() }
         guard let (generation, withdrawal) = taken else { return }
         observer?.recordReceived(record)
-        let item = TakenRecord(record: record, generation: generation, withdrawal: withdrawal)
-        if let recordRunner, record.topic != configuration.retryTopic {
-            recordRunner { [self] in begin(item) }
-        } else {
-            lanes.submit(item)
-        }
+        lanes.submit(TakenRecord(record: record, generation: generation, withdrawal: withdrawal))
         if resizeDue { resizeInFlightCap() }
     }
 
