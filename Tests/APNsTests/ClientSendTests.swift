@@ -135,6 +135,32 @@ struct ClientSendTests {
         simulator.stop()
     }
 
+    @Test func aRetryAfterOfAPushTheBreakerHeldIsWaitedOutEvenWhenTheBreakerClosesSooner() async throws {
+        // The 503 is the pool's fifth fault in a row: the breaker opens, and the push waits for it rather
+        // than counting an attempt. Another push's probe closes it within a tenth of a second; the held
+        // push must still wait the two seconds APNs asked of it.
+        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(retryAfterSeconds: 2)])
+        let client = try makeClient(simulator) {
+            $0.breaker.openDuration = ExponentialBackoff(initial: .milliseconds(100), maximum: .milliseconds(100))
+        }
+        let breaker = client.breaker(for: .sandbox)
+        for _ in 0..<4 { breaker.record(.fault("503 ServiceUnavailable")) }
+        let started = ContinuousClock.now
+        let notification = try request()
+        async let held = client.send(notification, policy: Self.fastRetries)
+        #expect(await eventually { !breaker.isClosed }, "the 503 did not open the breaker")
+        let probe = await client.send(try request(), policy: Self.fastRetries)
+        #expect(probe.status == .delivered)
+        #expect(breaker.isClosed)
+        let result = await held
+        #expect(result.status == .delivered)
+        #expect(result.attempts.map(\.httpStatus) == [503, 200])
+        // A lower bound only: the resend must not come before the time APNs asked for.
+        #expect(ContinuousClock.now - started >= .seconds(2))
+        await client.shutdown()
+        simulator.stop()
+    }
+
     @Test func aSendWithdrawnWhileItsPoolIsDownEndsUnsent() async throws {
         let simulator = try makeSimulator()
         let client = try makeClient(simulator)

@@ -134,6 +134,18 @@ extension APNsClient {
                 Self.keep(attempt, in: &attempts)
                 if isHeldByBreaker(attempt, environment: request.environment) {
                     excused += attempt.record.latency
+                    // The breaker decides when the pool may try again, but not sooner than APNs said for
+                    // this push: a probe that closes the breaker within a second does not cut a Retry-After.
+                    if case .response(_, let retryAfter?) = attempt.outcome, retryAfter > .zero {
+                        if let left = timeToExpiration(of: request), retryAfter >= left {
+                            return DeliveryResult(
+                                status: .expired, response: attempt.response, attempts: attempts,
+                                summary: "the notification expires before APNs' Retry-After of "
+                                    + "\(retryAfter.components.seconds) s passes; it was not sent again")
+                        }
+                        delay = retryAfter
+                        excused += retryAfter
+                    }
                 } else {
                     let decision = policy.decide(
                         after: attempt.outcome, attempts: counted + 1,
