@@ -57,14 +57,21 @@ struct StrandedPartitionWatch {
             _ = core.strandedWatchWake.wait(timeout: .now() + .milliseconds(milliseconds))
             guard core.isRunning else { return }
             let before = watch.stranded
-            watch.check(client: client, core: core, now: .now)
+            let found = watch.check(client: client, core: core, now: .now)
+            // The status names a partition before its restart: once restarted, its records can reach the
+            // consumer's reader before the poll thread applied a finding offered after them.
             if watch.stranded != before { core.offerStranded(watch.stranded) }
+            if !found.isEmpty { watch.restart(found, client: client, core: core) }
         }
     }
 
-    mutating func check(client: RDKafkaClient, core: ConsumerCore, now: ContinuousClock.Instant) {
+    /// Updates what the watch knows from the positions (and, for partitions idle a threshold, the brokers'
+    /// latest offsets), and returns the partitions found stranded now, with where each should read from.
+    mutating func check(
+        client: RDKafkaClient, core: ConsumerCore, now: ContinuousClock.Instant
+    ) -> [(KafkaTopicPartition, Int64)] {
         core.strandedChecks.add(1, ordering: .relaxed)
-        guard let assignment = try? client.assignment(withPositions: true) else { return }
+        guard let assignment = try? client.assignment(withPositions: true) else { return [] }
         let (paused, _) = core.pausesAndChanges
         let fetched = core.fetchedSinceAssignment
         var seen: Set<KafkaTopicPartition> = []
@@ -92,13 +99,13 @@ struct StrandedPartitionWatch {
         for partition in idle.keys where !seen.contains(partition) { idle[partition] = nil }
         stranded.formIntersection(seen)
         // While no broker answers nothing can be fetched anyway, and the status already says why.
-        guard !candidates.isEmpty, core.status.brokersReachable else { return }
+        guard !candidates.isEmpty, core.status.brokersReachable else { return [] }
         for (partition, _) in candidates { idle[partition]?.since = now }
 
         let partitions = candidates.map(\.partition)
         let latest = client.listOffsets(
             partitions, at: RDKafkaClient.latestOffset, timeoutMilliseconds: Self.queryTimeoutMilliseconds)
-        guard !latest.isEmpty else { return }
+        guard !latest.isEmpty else { return [] }
         // Where each would read from: its position, or for one that never fetched, its committed offset, or
         // the earliest record still kept (`auto.offset.reset` earliest; with `latest` there is nothing to miss).
         let unpositioned = candidates.filter { $0.position < 0 }.map(\.partition)
@@ -121,9 +128,9 @@ struct StrandedPartitionWatch {
             idle[partition]?.recordsBeyond = recordsBeyond
         }
         // A consumer that started closing meanwhile is left alone: its handle is closing.
-        guard !found.isEmpty, core.isRunning else { return }
+        guard !found.isEmpty, core.isRunning else { return [] }
         stranded.formUnion(found.map(\.0))
-        restart(found, client: client, core: core)
+        return found
     }
 
     /// Restarts fetching: a resume (which lifts a pause librdkafka kept that the consumer did not ask for)
