@@ -39,6 +39,9 @@ extension EventLoop {
             case .task(let task):
                 // A task must run somewhere; the global executor takes over from a stopped loop.
                 globalConcurrentExecutor.enqueue(ExecutorJob(task))
+            case .work(let work):
+                // So must a caller's work: it may end what waits for it (a record its pipeline counts).
+                Task.detached { work() }
             case .cancel, .run:
                 break
             }

@@ -125,20 +125,27 @@ extension EventLoop {
             let job = jobs[nextJob]
             nextJob += 1
             switch job {
-            case .submit(let connection, let ticket): connection.submit(ticket)
-            case .cancel(let connection, let ticket): connection.cancel(ticket)
-            case .run(let action): action()
-            case .task(let task):
-                task.runSynchronously(on: asUnownedTaskExecutor())
-                taskBudget -= 1
-                // Only a stopping loop, which runs everything it holds, flushes as it goes rather than piling it
-                // all up; a bounded run ends within the budget, and the iteration's own flush follows.
-                guard unbounded else { continue }
-                tasksSinceFlush += 1
-                if tasksSinceFlush == Self.tasksPerFlush {
-                    tasksSinceFlush = 0
-                    flushDirty()
-                }
+            case .submit(let connection, let ticket):
+                connection.submit(ticket)
+                continue
+            case .cancel(let connection, let ticket):
+                connection.cancel(ticket)
+                continue
+            case .run(let action):
+                action()
+                continue
+            case .work(let work): work()
+            case .task(let task): task.runSynchronously(on: asUnownedTaskExecutor())
+            }
+            // A task, or a caller's work in place of one, ran: it counts against the budget.
+            taskBudget -= 1
+            // Only a stopping loop, which runs everything it holds, flushes as it goes rather than piling it
+            // all up; a bounded run ends within the budget, and the iteration's own flush follows.
+            guard unbounded else { continue }
+            tasksSinceFlush += 1
+            if tasksSinceFlush == Self.tasksPerFlush {
+                tasksSinceFlush = 0
+                flushDirty()
             }
         }
     }

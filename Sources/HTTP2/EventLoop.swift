@@ -14,6 +14,9 @@ final class EventLoop: @unchecked Sendable {
         case submit(HTTP2Connection, HTTP2StreamTicket)
         case cancel(HTTP2Connection, HTTP2StreamTicket)
         case run(@Sendable () -> Void)
+        /// Work a caller hands the loop in place of a task (`EventLoopGroup.execute`): it counts against an
+        /// iteration's budget as a task does.
+        case work(@Sendable () -> Void)
         /// A Swift task that prefers this loop as its executor.
         case task(UnownedJob)
     }

@@ -36,6 +36,15 @@ public final class EventLoopGroup: Sendable {
         next()
     }
 
+    /// Runs `work` on one of the group's loop threads (round-robin), as a task preferring the loop would run,
+    /// without being one: for work that starts requests and goes on in their completions. Its requests to
+    /// that loop's connections are submitted at once, and it counts against the loop's per-iteration budget.
+    ///
+    /// - Important: only non-blocking code may run there, as for `taskExecutor()`.
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        next().enqueue(.work(work))
+    }
+
     /// The loop the next connection should live on.
     func next() -> EventLoop {
         let index = nextLoop.wrappingAdd(1, ordering: .relaxed).oldValue

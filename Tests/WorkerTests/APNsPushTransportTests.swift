@@ -52,8 +52,10 @@ struct APNsPushTransportTests {
 
     /// Once every first attempt of an event has ended, nothing of the event's sends stays alive when their
     /// results are gone: each send refers to the collector (its receiver), and a collector that kept the
-    /// sends made a cycle that leaked every push's send, request and collector for good.
-    @Test func aBatchsSendsAndItsCollectorAreFreedOnceItsFirstAttemptsAreTaken() async throws {
+    /// sends made a cycle that leaked every push's send, request and collector for good. Both ways an event
+    /// waits: a task (`deliverAll`) and a callback (`beginDeliverAll`).
+    @Test(arguments: [false, true])
+    func aBatchsSendsAndItsCollectorAreFreedOnceItsFirstAttemptsAreTaken(withCallback: Bool) async throws {
         let simulator = try APNsSimulator(SimulatorConfiguration())
         _ = try simulator.start()
         defer { simulator.stop() }
@@ -64,7 +66,10 @@ struct APNsPushTransportTests {
         let sends = (0..<pushes.count).map { _ in WeakReference<FirstAttempt>() }
         do {
             let firstAttempts: [FirstAttempt?] = await withUnsafeContinuation { continuation in
-                let made = FirstAttemptCollector(count: pushes.count, continuation)
+                let made =
+                    withCallback
+                    ? FirstAttemptCollector(count: pushes.count) { continuation.resume(returning: $0) }
+                    : FirstAttemptCollector(count: pushes.count, continuation)
                 collector.object = made
                 for (slot, push) in pushes.enumerated() { client.beginSend(push.request, slot: slot, to: made) }
             }

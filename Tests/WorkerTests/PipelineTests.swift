@@ -3,12 +3,28 @@
 
 import APNs
 import Foundation
+import HTTP2
 import JSON
 import Synchronization
 import TestSupport
 import Testing
 
 @testable import Worker
+
+/// Where a pipeline runs its records: on lanes (tasks), or as event-loop work that calls back (the worker's way).
+enum RecordRunning: CaseIterable, Sendable {
+    case lanes, loopWork
+
+    /// Loops for the `loopWork` pipelines; they live as long as the test process.
+    static let loops = EventLoopGroup(threadCount: 2)
+
+    var runner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? {
+        switch self {
+        case .lanes: nil
+        case .loopWork: { Self.loops.execute($0) }
+        }
+    }
+}
 
 @Suite struct PipelineTests {
     static let tokens = (0..<4).map { String(format: "%064x", $0 + 1) }
@@ -24,7 +40,8 @@ import Testing
         return pipeline
     }
 
-    @Test func everyDeviceGetsExactlyOneOutcomeAndEveryOffsetIsStored() async throws {
+    @Test(arguments: RecordRunning.allCases)
+    func everyDeviceGetsExactlyOneOutcomeAndEveryOffsetIsStored(running: RecordRunning) async throws {
         var records: [SourceRecord] = []
         for partition in Int32(0)..<4 {
             for offset in Int64(0)..<250 {
@@ -45,9 +62,11 @@ import Testing
         configuration.maxRecordsInFlight = 64
         let pipeline = Pipeline(
             configuration: configuration, source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: transport)
+            transport: transport, recordRunner: running.runner)
         try pipeline.start()
         #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 1000 })
+        // Loop work needs no lane: no record ran in a task of the pipeline's.
+        #expect((pipeline.lanes.counts.lanesStarted > 0) == (running == .lanes))
 
         let outcomes = sink.json(on: "push.outcomes")
         #expect(outcomes.count == 4000)
@@ -61,7 +80,8 @@ import Testing
         #expect(pipeline.recordsInFlight == 0)
     }
 
-    @Test func malformedRecordsGoToTheDeadLetterTopicAndTheirOffsetsMoveOn() async throws {
+    @Test(arguments: RecordRunning.allCases)
+    func malformedRecordsGoToTheDeadLetterTopicAndTheirOffsetsMoveOn(running: RecordRunning) async throws {
         let bad = SourceRecord(
             topic: "push.requests", partition: 0, offset: 1, key: Array("key-1".utf8), value: Array("{oops".utf8),
             headers: [RecordHeader("trace", "t-1")])
@@ -73,7 +93,7 @@ import Testing
         let sink = InMemoryResultSink()
         let pipeline = Pipeline(
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: ClosureTransport { push in apnsAnswer(push, status: 200) })
+            transport: ClosureTransport { push in apnsAnswer(push, status: 200) }, recordRunner: running.runner)
         try pipeline.start()
         #expect(await eventually(timeout: .seconds(20)) { pipeline.counters.recordsFinished == 3 })
 

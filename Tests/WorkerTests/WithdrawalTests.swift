@@ -37,11 +37,12 @@ private struct HoldingTransport: PushTransport {
     }
 }
 
-/// Holds every job it is given until `open()`, then runs them (and later ones) on a queue of its own: records
-/// handed to lanes on this executor are taken and not yet started until the test opens it.
-private final class GatedTaskExecutor: TaskExecutor, Sendable {
-    private let held = Mutex<(isOpen: Bool, jobs: [UnownedJob])>((false, []))
-    private let queue = DispatchQueue(label: "gated-executor")
+/// Holds every record a pipeline hands it until `open()`, then runs them (and later ones): as tasks on a queue
+/// of its own when it is the lanes' executor, or as the worker runs them, event-loop work, when it is the
+/// pipeline's `recordRunner`. Until then the records are taken and not yet started.
+private final class RecordGate: TaskExecutor, Sendable {
+    private let held = Mutex<(isOpen: Bool, jobs: [UnownedJob], work: [@Sendable () -> Void])>((false, [], []))
+    private let queue = DispatchQueue(label: "record-gate")
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
@@ -52,13 +53,23 @@ private final class GatedTaskExecutor: TaskExecutor, Sendable {
         if runsNow { run(job) }
     }
 
+    /// A `recordRunner` that holds the records' work until `open()`.
+    func runner(_ work: @escaping @Sendable () -> Void) {
+        let runsNow = held.withLock { held in
+            if !held.isOpen { held.work.append(work) }
+            return held.isOpen
+        }
+        if runsNow { RecordRunning.loops.execute(work) }
+    }
+
     func open() {
-        let jobs = held.withLock { held in
+        let (jobs, work) = held.withLock { held in
             held.isOpen = true
-            defer { held.jobs = [] }
-            return held.jobs
+            defer { (held.jobs, held.work) = ([], []) }
+            return (held.jobs, held.work)
         }
         for job in jobs { run(job) }
+        for item in work { RecordRunning.loops.execute(item) }
     }
 
     private func run(_ job: UnownedJob) {
@@ -201,28 +212,34 @@ final class HandOverRecorder: PipelineObserver {
     }
 
     /// Three records taken, none started (their lanes' executor holds them), and a drain begins.
-    fileprivate func pipelineWithRecordsNotStarted(observer: HandOverRecorder)
-        async -> (Pipeline, GatedTaskExecutor, InMemoryEventSource, InMemoryResultSink)
+    fileprivate func pipelineWithRecordsNotStarted(observer: HandOverRecorder, running: RecordRunning)
+        async -> (Pipeline, RecordGate, InMemoryEventSource, InMemoryResultSink)
     {
         let source = InMemoryEventSource(
             records: (0..<3).map { makeRecord(partition: 0, offset: $0, devices: [Self.answered]) })
         let sink = InMemoryResultSink()
-        let gate = GatedTaskExecutor()
+        let gate = RecordGate()
+        let onLanes: @Sendable () -> any TaskExecutor = { gate }
+        let asLoopWork: @Sendable (@escaping @Sendable () -> Void) -> Void = { gate.runner($0) }
+        let executor = running == .lanes ? onLanes : nil
+        let runner = running == .lanes ? nil : asLoopWork
         let pipeline = Pipeline(
             configuration: PipelineConfiguration(), source: source, sink: sink, planner: OnePushPerDevicePlanner(),
-            transport: HoldingTransport(heldToken: Self.held), observer: observer, processingExecutor: { gate })
+            transport: HoldingTransport(heldToken: Self.held), observer: observer, processingExecutor: executor,
+            recordRunner: runner)
         #expect(throws: Never.self) { try pipeline.start() }
         #expect(await eventually { pipeline.counters.recordsTaken == 3 })
         #expect(pipeline.counters.recordsFinished == 0)
         return (pipeline, gate, source, sink)
     }
 
-    @Test func recordsTakenBeforeTheDrainThatStartWhileItWaitsFinishAndAreCommitted() async throws {
+    @Test(arguments: RecordRunning.allCases)
+    func recordsTakenBeforeTheDrainThatStartWhileItWaitsFinishAndAreCommitted(running: RecordRunning) async throws {
         // A record is taken on the consumer's thread and starts when its lane's loop gets to it: on a busy
         // loop, the drain can come between. Handing such a record over would make the next owner redo the
         // records behind it that finished on the other loop, pushes sent twice.
         let handOvers = HandOverRecorder()
-        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers)
+        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers, running: running)
         let drained = Task { await pipeline.drain(timeout: 30) }
         #expect(await eventually { pipeline.state.withLock { !$0.receiving } })
         gate.open()
@@ -233,9 +250,10 @@ final class HandOverRecorder: PipelineObserver {
         #expect(source.log.withLock { $0.stored[first] } == 3)
     }
 
-    @Test func recordsThatHaveNotStartedWhenTheDrainsWaitEndsNeverStart() async throws {
+    @Test(arguments: RecordRunning.allCases)
+    func recordsThatHaveNotStartedWhenTheDrainsWaitEndsNeverStart(running: RecordRunning) async throws {
         let handOvers = HandOverRecorder()
-        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers)
+        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers, running: running)
         #expect(await pipeline.drain(timeout: 0.2) == 3, "taken and unfinished when the drain's time ran out")
         gate.open()
         #expect(await eventually { pipeline.counters.withdrawn == 3 })
@@ -244,9 +262,10 @@ final class HandOverRecorder: PipelineObserver {
         #expect(handOvers.all == [RecordsHandedOver(cause: .shutdown, releasedUnsent: [:], leftRunning: [first: 3])])
     }
 
-    @Test func aRevokeFinishesItsPartitionsRecordsThatStartWhileItWaits() async throws {
+    @Test(arguments: RecordRunning.allCases)
+    func aRevokeFinishesItsPartitionsRecordsThatStartWhileItWaits(running: RecordRunning) async throws {
         let handOvers = HandOverRecorder()
-        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers)
+        let (pipeline, gate, source, sink) = await pipelineWithRecordsNotStarted(observer: handOvers, running: running)
         let revoked = Task { await pipeline.revoking([first], deadline: .now + .seconds(30)) }
         #expect(await eventually { pipeline.state.withLock { $0.revoking.contains(first) } })
         gate.open()

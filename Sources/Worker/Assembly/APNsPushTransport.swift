@@ -81,29 +81,70 @@ public final class APNsPushTransport: PushTransport {
         return observed(consume results)
     }
 
+    /// `deliverAll(_:withdrawal:)` without a task, for a caller on an event loop: the first attempts start
+    /// now, and when the last has ended (on the loop that read its response) `completion` gets the results
+    /// right there, unless a push needs a retry or the other environment, which wait in a task.
+    ///
+    /// A task per record (resumed when a record arrives, and again when its responses do) cost the event
+    /// loops the concurrency runtime's share of their time: its enqueue, executor-preference lookups and
+    /// task switches (figures: docs/performance.md).
+    public func beginDeliverAll(
+        _ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?,
+        completion: @escaping @Sendable ([DeliveryResult]) -> Void
+    ) {
+        if pushes.isEmpty { return completion([]) }
+        let collector = FirstAttemptCollector(count: pushes.count) { [self] firstAttempts in
+            finishDelivery(pushes, firstAttempts, withdrawal: withdrawal, completion: completion)
+        }
+        beginFirstAttempts(pushes, into: collector)
+    }
+
+    /// What `beginDeliverAll` does once every first attempt has ended.
+    @inline(never)
+    private func finishDelivery(
+        _ pushes: ArraySlice<PlannedPush>, _ firstAttempts: [FirstAttempt?], withdrawal: SendWithdrawal?,
+        completion: @escaping @Sendable ([DeliveryResult]) -> Void
+    ) {
+        let results = settledResults(pushes, firstAttempts)
+        let needsRetry = results.contains(where: { $0 == nil })
+        if !needsRetry && !needsOtherEnvironment(pushes, results) { return completion(observed(results)) }
+        Task {
+            var results = results
+            if needsRetry { await retry(firstAttempts, into: &results, withdrawal: withdrawal) }
+            if needsOtherEnvironment(pushes, results) {
+                await tryOtherEnvironments(pushes, into: &results, withdrawal: withdrawal)
+            }
+            completion(observed(consume results))
+        }
+    }
+
     /// Each push's first attempt with the client that sent it; nil for a push without a credential.
     private func sendFirstAttempts(_ pushes: ArraySlice<PlannedPush>) async -> [FirstAttempt?] {
         await withUnsafeContinuation { continuation in
-            let collector = FirstAttemptCollector(count: pushes.count, continuation)
-            // By index, not `for push in pushes` (binding a push copies all its fields), and with the
-            // client of the previous push at hand: an event's pushes mostly share app and environment,
-            // and each lookup hashes both.
-            var previous: (app: String, environment: APNsEnvironment, client: APNsClient?)?
-            for (slot, index) in pushes.indices.enumerated() {
-                let app = pushes[index].app
-                let environment = pushes[index].request.environment
-                let client: APNsClient?
-                if let previous, previous.app == app, previous.environment == environment {
-                    client = previous.client
-                } else {
-                    client = self.client(app: app, environment: environment)
-                    previous = (app, environment, client)
-                }
-                if let client {
-                    client.beginSend(pushes[index].request, slot: slot, to: collector)
-                } else {
-                    collector.store(nil, at: slot)
-                }
+            beginFirstAttempts(pushes, into: FirstAttemptCollector(count: pushes.count, continuation))
+        }
+    }
+
+    /// Starts each push's first attempt; `collector` gathers them as they end.
+    private func beginFirstAttempts(_ pushes: ArraySlice<PlannedPush>, into collector: FirstAttemptCollector) {
+        // By index, not `for push in pushes` (binding a push copies all its fields), and with the
+        // client of the previous push at hand: an event's pushes mostly share app and environment,
+        // and each lookup hashes both.
+        var previous: (app: String, environment: APNsEnvironment, client: APNsClient?)?
+        for (slot, index) in pushes.indices.enumerated() {
+            let app = pushes[index].app
+            let environment = pushes[index].request.environment
+            let client: APNsClient?
+            if let previous, previous.app == app, previous.environment == environment {
+                client = previous.client
+            } else {
+                client = self.client(app: app, environment: environment)
+                previous = (app, environment, client)
+            }
+            if let client {
+                client.beginSend(pushes[index].request, slot: slot, to: collector)
+            } else {
+                collector.store(nil, at: slot)
             }
         }
     }
@@ -262,14 +303,28 @@ struct EnvironmentsAsked: Sendable, Equatable {
 /// A push's first attempt, which knows the client that sent it (and retries it).
 typealias FirstAttempt = APNsClient.SendInProgress
 
-/// Gathers the first attempts of one event's pushes, which end on loop threads in any order, and
-/// resumes the waiting event with all of them once the last has ended.
+/// Gathers the first attempts of one event's pushes, which end on loop threads in any order, and hands all
+/// of them to the waiting event (or the callback of `beginDeliverAll`) once the last has ended.
 final class FirstAttemptCollector: FirstAttemptReceiver {
+    /// Who hears of the first attempts once all have ended: an event waiting in a task, or a callback.
+    private enum Waiter {
+        case task(UnsafeContinuation<[FirstAttempt?], Never>)
+        case callback(@Sendable ([FirstAttempt?]) -> Void)
+    }
+
     private let slots: Mutex<[FirstAttempt?]>
     private let remaining: Atomic<Int>
-    private let continuation: UnsafeContinuation<[FirstAttempt?], Never>
+    private let waiter: Waiter
 
-    init(count: Int, _ continuation: UnsafeContinuation<[FirstAttempt?], Never>) {
+    convenience init(count: Int, _ continuation: UnsafeContinuation<[FirstAttempt?], Never>) {
+        self.init(count: count, waiter: .task(continuation))
+    }
+
+    convenience init(count: Int, onAllEnded: @escaping @Sendable ([FirstAttempt?]) -> Void) {
+        self.init(count: count, waiter: .callback(onAllEnded))
+    }
+
+    private init(count: Int, waiter: Waiter) {
         // Appended, not `Array(repeating:count:)`, which asks the runtime for the array's metadata on every
         // call (see `JSONParser.takePending`).
         var unfilled: [FirstAttempt?] = []
@@ -277,7 +332,7 @@ final class FirstAttemptCollector: FirstAttemptReceiver {
         unfilled.append(contentsOf: repeatElement(nil, count: count))
         slots = Mutex(unfilled)
         remaining = Atomic(count)
-        self.continuation = continuation
+        self.waiter = waiter
     }
 
     func firstAttemptEnded(_ progress: APNsClient.SendInProgress) { store(progress, at: progress.slot) }
@@ -293,6 +348,9 @@ final class FirstAttemptCollector: FirstAttemptReceiver {
             defer { slots = [] }
             return slots
         }
-        continuation.resume(returning: firstAttempts)
+        switch waiter {
+        case .task(let continuation): continuation.resume(returning: firstAttempts)
+        case .callback(let onAllEnded): onAllEnded(firstAttempts)
+        }
     }
 }

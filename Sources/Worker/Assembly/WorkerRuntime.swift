@@ -171,7 +171,7 @@ public final class WorkerRuntime: Sendable {
         pipeline = Pipeline(
             configuration: pipelineConfiguration, source: source, sink: sink,
             planner: planner, transport: transport, observer: metricsObserver,
-            processingExecutor: recordExecutor, transactions: transactions)
+            processingExecutor: recordExecutor, recordRunner: { loops.execute($0) }, transactions: transactions)
 
         registerScrapeTimeMetrics()
         registerPoolHealthMetrics(clients, credentialHealth: credentialHealth)

@@ -29,6 +29,22 @@ extension Pipeline {
         }
     }
 
+    /// `process` without a task, on an event loop (`recordRunner`): the same steps, with the wait for the
+    /// pushes a callback. Never for a retry-topic record, whose wait for its time needs a task.
+    func begin(_ taken: TakenRecord) {
+        let record = taken.record
+        let generation = taken.generation
+        if taken.withdrawal.isClosed { return recordWithdrawn(record, generation: generation) }
+        switch prepare(record) {
+        case .deadLetter(let output):
+            publishDeadLetter(output, of: record, generation: generation)
+        case .ready(let prepared):
+            transport.beginDeliverAll(prepared.plan.pushes[...], withdrawal: taken.withdrawal) { [self] sent in
+                publishResults(of: prepared, sent: sent, source: record, generation: generation)
+            }
+        }
+    }
+
     /// A record with a push its partition's withdrawal took back (a revoke, a drain): it publishes nothing
     /// and stays unfinished, so that neither its offset nor a later one is stored; its partition's next
     /// owner does it in full. It stops counting against the in-flight cap, and the revoke or drain stops

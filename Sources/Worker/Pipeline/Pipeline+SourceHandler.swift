@@ -40,7 +40,12 @@ extension Pipeline {
         if appliesSteps { applyFlowSteps() }
         guard let (generation, withdrawal) = taken else { return }
         observer?.recordReceived(record)
-        lanes.submit(TakenRecord(record: record, generation: generation, withdrawal: withdrawal))
+        let item = TakenRecord(record: record, generation: generation, withdrawal: withdrawal)
+        if let recordRunner, record.topic != configuration.retryTopic {
+            recordRunner { [self] in begin(item) }
+        } else {
+            lanes.submit(item)
+        }
         if resizeDue { resizeInFlightCap() }
     }
 

@@ -158,9 +158,12 @@ public final class Pipeline: SourceHandler {
     let state: Mutex<State>
     /// Held while queued flow steps are applied, so that they reach the source in order.
     let flowStepsApplying = Mutex(())
-    /// The tasks records are processed on (on the executors `init`'s `processingExecutor` gives, else the
-    /// global concurrent executor): a lane per record in flight, kept between records.
+    /// The tasks records are processed on when they are not loop work (`recordRunner` unset, or a
+    /// retry-topic record), on the executors `init`'s `processingExecutor` gives, else the global
+    /// concurrent executor: a lane per record in flight, kept between records.
     let lanes: RecordLanes<TakenRecord>
+    /// Set when records run as event-loop work rather than on lanes: hands a record's start to a loop.
+    let recordRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
 
     /// A record the pipeline took, with the assignment generation it was taken in and its partition's
     /// withdrawal.
@@ -176,8 +179,13 @@ public final class Pipeline: SourceHandler {
 
     /// - Parameter processingExecutor: gives the executor each record lane prefers (called once per
     ///   lane): the worker passes its event loops, so that a record's sends and their responses stay on
-    ///   one thread. Only non-blocking work runs on a lane. Nil runs records on the global concurrent
+    ///   one thread. Only non-blocking work runs on a lane. Nil runs lanes on the global concurrent
     ///   executor.
+    /// - Parameter recordRunner: runs a record's start on an event loop (the worker passes its loops'
+    ///   `execute`): the record is decoded and planned there, its first attempts start there, and its
+    ///   results are published where the last response arrives, with no task unless a push must retry
+    ///   (`Pipeline.begin`). Retry-topic records, which wait for their time, still run on lanes. Nil runs
+    ///   every record on a lane.
     /// - Parameter transactions: exactly-once mode: each record's results are held until the record and
     ///   every earlier one of its partition are finished, then written in a transaction with the offset
     ///   (`sink` and the source's offset storage are then unused). A record counts against the in-flight
@@ -186,8 +194,10 @@ public final class Pipeline: SourceHandler {
         configuration: PipelineConfiguration, source: any EventSource, sink: any ResultSink,
         planner: any NotificationPlanner, transport: any PushTransport, observer: (any PipelineObserver)? = nil,
         processingExecutor: (@Sendable () -> any TaskExecutor)? = nil,
+        recordRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)? = nil,
         transactions: (any TransactionalResultSink)? = nil
     ) {
+        self.recordRunner = recordRunner
         self.transactions = transactions
         self.configuration = configuration
         self.source = source

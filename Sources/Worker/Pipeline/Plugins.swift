@@ -181,6 +181,12 @@ public protocol PushTransport: Sendable {
     /// when it stops). The default ignores `withdrawal`: its pushes all finish.
     func deliverAll(_ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?) async -> [DeliveryResult]
 
+    /// `deliverAll(_:withdrawal:)` for a caller that is not a task: `completion` gets the results once
+    /// every push has ended. The default runs `deliverAll(_:withdrawal:)` in a task of its own.
+    func beginDeliverAll(
+        _ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?,
+        completion: @escaping @Sendable ([DeliveryResult]) -> Void)
+
     /// Requests the transport can carry at once now, counting the room it may still grow into; the
     /// pipeline sizes its in-flight cap from it. Nil (the default): no limit to follow, so the configured
     /// cap applies as it is.
@@ -189,6 +195,13 @@ public protocol PushTransport: Sendable {
 
 extension PushTransport {
     public var streamCapacity: Int? { nil }
+
+    public func beginDeliverAll(
+        _ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?,
+        completion: @escaping @Sendable ([DeliveryResult]) -> Void
+    ) {
+        Task { completion(await deliverAll(pushes, withdrawal: withdrawal)) }
+    }
 
     public func deliverAll(_ pushes: ArraySlice<PlannedPush>, withdrawal: SendWithdrawal?) async -> [DeliveryResult] {
         await deliverAll(pushes)
