@@ -71,7 +71,7 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
         assert steady_loops + steady_kafka <= steady_worker + 0.1
     p50, p99 = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert 0 < p50 <= p99 < 30_000
-    (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 8000\)", out)
+    (rss,) = number(r"peak RSS (\d+) MB \(max_in_flight_records 12000\)", out)
     assert 0 < rss < 256
     idle, rss_idle = number(r"RSS after (\d+) s idle: (\d+) MB", out)
     assert idle == 1 and 0 < rss_idle <= rss
@@ -79,7 +79,7 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
     connections, pools, initial, ceiling, cap, in_flight, bound = number(
         r"APNs connections at most (\d+) across (\d+) pools \(each: apns.connections (\d+), max_connections (\d+)\); "
         r"in-flight cap at most (\d+), records in flight at most (\d+) \(max_in_flight_records (\d+)\)", out)
-    assert (initial, ceiling, bound) == (2, 16, 8000)
+    assert (initial, ceiling, bound) == (2, 24, 12000)
     # The dev stack's devices are in both environments: a pool each, each within its own limits.
     assert pools >= 1 and initial <= connections <= ceiling * pools
     assert 256 <= cap <= bound and 0 < in_flight <= cap
@@ -105,7 +105,7 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
         r"in-flight bound (\d+)/s \((\d+) records × ([\d.]+) notifications\); measured ([\d.]+) of the lower", out)
     assert latency == 50.0  # uniform 40-60 ms
     (pools,) = number(r"APNs connections at most \d+ across (\d+) pools", out)
-    assert 2 <= connections <= 16 * pools and streams == 1000 and 256 <= records <= 1000
+    assert 2 <= connections <= 24 * pools and streams == 1000 and 256 <= records <= 1000
     assert abs(streams_bound - connections * streams / 0.050) <= 1
     assert abs(per_event - notifications / events) <= 0.005
     assert abs(inflight_bound - records * per_event / 0.050) <= records / 0.050 * 0.005 + 1
@@ -131,7 +131,7 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
     assert timeline, out
     finished = [line[0] for line in timeline]
     assert finished == sorted(finished) and finished[-1] <= events
-    assert all(in_flight <= 1000 and cap <= 1000 and answered <= notifications and 0 <= open_ <= 16 * pools
+    assert all(in_flight <= 1000 and cap <= 1000 and answered <= notifications and 0 <= open_ <= 24 * pools
                and streams <= open_ * 1000 for _, in_flight, cap, answered, open_, streams, _, _ in timeline)
     # The latency reaches the live phase: no outcome can come back sooner than the simulator answers.
     p50, _ = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)

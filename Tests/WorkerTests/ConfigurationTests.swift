@@ -31,11 +31,11 @@ import Testing
             configuration.credentials["team-key"]
                 == .token(keyFile: "/s/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
         #expect(configuration.apps["com.example.chat"]?.credentialName(for: .sandbox) == "team-key")
-        #expect(configuration.pipeline.maxInFlightRecords == 8000)
+        #expect(configuration.pipeline.maxInFlightRecords == 12000)
         #expect(configuration.retry.maxAttempts == 5)
         #expect(configuration.retry.baseBackoff == 0.25)
         #expect(configuration.apns.connections == 2)
-        #expect(configuration.apns.maxConnections == 16)
+        #expect(configuration.apns.maxConnections == 24)
         #expect(configuration.drainTimeout == 25)
         #expect(configuration.rulesFile == "/etc/apns-worker/rules.yaml")
         #expect(configuration.metricsListen == "0.0.0.0:9090")

@@ -87,9 +87,9 @@ public struct WorkerConfiguration: Sendable {
         /// Connections per (environment, credential) pool, opened on first use and kept. Default: `2`.
         public var connections = 2
         /// A pool opens more connections, one at a time up to this many, while its pushes wait for a free
-        /// stream (a long round trip to APNs needs more streams for the same rate). Default: `16`, what a
+        /// stream (a long round trip to APNs needs more streams for the same rate). Default: `24`, what a
         /// 300 ms round trip takes at full rate (docs/performance.md).
-        public var maxConnections = 16
+        public var maxConnections = 24
         /// Streams per connection at most (the server's setting may lower it). Default: `1000`.
         public var maxStreams = 1000
         /// Seconds. Default: `10`.
@@ -110,8 +110,8 @@ public struct WorkerConfiguration: Sendable {
         /// connections × the server's stream limit, ÷ the pushes per record seen), so that a long round
         /// trip still fills them; this bound is what limits memory and the work a crash redoes. At the
         /// default a 300 ms round trip still runs at the rate of a 1 ms one (docs/performance.md).
-        /// Default: `8000`.
-        public var maxInFlightRecords = 8000
+        /// Default: `12000`.
+        public var maxInFlightRecords = 12000
         /// Records in flight at or below which paused partitions resume; a partition stopped behind a
         /// slow record fetches again when it holds no more than this. Default: an eighth below the cap in
         /// force for the first, half of it for the second.
