@@ -5,10 +5,11 @@ import Platform
 extension Pipeline {
     /// Stops taking records, withdraws every push still waiting (for a pool that is down, a retry's
     /// delay, a paced device: waiting for those would only spend the drain), waits up to `timeout` seconds
-    /// for the records in flight (those taken and not yet started start as usual), flushes the sink within what is left of it and closes the source (which
-    /// commits what was stored). Returns the records left unfinished. What each partition holds still running
-    /// at the wait's end and what it released unsent (both uncommitted) goes to the observer, once, as a
-    /// `RecordsHandedOver` of cause `.shutdown`; `waitOver` is told when the wait is over, before the flush.
+    /// for the records in flight (those taken and not yet started start as usual), flushes the sink
+    /// within what is left of it and closes the source (which commits what was stored). Returns the
+    /// records left unfinished. What each partition holds still running at the wait's end and what it
+    /// released unsent (both uncommitted) goes to the observer, once, as a `RecordsHandedOver` of cause
+    /// `.shutdown`; `waitOver` is told when the wait is over, before the flush.
     @discardableResult
     public func drain(timeout: Double, waitOver: (@Sendable () -> Void)? = nil) async -> Int {
         let withdrawals = state.withLock { state in
