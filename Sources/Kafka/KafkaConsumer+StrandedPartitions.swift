@@ -137,11 +137,13 @@ struct StrandedPartitionWatch {
     /// and, for a partition that has a position, a seek to it (which wakes a fetcher that sits idle). A
     /// partition whose fetch was never started refuses the seek; it stays in the status until it moves.
     private func restart(_ partitions: [(KafkaTopicPartition, Int64)], client: RDKafkaClient, core: ConsumerCore) {
+        // Counted first: the resume lets the partition's records through at once, and a reader can have
+        // them before the seek (which waits for librdkafka) returns.
+        core.strandedRestarts.add(partitions.count, ordering: .relaxed)
         core.resumeStranded(Set(partitions.map(\.0)))
         let positioned = partitions.filter { $0.1 >= 0 }
         if !positioned.isEmpty {
             _ = client.seek(positioned, timeoutMilliseconds: Self.queryTimeoutMilliseconds)
         }
-        core.strandedRestarts.add(partitions.count, ordering: .relaxed)
     }
 }
