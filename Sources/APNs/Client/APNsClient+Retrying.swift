@@ -141,7 +141,7 @@ extension APNsClient {
                             return DeliveryResult(
                                 status: .expired, response: attempt.response, attempts: attempts,
                                 summary: "the notification expires before APNs' Retry-After of "
-                                    + "\(retryAfter.components.seconds) s passes; it was not sent again")
+                                    + "\(Self.format(retryAfter)) passes; it was not sent again")
                         }
                         delay = retryAfter
                         excused += retryAfter

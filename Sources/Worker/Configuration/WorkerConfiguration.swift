@@ -109,7 +109,7 @@ public struct WorkerConfiguration: Sendable {
         /// The most records in flight. Below it the cap follows what the APNs pools can carry (their
         /// connections × the server's stream limit, ÷ the pushes per record seen), so that a long round
         /// trip still fills them; this bound is what limits memory and the work a crash redoes. At the
-        /// default a 300 ms round trip still runs at the rate of a 1 ms one (docs/performance.md).
+        /// default a 300 ms round trip still runs close to the rate of a 1 ms one (docs/performance.md).
         /// Default: `12000`.
         public var maxInFlightRecords = 12000
         /// Records in flight at or below which paused partitions resume; a partition stopped behind a
