@@ -49,10 +49,36 @@ public struct JSONObjectWriter: ~Copyable {
 
     private mutating func append(_ bytes: UnsafeRawBufferPointer) {
         reserve(bytes.count)
-        if let source = bytes.baseAddress {
-            UnsafeMutableRawPointer(base + count).copyMemory(from: source, byteCount: bytes.count)
-        }
+        if let source = bytes.baseAddress { Self.copy(source, bytes.count, to: base + count) }
         count += bytes.count
+    }
+
+    /// Copies `byteCount` bytes. A record's texts are short (keys, ids, a token, numbers), and a call into
+    /// libc's memmove for each took 1.2% of an event loop's samples in `bench pipeline` (docs/performance.md):
+    /// up to 16 bytes go inline as two overlapping loads and stores, which read and write only the bytes
+    /// named.
+    @inline(__always)
+    static func copy(_ source: UnsafeRawPointer, _ byteCount: Int, to target: UnsafeMutableRawPointer) {
+        if byteCount > 16 {
+            target.copyMemory(from: source, byteCount: byteCount)
+        } else if byteCount >= 8 {
+            let head = source.loadUnaligned(as: UInt64.self)
+            let tail = source.loadUnaligned(fromByteOffset: byteCount - 8, as: UInt64.self)
+            target.storeBytes(of: head, as: UInt64.self)
+            target.storeBytes(of: tail, toByteOffset: byteCount - 8, as: UInt64.self)
+        } else if byteCount >= 4 {
+            let head = source.loadUnaligned(as: UInt32.self)
+            let tail = source.loadUnaligned(fromByteOffset: byteCount - 4, as: UInt32.self)
+            target.storeBytes(of: head, as: UInt32.self)
+            target.storeBytes(of: tail, toByteOffset: byteCount - 4, as: UInt32.self)
+        } else if byteCount >= 2 {
+            let head = source.loadUnaligned(as: UInt16.self)
+            let tail = source.loadUnaligned(fromByteOffset: byteCount - 2, as: UInt16.self)
+            target.storeBytes(of: head, as: UInt16.self)
+            target.storeBytes(of: tail, toByteOffset: byteCount - 2, as: UInt16.self)
+        } else if byteCount == 1 {
+            target.storeBytes(of: source.load(as: UInt8.self), as: UInt8.self)
+        }
     }
 
     /// `"<text>"` for a text of exactly `textCount` bytes that `fill` writes at the pointer it is given
@@ -85,7 +111,7 @@ public struct JSONObjectWriter: ~Copyable {
                 count += 1
             }
             base[count] = UInt8(ascii: "\"")
-            (base + count + 1).update(from: literal.baseAddress!, count: literal.count)
+            Self.copy(literal.baseAddress!, literal.count, to: base + count + 1)
             count += literal.count + 1
             base[count] = UInt8(ascii: "\"")
             base[count + 1] = UInt8(ascii: ":")
@@ -106,7 +132,7 @@ public struct JSONObjectWriter: ~Copyable {
                 return
             }
             appendQuoted(text.count) { target in
-                if let source = text.baseAddress { target.update(from: source, count: text.count) }
+                if let source = text.baseAddress { Self.copy(source, text.count, to: target) }
             }
         }
     }
@@ -133,7 +159,7 @@ public struct JSONObjectWriter: ~Copyable {
         self.key(key)
         guard let seconds else { return appendNull() }
         RFC3339.withText(seconds) { text in
-            appendQuoted(text.count) { $0.update(from: text.baseAddress!, count: text.count) }
+            appendQuoted(text.count) { Self.copy(text.baseAddress!, text.count, to: $0) }
         }
     }
 

@@ -302,14 +302,14 @@ struct JSONParser {
         // validating: it is the common case of ids, tokens and keys).
         var highBits: UInt8 = 0
         while index < bytes.count {
-            // Eight plain bytes at a time (no quote, backslash or control character among them).
+            // Eight bytes at a time: plain ones (no quote, backslash or control character) are skipped, and
+            // a word holding the string's end jumps straight to it.
             if bytes.count - index >= 8 {
                 let word = ByteScan.word(bytes, at: index)
-                if !ByteScan.hasQuoteBackslashOrControl(word) {
-                    if ByteScan.hasNonASCII(word) { highBits = 0x80 }
-                    index += 8
-                    continue
-                }
+                let plain = ByteScan.firstQuoteBackslashOrControl(word)
+                if ByteScan.hasNonASCII(word, first: plain) { highBits = 0x80 }
+                index += plain
+                if plain == 8 { continue }
             }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {

@@ -2,6 +2,7 @@
 // parse and refuse bad input.
 
 import APNs
+import Foundation
 import TestSupport
 import Testing
 
@@ -92,6 +93,21 @@ import Testing
         var second = SeededGenerator(seed: 7)
         #expect(APNsID.random(using: &first) == APNsID.random(using: &second))
         #expect(APNsID.random(using: &first) != APNsID.random(using: &first))
+    }
+
+    @Test func rendersEveryDigitWhereFoundationDoes() throws {
+        var generator = SeededGenerator(seed: 18)
+        for _ in 0..<2000 {
+            let id = APNsID(high: generator.next(), low: generator.next())
+            var bytes = [UInt8](repeating: 0, count: 16)
+            for index in 0..<8 {
+                bytes[index] = UInt8(truncatingIfNeeded: id.high >> UInt64(56 - 8 * index))
+                bytes[8 + index] = UInt8(truncatingIfNeeded: id.low >> UInt64(56 - 8 * index))
+            }
+            let uuid = bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+            #expect(id.string == UUID(uuid: uuid).uuidString.lowercased())
+            #expect(try APNsID(parsing: id.string) == id)
+        }
     }
 
     @Test func parsesEitherCaseAndRendersLowercase() throws {

@@ -55,6 +55,24 @@ import Testing
         _ = try JSONValue(parsing: bytes)
     }
 
+    /// Texts and keys of every length from 0 to 40 bytes: the short copies take a different path for each
+    /// size class (1, 2-3, 4-7, 8-16, longer), and each must write exactly its own bytes.
+    @Test func textsOfEveryShortLengthAreCopiedExactly() throws {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMN".utf8)
+        var writer = JSONObjectWriter(capacity: 1)
+        var expected = JSONObject()
+        for length in 0...40 {
+            let text = String(decoding: alphabet[length % 7..<length % 7 + length], as: UTF8.self)
+            writer.string("t", text)
+            expected.appendUnchecked("t", .string(text))
+            writer.string("a_key_of_seventeen", "é" + text)
+            expected.appendUnchecked("a_key_of_seventeen", .string("é" + text))
+        }
+        let bytes = writer.finish()
+        #expect(bytes == JSONValue.object(expected).compactBytes)
+        _ = try JSONValue(parsing: bytes)
+    }
+
     @Test func anEmptyObjectIsTwoBraces() {
         let writer = JSONObjectWriter(capacity: 0)
         #expect(writer.finish() == Array("{}".utf8))
