@@ -161,6 +161,45 @@ struct ClientSendTests {
         simulator.stop()
     }
 
+    @Test func aPushTheBreakerHeldExpiresAtOnceWhenItsRetryAfterOutlastsItsExpiration() async throws {
+        // The 503's Retry-After (60 s) ends after the notification's expiration (about 5 s away): waiting
+        // it out would only deliver a push Apple drops on arrival, so it ends `expired`, sent once.
+        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(retryAfterSeconds: 60)])
+        let client = try makeClient(simulator)
+        let breaker = client.breaker(for: .sandbox)
+        for _ in 0..<4 { breaker.record(.fault("503 ServiceUnavailable")) }
+        var notification = try request()
+        notification.expiration = .at(Self.wallClockSeconds + 5)
+        let result = await client.send(notification, policy: Self.fastRetries)
+        #expect(!breaker.isClosed, "the 503 did not open the breaker, so the held path was not taken")
+        #expect(result.status == .expired)
+        #expect(result.attempts.map(\.httpStatus) == [503])
+        #expect(result.summary.contains("expires before APNs' Retry-After of 60 s"), "\(result.summary)")
+        #expect(simulator.stats.requests == 1)
+        await client.shutdown()
+        simulator.stop()
+    }
+
+    @Test func aRetryAfterLongerThanTheHoldLimitEndsAHeldPushAtOnceAndSaysSo() async throws {
+        // Held by the breaker with a 60 s Retry-After and a 2 s hold limit: waiting would pass the limit,
+        // so the push ends at once, and its summary tells the wait ahead from the time already waited.
+        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(retryAfterSeconds: 60)])
+        let client = try makeClient(simulator)
+        let breaker = client.breaker(for: .sandbox)
+        for _ in 0..<4 { breaker.record(.fault("503 ServiceUnavailable")) }
+        var policy = Self.fastRetries
+        policy.maximumHoldTime = .seconds(2)
+        let result = await client.send(try request(), policy: policy)
+        #expect(!breaker.isClosed, "the 503 did not open the breaker, so the held path was not taken")
+        #expect(result.status == .expired)
+        #expect(result.expiryReason == "holdLimitReached")
+        #expect(result.attempts.map(\.httpStatus) == [503])
+        #expect(result.summary.contains("a further 60 s would pass the 2000 ms hold limit"), "\(result.summary)")
+        #expect(simulator.stats.requests == 1)
+        await client.shutdown()
+        simulator.stop()
+    }
+
     @Test func aSendWithdrawnWhileItsPoolIsDownEndsUnsent() async throws {
         let simulator = try makeSimulator()
         let client = try makeClient(simulator)

@@ -130,6 +130,8 @@ extension APNsClient {
         var current = request
         while true {
             var delay = Duration.zero
+            // The part of `excused` that is this round's `delay`, counted before it is waited.
+            var excusedAhead = Duration.zero
             if let attempt = last {
                 Self.keep(attempt, in: &attempts)
                 if isHeldByBreaker(attempt, environment: request.environment) {
@@ -137,14 +139,17 @@ extension APNsClient {
                     // The breaker decides when the pool may try again, but not sooner than APNs said for
                     // this push: a probe that closes the breaker within a second does not cut a Retry-After.
                     if case .response(_, let retryAfter?) = attempt.outcome, retryAfter > .zero {
-                        if let left = timeToExpiration(of: request), retryAfter >= left {
+                        if let expiry = RetryPolicy.expiry(
+                            before: retryAfter, timeToExpiration: timeToExpiration(of: request),
+                            waitingFor: "APNs' Retry-After of")
+                        {
                             return DeliveryResult(
                                 status: .expired, response: attempt.response, attempts: attempts,
-                                summary: "the notification expires before APNs' Retry-After of "
-                                    + "\(Self.format(retryAfter)) passes; it was not sent again")
+                                summary: "\(expiry); it was not sent again")
                         }
                         delay = retryAfter
                         excused += retryAfter
+                        excusedAhead = retryAfter
                     }
                 } else {
                     let decision = policy.decide(
@@ -160,6 +165,7 @@ extension APNsClient {
                         resendsInARow += 1
                         delay = policy.resendDelay(afterResends: resendsInARow)
                         excused += attempt.record.latency + delay
+                        excusedAhead = delay
                     case .retry(let retryDelay, let action):
                         counted += 1
                         resendsInARow = 0
@@ -187,7 +193,8 @@ extension APNsClient {
                 }
             }
             if excused > policy.maximumHoldTime {
-                return heldPastLimit(last, attempts, waited: excused, policy: policy)
+                return heldPastLimit(
+                    last, attempts, waited: excused - excusedAhead, ahead: excusedAhead, policy: policy)
             }
             if delay > .zero {
                 do {
@@ -307,14 +314,19 @@ extension APNsClient {
             summary: "withdrawn by its sender \(when); not sent")
     }
 
+    /// The result of a push held past `policy.maximumHoldTime`: `waited` so far, and `ahead` the wait it was
+    /// about to begin (a Retry-After longer than the limit ends a push before it waits at all).
     func heldPastLimit(
-        _ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], waited: Duration,
+        _ last: RecordedAttempt?, _ attempts: [DeliveryAttempt], waited: Duration, ahead: Duration = .zero,
         policy: RetryPolicy
     ) -> DeliveryResult {
-        DeliveryResult(
-            status: .expired, response: last?.response, attempts: attempts,
-            summary: "waited \(Self.format(waited)) for APNs, past the \(Self.format(policy.maximumHoldTime)) "
-                + "hold limit",
+        let limit = "the \(Self.format(policy.maximumHoldTime)) hold limit"
+        let summary =
+            ahead > .zero
+            ? "waited \(Self.format(waited)) for APNs, and a further \(Self.format(ahead)) would pass \(limit)"
+            : "waited \(Self.format(waited)) for APNs, past \(limit)"
+        return DeliveryResult(
+            status: .expired, response: last?.response, attempts: attempts, summary: summary,
             expiryReason: "holdLimitReached")
     }
 

@@ -174,19 +174,26 @@ public struct RetryPolicy: Sendable, Hashable {
         if elapsed + delay > maximumTotalTime {
             return .finish(
                 .failed,
-                because: "gave up: a retry in \(format(delay)) would pass the "
-                    + "\(format(maximumTotalTime)) limit; last: \(what)")
+                because: "gave up: a retry in \(Self.format(delay)) would pass the "
+                    + "\(Self.format(maximumTotalTime)) limit; last: \(what)")
         }
-        if let timeToExpiration, timeToExpiration < .zero {
-            return .finish(.expired, because: "the notification has expired; last: \(what)")
-        }
-        if let timeToExpiration, delay > .zero, delay >= timeToExpiration {
-            return .finish(
-                .expired,
-                because: "the notification expires before a retry in "
-                    + "\(format(delay)); last: \(what)")
+        if let expiry = Self.expiry(before: delay, timeToExpiration: timeToExpiration, waitingFor: "a retry in") {
+            return .finish(.expired, because: "\(expiry); last: \(what)")
         }
         return .retry(after: delay, action: action)
+    }
+
+    /// Why a push that would next be sent after `wait` should end `expired` instead, or nil when it still
+    /// matters then: it has expired already, or expires before the wait is over (Apple would drop it on
+    /// arrival). The one rule for every wait of the retry loop, whatever the wait is for (`waitingFor`
+    /// names it in the reason: "a retry in", "APNs' Retry-After of").
+    static func expiry(before wait: Duration, timeToExpiration: Duration?, waitingFor: String) -> String? {
+        guard let timeToExpiration else { return nil }
+        if timeToExpiration < .zero { return "the notification has expired" }
+        if wait > .zero, wait >= timeToExpiration {
+            return "the notification expires before \(waitingFor) \(format(wait))"
+        }
+        return nil
     }
 
     private enum RetryKind {
@@ -194,7 +201,7 @@ public struct RetryPolicy: Sendable, Hashable {
         case backoff(minimum: Duration?)
     }
 
-    private func format(_ duration: Duration) -> String {
+    private static func format(_ duration: Duration) -> String {
         let milliseconds = Int((duration.seconds * 1000).rounded())
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
     }
