@@ -155,6 +155,33 @@ def test_bench_rules_reports_its_throughput():
     assert "0 rejections" in result.stdout
 
 
+def test_bench_rules_decode_starts_from_the_records_bytes_and_decides_the_same():
+    plain = run("bench", "rules", "--seconds", "1", "--event", "examples/event.json")
+    decoded = run("bench", "rules", "--seconds", "1", "--event", "examples/event.json", "--decode")
+    assert plain.returncode == 0, plain.stderr
+    assert decoded.returncode == 0, decoded.stderr
+    assert "decoded from their bytes and evaluated" in decoded.stdout, decoded.stdout
+
+    def requests_per_event(stdout):
+        events = int(re.search(r"events: 1 kinds, (\d+) ", stdout).group(1))
+        requests = int(re.search(r"requests: (\d+) serialised", stdout).group(1))
+        assert events > 0 and requests % events == 0, stdout
+        return requests // events
+
+    # One event, so every round decides alike: decoding first changes the cost, not the decisions.
+    assert requests_per_event(decoded.stdout) == requests_per_event(plain.stdout) > 0
+    assert "0 rejections" in decoded.stdout
+
+
+def test_bench_rules_decode_refuses_an_event_the_worker_would_dead_letter(write):
+    event = json.loads((ROOT / "examples" / "event.json").read_text())
+    del event["id"]
+    path = write("no-id.json", json.dumps(event))
+    result = run("bench", "rules", "--seconds", "1", "--event", str(path), "--decode")
+    assert result.returncode == 1
+    assert "cannot be decoded as the worker decodes events: id is missing" in result.stderr, result.stderr
+
+
 # ---------------------------------------------------------------------------------------------------
 # schemas/rules.schema.json
 

@@ -1,11 +1,13 @@
 // `apns-worker bench rules`: how many events per second one core turns into wire-ready requests
-// (match + render + validate + serialize) with a realistic rules file.
+// (match + render + validate + serialize) with a realistic rules file; with `--decode`, from each event's
+// bytes, as the worker reads them (parse + input schema + the rest).
 
 import APNs
 import Foundation
 import JSON
 import Platform
 import PushRules
+import Worker
 import WorkerDev
 
 struct BenchRulesCommand: Command {
@@ -17,13 +19,20 @@ struct BenchRulesCommand: Command {
         devices each) in a loop on one thread, serialising every request as it would go on the wire.
         Build with -c release for meaningful numbers.
 
+        With --decode, each event starts as its record's bytes and is decoded as the worker decodes
+        it (strict JSON with no member named twice, then the input schema) before the rules see it:
+        the CPU one record costs an event loop before its first request is sent. One thread, so the
+        figure moves less with the machine than `bench pipeline`'s; compare builds with it in
+        alternated runs.
+
         example:
-          swift build -c release && .build/release/apns-worker bench rules --seconds 3
+          swift build -c release && .build/release/apns-worker bench rules --seconds 3 --decode
         """
     static let options: [OptionSpec] = [
         .value("--rules", "FILE", "The rules file. Default: examples/rules.yaml."),
         .value("--event", "FILE", "Use this one event instead of the built-in mix."),
         .value("--seconds", "N", "How long to run. Default: 3."),
+        .flag("--decode", "Decode each event from its bytes first, as the worker does (parse and input schema)."),
     ]
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
@@ -53,11 +62,25 @@ struct BenchRulesCommand: Command {
         }
 
         let samples = dated
+        let decoding = arguments.has("--decode")
+        if decoding {
+            // Checked once here, so that the loop measures decoding, not a sample the schema refuses.
+            for event in samples {
+                do throws(EventDecodingError) { _ = try PushEventDecoder.decode(event.compactBytes) } catch {
+                    standardError("the event cannot be decoded as the worker decodes events: \(error)")
+                    return 1
+                }
+            }
+        }
         // A dedicated thread: this is a CPU loop, not work for the cooperative pool.
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<BenchResult, Never>) in
             do {
                 try NamedThread.detached(name: "bench-rules", stackSize: 8 << 20) {
-                    continuation.resume(returning: measure(rules: rules, events: samples, now: now, seconds: seconds))
+                    let measured =
+                        decoding
+                        ? measure(rules: rules, records: samples.map(\.compactBytes), now: now, seconds: seconds)
+                        : measure(rules: rules, events: samples, now: now, seconds: seconds)
+                    continuation.resume(returning: measured)
                 }
             } catch {
                 fatalError("\(error)")
@@ -66,8 +89,8 @@ struct BenchRulesCommand: Command {
         let perSecond = Double(result.events) / result.elapsed
         print("rules: \(rules.summary)")
         print(
-            "events: \(samples.count) kinds, \(result.events) evaluated in "
-                + String(format: "%.2f", result.elapsed) + " s on one thread")
+            "events: \(samples.count) kinds, \(result.events) \(decoding ? "decoded from their bytes and " : "")"
+                + "evaluated in " + String(format: "%.2f", result.elapsed) + " s on one thread")
         print(
             "requests: \(result.requests) serialised (\(result.bodyBytes / max(1, result.requests)) bytes of "
                 + "payload each on average), \(result.skipped) skips, \(result.rejected) rejections")
@@ -102,9 +125,28 @@ struct BenchRulesCommand: Command {
     }
 
     static func measure(rules: RuleSet, events: [JSONValue], now: Int64, seconds: Int) -> BenchResult {
-        var result = BenchResult()
+        measure(count: events.count, seconds: seconds) { index, result in
+            result.add(rules.evaluate(events[index], now: now))
+        }
+    }
+
+    /// As the worker reads a record: its bytes decoded (JSON, then the input schema), then the rules.
+    static func measure(rules: RuleSet, records: [[UInt8]], now: Int64, seconds: Int) -> BenchResult {
+        measure(count: records.count, seconds: seconds) { index, result in
+            // Every sample was decoded once before timing; none fails here.
+            guard let event = try? PushEventDecoder.decode(records[index]) else { return }
+            result.add(rules.evaluate(event.document, now: now))
+        }
+    }
+
+    /// Runs `evaluate` over the samples `0..<count` in turn for `seconds`, after one warm-up round.
+    static func measure(
+        count: Int, seconds: Int, _ evaluate: (_ index: Int, _ result: inout BenchResult) -> Void
+    ) -> BenchResult {
+        var warmUp = BenchResult()
         // Warm up caches and lazily initialised state before timing.
-        for event in events { _ = rules.evaluate(event, now: now) }
+        for index in 0..<count { evaluate(index, &warmUp) }
+        var result = BenchResult()
         let clock = ContinuousClock()
         let start = clock.now
         let cpuStart = threadCPUSeconds()
@@ -112,18 +154,8 @@ struct BenchRulesCommand: Command {
         var index = 0
         while true {
             for _ in 0..<1000 {
-                let decisions = rules.evaluate(events[index], now: now)
-                index = index + 1 == events.count ? 0 : index + 1
-                for decision in decisions.decisions {
-                    switch decision {
-                    case .send(let push):
-                        let wire = push.request.wire(authorization: nil)
-                        result.bodyBytes += wire.body.count
-                        result.requests += 1
-                    case .skip: result.skipped += 1
-                    case .reject: result.rejected += 1
-                    }
-                }
+                evaluate(index, &result)
+                index = index + 1 == count ? 0 : index + 1
                 result.events += 1
             }
             if clock.now >= deadline { break }
@@ -132,5 +164,21 @@ struct BenchRulesCommand: Command {
         result.cpuSeconds = threadCPUSeconds() - cpuStart
         result.elapsed = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         return result
+    }
+}
+
+extension BenchRulesCommand.BenchResult {
+    /// Counts an event's decisions, serialising every request as it would go on the wire.
+    mutating func add(_ decisions: EventDecisions) {
+        for decision in decisions.decisions {
+            switch decision {
+            case .send(let push):
+                let wire = push.request.wire(authorization: nil)
+                bodyBytes += wire.body.count
+                requests += 1
+            case .skip: skipped += 1
+            case .reject: rejected += 1
+            }
+        }
     }
 }
