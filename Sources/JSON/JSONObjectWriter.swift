@@ -2,10 +2,11 @@
 // (outcomes): building a JSONValue tree first would cost an allocation per member only to be walked
 // and freed again. The output is byte for byte what `JSONValue.compactBytes` gives for the same members.
 //
-// The bytes go into a buffer this writer owns, each member's text copied in with one capacity check,
-// and become an array of exactly their size at `finish()`. Appending to an `[UInt8]` byte by byte
-// (a uniqueness and a capacity check per quote, comma and colon) cost more than the text itself, and
-// the array kept its whole reserved capacity for as long as the record waited for Kafka.
+// The bytes go into a buffer this writer owns (or scratch room its caller lends, such as stack room),
+// each member's text copied in with one capacity check, and become an array of exactly their size at
+// `finish()`. Appending to an `[UInt8]` byte by byte (a uniqueness and a capacity check per quote, comma
+// and colon) cost more than the text itself, and the array kept its whole reserved capacity for as long
+// as the record waited for Kafka.
 
 /// Appends one JSON object to a byte buffer. Call `finish()` once, after the last member.
 public struct JSONObjectWriter: ~Copyable {
@@ -13,6 +14,9 @@ public struct JSONObjectWriter: ~Copyable {
     private var capacity: Int
     private var count = 0
     private var isFirst = true
+    /// Whether `base` is this writer's own allocation, freed with it; false while it writes into the
+    /// caller's scratch room.
+    private var ownsBase = true
 
     public init(capacity: Int = 512) {
         self.capacity = max(capacity, 16)
@@ -20,7 +24,24 @@ public struct JSONObjectWriter: ~Copyable {
         append(UInt8(ascii: "{"))
     }
 
-    deinit { base.deallocate() }
+    /// A writer that starts in `scratch`, memory its caller owns (room from `withUnsafeTemporaryAllocation`,
+    /// on the stack), and moves to memory of its own only if the object outgrows it: a record written once
+    /// per notification then costs one allocation, the array `finish()` returns.
+    ///
+    /// - Important: take the bytes with `finish()` before `scratch` goes away.
+    public init(scratch: UnsafeMutableBufferPointer<UInt8>) {
+        if let start = scratch.baseAddress, scratch.count >= 16 {
+            base = start
+            capacity = scratch.count
+            ownsBase = false
+        } else {
+            capacity = 16
+            base = .allocate(capacity: capacity)
+        }
+        append(UInt8(ascii: "{"))
+    }
+
+    deinit { if ownsBase { base.deallocate() } }
 
     /// The bytes written so far.
     public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
@@ -35,9 +56,10 @@ public struct JSONObjectWriter: ~Copyable {
         let newCapacity = max(capacity * 2, needed)
         let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
         newBase.update(from: base, count: count)
-        base.deallocate()
+        if ownsBase { base.deallocate() }
         base = newBase
         capacity = newCapacity
+        ownsBase = true
     }
 
     @inline(__always)

@@ -73,6 +73,29 @@ import Testing
         _ = try JSONValue(parsing: bytes)
     }
 
+    /// Lent scratch room, too small (so the writer moves to its own memory midway) and large enough.
+    @Test(arguments: [0, 16, 40, 4096])
+    func bytesAreTheSameWrittenIntoScratchRoom(scratchBytes: Int) throws {
+        func members(_ writer: inout JSONObjectWriter) {
+            for (index, text) in Self.texts.enumerated() {
+                writer.string("text", text)
+                writer.integer("integer", Int64(index))
+            }
+            writer.objects("items", [1, 2]) { object, item in object.integer("n", Int64(item)) }
+        }
+        var owned = JSONObjectWriter(capacity: 16)
+        members(&owned)
+        let expected = owned.finish()
+        let written = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: scratchBytes) { scratch in
+            scratch.initialize(repeating: 0xFF)
+            var writer = JSONObjectWriter(scratch: scratch)
+            members(&writer)
+            return writer.finish()
+        }
+        #expect(written == expected)
+        _ = try JSONValue(parsing: written)
+    }
+
     @Test func anEmptyObjectIsTwoBraces() {
         let writer = JSONObjectWriter(capacity: 0)
         #expect(writer.finish() == Array("{}".utf8))

@@ -95,8 +95,16 @@ public struct OutcomeRecord: Sendable {
 
     /// `json.compactBytes`, written directly (one per notification, so it skips the value tree).
     public var jsonBytes: [UInt8] {
-        // An outcome with one attempt is about 600 bytes: room for that, and for a retry or two, up front.
-        var writer = JSONObjectWriter(capacity: 1024)
+        // An outcome with one attempt is about 600 bytes: room for that, and for a retry or two, on the
+        // stack, so that the record's one allocation is the array of its bytes.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { scratch in
+            var writer = JSONObjectWriter(scratch: scratch)
+            write(into: &writer)
+            return writer.finish()
+        }
+    }
+
+    private func write(into writer: inout JSONObjectWriter) {
         writer.string("event_id", eventID)
         if let channelID {
             writer.string("channel_id", channelID)
@@ -126,7 +134,6 @@ public struct OutcomeRecord: Sendable {
         }
         writer.timestamp("completed_at", completedAt)
         writer.bool("environment_fallback", environmentFallback)
-        return writer.finish()
     }
 
     public var json: JSONValue {
