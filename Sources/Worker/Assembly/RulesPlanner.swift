@@ -31,8 +31,9 @@ public struct RulesPlanner: NotificationPlanner {
         // Each decision is moved out (the array reversed once, then popped from its end) and its push moved
         // on into the plan: `for decision in result.decisions` copied every decision, a retain and a
         // release for each field of its push and request, and the push again into the plan (figures:
-        // docs/performance.md).
-        result.decisions.reverse()
+        // docs/performance.md). Reversed in its buffer, whose swaps move the decisions: the array's own
+        // `reverse()` copied each one it swapped.
+        result.decisions.withUnsafeMutableBufferPointer { $0.reverse() }
         while let decision = result.decisions.popLast() {
             switch consume decision {
             case .send(let push):
