@@ -72,17 +72,20 @@ public enum PushEventDecoder {
         }
         let id = try requiredString(object, "id")
         let type = try requiredString(object, "type")
+        // The schema has checked every member: what follows reads them, where they lie unless kept.
         var occurredAt: Double?
-        if let value = object["occurred_at"], !value.isNull {
-            guard let text = value.stringValue else {
-                throw violation("occurred_at must be an RFC 3339 timestamp string, found \(value.typeName)")
+        let occurredAtProblem = object.withMember("occurred_at") { value -> String? in
+            if case .null = value { return nil }
+            guard case .string(let text) = value else {
+                return "occurred_at must be an RFC 3339 timestamp string, found \(value.typeName)"
             }
             guard let seconds = RFC3339.parse(text) else {
-                throw violation(
-                    "occurred_at '\(text.prefix(64))' is not an RFC 3339 timestamp like 2026-11-29T12:00:00Z")
+                return "occurred_at '\(text.prefix(64))' is not an RFC 3339 timestamp like 2026-11-29T12:00:00Z"
             }
             occurredAt = seconds
+            return nil
         }
+        if let problem = occurredAtProblem ?? nil { throw violation(problem) }
         var app: String?
         if let value = object["app"], !value.isNull {
             guard let text = value.stringValue, !text.isEmpty else { throw violation("app must be a non-empty string") }
@@ -122,11 +125,6 @@ public enum PushEventDecoder {
             }
             devices.append(
                 EventDevice(token: token, environment: environment == "development" ? "sandbox" : environment))
-        }
-        for key in ["recipient", "data", "apns"] {
-            if let value = object[key], !value.isNull, value.objectValue == nil {
-                throw violation("\(key) must be an object, found \(value.typeName)")
-            }
         }
         return PushEvent(
             id: id, type: type, occurredAt: occurredAt, app: app, devices: devices, channels: channels,

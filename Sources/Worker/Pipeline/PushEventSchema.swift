@@ -18,6 +18,10 @@ enum PushEventSchema {
     ]
 
     /// The first violation of the schema in `document`, as "what is wrong at $.path; what would be right".
+    ///
+    /// Members are read where they lie (`JSONObject.withMember`): every event passes here, and a lookup
+    /// through the subscript copies the value it returns, a retain and a release of its storage each (the
+    /// largest single source of the event loops' retains in `bench pipeline`, docs/performance.md).
     static func violation(in document: JSONValue) -> String? {
         guard case .object(let event) = document else {
             return "the event must be a JSON object at $, found \(document.typeName)"
@@ -26,24 +30,29 @@ enum PushEventSchema {
         if let problem = requiredString(event, "type", path: "$", maximumLength: maximumTypeLength) {
             return problem
         }
-        if let value = event["occurred_at"], let problem = timestamp(value, path: "$.occurred_at") { return problem }
-        guard let app = event["app"] else {
+        if let problem = event.withMember("occurred_at", { timestamp($0, path: "$.occurred_at") }) ?? nil {
+            return problem
+        }
+        guard let appProblem = event.withMember("app", { bundleID($0, path: "$.app") }) else {
             return "app is missing at $; an event names the bundle id of the app to notify (com.example.chat)"
         }
-        if let problem = bundleID(app, path: "$.app") { return problem }
-        if let value = event["recipient"], let problem = recipient(value) { return problem }
-        let devices = event["devices"]
-        let channels = event["channels"]
-        guard devices != nil || channels != nil else {
+        if let appProblem { return appProblem }
+        if let problem = event.withMember("recipient", recipient) ?? nil { return problem }
+        let devicesProblem = event.withMember("devices", deviceList)
+        let channelsProblem = event.withMember("channels", channelList)
+        guard devicesProblem != nil || channelsProblem != nil else {
             return "devices is missing at $; an event lists at least one device ({\"token\": ..., \"environment\": "
                 + "...}) or broadcast channel (channels: [{\"id\": ..., \"environment\": ...}])"
         }
-        if let devices, let problem = deviceList(devices) { return problem }
-        if let channels, let problem = channelList(channels) { return problem }
-        if let value = event["data"], value.objectValue == nil {
-            return "data at $.data must be an object, found \(value.typeName)"
+        if let problem = devicesProblem ?? nil { return problem }
+        if let problem = channelsProblem ?? nil { return problem }
+        if let problem = event.withMember(
+            "data", { isObject($0) ? nil : "data at $.data must be an object, found \($0.typeName)" })
+            ?? nil
+        {
+            return problem
         }
-        if let value = event["apns"], let problem = overrides(value) { return problem }
+        if let problem = event.withMember("apns", overrides) ?? nil { return problem }
         return nil
     }
 
@@ -53,20 +62,18 @@ enum PushEventSchema {
         guard case .object(let recipient) = value else {
             return "recipient at $.recipient must be an object, found \(value.typeName)"
         }
-        if let userID = recipient["user_id"] {
-            guard let text = userID.stringValue, !text.isEmpty, fits(text, maximumUserIDLength)
-            else {
-                return "recipient.user_id at $.recipient.user_id must be a string of 1 to \(maximumUserIDLength) "
-                    + "characters, found \(describe(userID))"
-            }
+        let userIDProblem = recipient.withMember("user_id") { userID -> String? in
+            if case .string(let text) = userID, !text.isEmpty, fits(text, maximumUserIDLength) { return nil }
+            return "recipient.user_id at $.recipient.user_id must be a string of 1 to \(maximumUserIDLength) "
+                + "characters, found \(describe(userID))"
         }
-        if let locale = recipient["locale"] {
-            guard let text = locale.stringValue, isLanguageTag(text) else {
-                return "recipient.locale at $.recipient.locale must be a BCP 47 language tag like fr-CA, "
-                    + "found \(describe(locale))"
-            }
+        if let problem = userIDProblem ?? nil { return problem }
+        let localeProblem = recipient.withMember("locale") { locale -> String? in
+            if case .string(let text) = locale, isLanguageTag(text) { return nil }
+            return "recipient.locale at $.recipient.locale must be a BCP 47 language tag like fr-CA, "
+                + "found \(describe(locale))"
         }
-        return nil
+        return localeProblem ?? nil
     }
 
     static func deviceList(_ value: JSONValue) -> String? {
@@ -95,25 +102,32 @@ enum PushEventSchema {
         guard items.count <= maximum else {
             return "\(list) at $.\(list) has \(items.count) entries; at most \(maximum) per event (split the event)"
         }
-        for (index, entry) in items.enumerated() {
-            // The path is spelled only for a message: this loop runs for every device of every event.
-            func path() -> String { "$.\(list)[\(index)]" }
-            guard case .object(let fields) = entry else {
-                return "a \(item) at \(path()) must be an object, found \(entry.typeName)"
+        // Entries and their members read where they lie: this runs for every device of every event.
+        return items.withUnsafeBufferPointer { entries -> String? in
+            for index in entries.indices {
+                // The path is spelled only for a message.
+                func path() -> String { "$.\(list)[\(index)]" }
+                guard case .object(let fields) = entries[index] else {
+                    return "a \(item) at \(path()) must be an object, found \(entries[index].typeName)"
+                }
+                let targetProblem = fields.withMember(key) { target -> String? in
+                    if case .string(let text) = target, isValid(text) { return nil }
+                    return "\(key) at \(path()).\(key) must be \(expected), found \(describe(target))"
+                }
+                guard let targetProblem else { return "\(key) is missing at \(path())" }
+                if let targetProblem { return targetProblem }
+                let environmentProblem = fields.withMember("environment") { environment -> String? in
+                    if case .string(let name) = environment, isEnvironmentName(name) { return nil }
+                    return "environment at \(path()).environment must be production, sandbox or development, "
+                        + "found \(describe(environment))"
+                }
+                guard let environmentProblem else {
+                    return "environment is missing at \(path()); production, sandbox or development"
+                }
+                if let environmentProblem { return environmentProblem }
             }
-            guard let target = fields[key] else { return "\(key) is missing at \(path())" }
-            guard let text = target.stringValue, isValid(text) else {
-                return "\(key) at \(path()).\(key) must be \(expected), found \(describe(target))"
-            }
-            guard let environment = fields["environment"] else {
-                return "environment is missing at \(path()); production, sandbox or development"
-            }
-            guard let name = environment.stringValue, isEnvironmentName(name) else {
-                return "environment at \(path()).environment must be production, sandbox or development, "
-                    + "found \(describe(environment))"
-            }
+            return nil
         }
-        return nil
     }
 
     /// The schema's channel id pattern, `^[A-Za-z0-9+/]+=*$`.
@@ -182,12 +196,18 @@ enum PushEventSchema {
     // MARK: - Values
 
     static func requiredString(_ object: JSONObject, _ key: String, path: String, maximumLength: Int) -> String? {
-        guard let value = object[key] else { return "\(key) is missing at \(path)" }
-        guard let text = value.stringValue, !text.isEmpty, fits(text, maximumLength) else {
+        let problem = object.withMember(key) { value -> String? in
+            if case .string(let text) = value, !text.isEmpty, fits(text, maximumLength) { return nil }
             return "\(key) at \(path).\(key) must be a string of 1 to \(maximumLength) characters, "
                 + "found \(describe(value))"
         }
-        return nil
+        guard let problem else { return "\(key) is missing at \(path)" }
+        return problem
+    }
+
+    static func isObject(_ value: JSONValue) -> Bool {
+        if case .object = value { return true }
+        return false
     }
 
     /// At most `maximumLength` characters (Unicode scalars, as JSON Schema's maxLength counts them). A text
@@ -198,7 +218,7 @@ enum PushEventSchema {
     }
 
     static func timestamp(_ value: JSONValue, path: String) -> String? {
-        guard let text = value.stringValue, isTimestampShape(text), RFC3339.parse(text) != nil else {
+        guard case .string(let text) = value, isTimestampShape(text), RFC3339.parse(text) != nil else {
             return "occurred_at at \(path) must be an RFC 3339 timestamp like 2026-11-29T12:00:00Z, "
                 + "found \(describe(value))"
         }
@@ -206,7 +226,7 @@ enum PushEventSchema {
     }
 
     static func bundleID(_ value: JSONValue, path: String) -> String? {
-        guard let text = value.stringValue, text.utf8.count <= maximumBundleIDLength, isBundleID(text) else {
+        guard case .string(let text) = value, text.utf8.count <= maximumBundleIDLength, isBundleID(text) else {
             return "app at \(path) must be a bundle id like com.example.chat (letters, digits and '-' in two "
                 + "or more parts joined by '.', at most \(maximumBundleIDLength) characters), found \(describe(value))"
         }
@@ -229,12 +249,11 @@ enum PushEventSchema {
         // byte and cost about 1% of an event loop in `bench pipeline` (every device of every event).
         // One bit test per byte against the set of hex digits (0x30-0x39, 0x41-0x46, 0x61-0x66, all below
         // 0x80), instead of three range checks.
-        var text = text
-        return text.withUTF8 { bytes in
-            bytes.allSatisfy { byte in
-                byte < 0x80 && (byte < 0x40 ? hexDigitsBelow0x40 >> byte : hexDigitsFrom0x40 >> (byte - 0x40)) & 1 == 1
-            }
+        // Read where they lie (`withUTF8` is mutating: a copy of the string, a retain, first).
+        func isHex(_ byte: UInt8) -> Bool {
+            byte < 0x80 && (byte < 0x40 ? hexDigitsBelow0x40 >> byte : hexDigitsFrom0x40 >> (byte - 0x40)) & 1 == 1
         }
+        return text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHex) } ?? text.utf8.allSatisfy(isHex)
     }
 
     /// Bit n set for each hex digit n (below 0x40: `0`-`9`).
