@@ -135,16 +135,25 @@ struct ClientSendTests {
         simulator.stop()
     }
 
+    /// A simulator whose first answer is a 503 with `retryAfterSeconds`, and a client whose sandbox breaker
+    /// has seen four pool faults: that 503 is the fifth and opens it, so its push is held by the breaker.
+    func heldByTheBreaker(
+        retryAfterSeconds: Int, _ adjust: (inout APNsClient.Configuration) -> Void = { _ in }
+    ) throws -> (APNsSimulator, APNsClient, CircuitBreaker) {
+        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(retryAfterSeconds: retryAfterSeconds)])
+        let client = try makeClient(simulator, adjust)
+        let breaker = client.breaker(for: .sandbox)
+        for _ in 0..<4 { breaker.record(.fault("503 ServiceUnavailable")) }
+        return (simulator, client, breaker)
+    }
+
     @Test func aRetryAfterOfAPushTheBreakerHeldIsWaitedOutEvenWhenTheBreakerClosesSooner() async throws {
         // The 503 is the pool's fifth fault in a row: the breaker opens, and the push waits for it rather
         // than counting an attempt. Another push's probe closes it within a tenth of a second; the held
         // push must still wait the two seconds APNs asked of it.
-        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(retryAfterSeconds: 2)])
-        let client = try makeClient(simulator) {
+        let (simulator, client, breaker) = try heldByTheBreaker(retryAfterSeconds: 2) {
             $0.breaker.openDuration = ExponentialBackoff(initial: .milliseconds(100), maximum: .milliseconds(100))
         }
-        let breaker = client.breaker(for: .sandbox)
-        for _ in 0..<4 { breaker.record(.fault("503 ServiceUnavailable")) }
         let started = ContinuousClock.now
         let notification = try request()
         async let held = client.send(notification, policy: Self.fastRetries)
@@ -164,10 +173,7 @@ struct ClientSendTests {
     @Test func aPushTheBreakerHeldExpiresAtOnceWhenItsRetryAfterOutlastsItsExpiration() async throws {
         // The 503's Retry-After (60 s) ends after the notification's expiration (about 5 s away): waiting
         // it out would only deliver a push Apple drops on arrival, so it ends `expired`, sent once.
-        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(retryAfterSeconds: 60)])
-        let client = try makeClient(simulator)
-        let breaker = client.breaker(for: .sandbox)
-        for _ in 0..<4 { breaker.record(.fault("503 ServiceUnavailable")) }
+        let (simulator, client, breaker) = try heldByTheBreaker(retryAfterSeconds: 60)
         var notification = try request()
         notification.expiration = .at(Self.wallClockSeconds + 5)
         let result = await client.send(notification, policy: Self.fastRetries)
@@ -183,10 +189,7 @@ struct ClientSendTests {
     @Test func aRetryAfterLongerThanTheHoldLimitEndsAHeldPushAtOnceAndSaysSo() async throws {
         // Held by the breaker with a 60 s Retry-After and a 2 s hold limit: waiting would pass the limit,
         // so the push ends at once, and its summary tells the wait ahead from the time already waited.
-        let simulator = try makeSimulator(failingFirst: [.serviceUnavailable(retryAfterSeconds: 60)])
-        let client = try makeClient(simulator)
-        let breaker = client.breaker(for: .sandbox)
-        for _ in 0..<4 { breaker.record(.fault("503 ServiceUnavailable")) }
+        let (simulator, client, breaker) = try heldByTheBreaker(retryAfterSeconds: 60)
         var policy = Self.fastRetries
         policy.maximumHoldTime = .seconds(2)
         let result = await client.send(try request(), policy: policy)
