@@ -16,8 +16,9 @@ extension KafkaConsumer {
             leftRoom = false
             let timeout = stalledFetches?.pollTimeoutMilliseconds ?? pollTimeoutMilliseconds
             let event = client.consumerPoll(milliseconds: timeout)
-            // What the stranded-partition watch found, applied here with every other status change.
-            if core.strandedOffered.load(ordering: .acquiring) { core.takeOfferedStranded() }
+            // What the stranded-partition watch found, applied here with every other status change, and its
+            // restarts, which no record handed over may overtake.
+            if core.strandedOffered.load(ordering: .acquiring) { core.takeOfferedStranded(client: client) }
             switch event {
             case nil:
                 guard stalledFetches != nil else { continue }

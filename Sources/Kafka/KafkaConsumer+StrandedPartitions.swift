@@ -11,7 +11,11 @@
 // The watch runs on a thread of its own (`kafka-stranded`): its looks at the brokers block for up to their
 // timeout, and on the poll thread they held up rebalance callbacks (a storm test saw a revoke handler start
 // after its deadline had passed). What it finds reaches the status through the poll thread, which applies
-// every status change, so that the status handler hears changes in order.
+// every status change, so that the status handler hears changes in order. The restart runs there too, after
+// a second look at the positions: the poll thread hands over every record, so none moves a partition between
+// that look and the restart. The watch's own look can be seconds old by then (its broker queries block): when
+// the restart ran on the watch's thread, a partition that started fetching meanwhile was taken back by the
+// restart's seek, and CI saw two of its records read twice.
 //
 // Progress is read from librdkafka's positions at each check (no cost per record); the brokers are
 // asked for the partitions' latest offsets only for partitions idle that long, one ListOffsets request
@@ -49,7 +53,8 @@ struct StrandedPartitionWatch {
     }
 
     /// The watch's loop, on its own thread, until the consumer starts closing: a check every `checkInterval`,
-    /// its finding handed to the poll thread (`ConsumerCore.offerStranded`) when it changed.
+    /// its finding (when it changed) and the partitions to restart handed to the poll thread
+    /// (`ConsumerCore.offerStranded`).
     static func run(threshold: Duration, client: RDKafkaClient, core: ConsumerCore) {
         var watch = StrandedPartitionWatch(threshold: threshold)
         let milliseconds = Int(clamping: watch.checkInterval.wholeMilliseconds)
@@ -58,31 +63,31 @@ struct StrandedPartitionWatch {
             guard core.isRunning else { return }
             let before = watch.stranded
             let found = watch.check(client: client, core: core, now: .now)
-            // The status names a partition before its restart: once restarted, its records can reach the
-            // consumer's reader before the poll thread applied a finding offered after them.
-            if watch.stranded != before { core.offerStranded(watch.stranded) }
-            if !found.isEmpty { watch.restart(found, client: client, core: core) }
+            // The status names a partition before its restart (the poll thread takes offers in order): once
+            // restarted, its records can reach the consumer's reader before a finding offered after them.
+            core.offerStranded(watch.stranded != before ? watch.stranded : nil, restarting: found)
         }
     }
 
     /// Updates what the watch knows from the positions (and, for partitions idle a threshold, the brokers'
-    /// latest offsets), and returns the partitions found stranded now, with where each should read from.
+    /// latest offsets), and returns the partitions found stranded now, with where each stands and should
+    /// read from.
     mutating func check(
         client: RDKafkaClient, core: ConsumerCore, now: ContinuousClock.Instant
-    ) -> [(KafkaTopicPartition, Int64)] {
+    ) -> [StrandedPartition] {
         core.strandedChecks.add(1, ordering: .relaxed)
         guard let assignment = try? client.assignment(withPositions: true) else { return [] }
         let (paused, _) = core.pausesAndChanges
-        let fetched = core.fetchedSinceAssignment
+        let assigned = core.assignedPartitions
         var seen: Set<KafkaTopicPartition> = []
-        var candidates: [(partition: KafkaTopicPartition, position: Int64)] = []
+        var candidates: [(partition: KafkaTopicPartition, position: Int64, assignment: UInt64)] = []
         for entry in assignment {
             let partition = entry.topicPartition
             seen.insert(partition)
             // No position, yet it handed over records since its assignment: librdkafka 2.16 can leave the
             // position unset after a resume of a partition that had not fetched. It is fetching; with no
             // position to watch, it is left alone until it has one.
-            let unmeasurable = entry.offset < 0 && fetched.contains(partition)
+            let unmeasurable = entry.offset < 0 && assigned[partition]?.hasFetched == true
             guard let last = idle[partition], last.position == entry.offset, !unmeasurable else {
                 // New, or it moved: whatever stranded it is over.
                 idle[partition] = Idle(position: entry.offset, since: now)
@@ -94,13 +99,16 @@ struct StrandedPartitionWatch {
                 idle[partition] = Idle(position: entry.offset, since: now)
                 continue
             }
-            if now - last.since >= threshold { candidates.append((partition, entry.offset)) }
+            // One the consumer has not recorded yet is left for the next check.
+            if now - last.since >= threshold, let assignment = assigned[partition]?.assignment {
+                candidates.append((partition, entry.offset, assignment))
+            }
         }
         for partition in idle.keys where !seen.contains(partition) { idle[partition] = nil }
         stranded.formIntersection(seen)
         // While no broker answers nothing can be fetched anyway, and the status already says why.
         guard !candidates.isEmpty, core.status.brokersReachable else { return [] }
-        for (partition, _) in candidates { idle[partition]?.since = now }
+        for candidate in candidates { idle[candidate.partition]?.since = now }
 
         let partitions = candidates.map(\.partition)
         let latest = client.listOffsets(
@@ -115,8 +123,8 @@ struct StrandedPartitionWatch {
         let earliest = client.listOffsets(
             unpositioned.filter { committed[$0] == nil }, at: RDKafkaClient.earliestOffset,
             timeoutMilliseconds: Self.queryTimeoutMilliseconds)
-        var found: [(KafkaTopicPartition, Int64)] = []
-        for (partition, position) in candidates {
+        var found: [StrandedPartition] = []
+        for (partition, position, assignment) in candidates {
             guard let end = latest[partition],
                 let start = position >= 0 ? position : (committed[partition] ?? earliest[partition])
             else {
@@ -124,26 +132,54 @@ struct StrandedPartitionWatch {
                 continue
             }
             let recordsBeyond = end > start
-            if recordsBeyond, idle[partition]?.recordsBeyond == true { found.append((partition, start)) }
+            if recordsBeyond, idle[partition]?.recordsBeyond == true {
+                found.append(
+                    StrandedPartition(partition: partition, assignment: assignment, position: position, readFrom: start)
+                )
+            }
             idle[partition]?.recordsBeyond = recordsBeyond
         }
         // A consumer that started closing meanwhile is left alone: its handle is closing.
         guard !found.isEmpty, core.isRunning else { return [] }
-        stranded.formUnion(found.map(\.0))
+        stranded.formUnion(found.map(\.partition))
         return found
     }
 
-    /// Restarts fetching: a resume (which lifts a pause librdkafka kept that the consumer did not ask for)
-    /// and, for a partition that has a position, a seek to it (which wakes a fetcher that sits idle). A
-    /// partition whose fetch was never started refuses the seek; it stays in the status until it moves.
-    private func restart(_ partitions: [(KafkaTopicPartition, Int64)], client: RDKafkaClient, core: ConsumerCore) {
+    /// How long a restart's seek may hold up the poll thread (rebalance callbacks wait behind it).
+    static let seekTimeoutMilliseconds: Int32 = 500
+
+    /// Restarts fetching (poll thread): a resume (which lifts a pause librdkafka kept that the consumer did
+    /// not ask for) and a seek to where the partition should read from (which wakes a fetcher that sits
+    /// idle). A partition whose fetch was never started refuses the seek; it stays in the status until it
+    /// moves. Only partitions still where the watch found them are restarted: one that moved since is not
+    /// stranded, and the seek would take it back to records it has handed over. One without a position
+    /// must also have handed over nothing since its assignment (librdkafka 2.16 can leave a fetching
+    /// partition without one). One assigned again since is left too: its committed offset may have moved,
+    /// and a seek landing before its new fetch start has run would leave it stopped (see KafkaConsumer+FetchRestart.swift).
+    static func restart(_ found: [StrandedPartition], client: RDKafkaClient, core: ConsumerCore) {
+        guard let assignment = try? client.assignment(withPositions: true) else { return }
+        var positions: [KafkaTopicPartition: Int64] = [:]
+        for entry in assignment { positions[entry.topicPartition] = entry.offset }
+        let assigned = core.assignedPartitions
+        let still = found.filter { stranded in
+            guard let now = assigned[stranded.partition], now.assignment == stranded.assignment else { return false }
+            return positions[stranded.partition] == stranded.position && (stranded.position >= 0 || !now.hasFetched)
+        }
+        guard !still.isEmpty else { return }
         // Counted first: the resume lets the partition's records through at once, and a reader can have
         // them before the seek (which waits for librdkafka) returns.
-        core.strandedRestarts.add(partitions.count, ordering: .relaxed)
-        core.resumeStranded(Set(partitions.map(\.0)))
-        let positioned = partitions.filter { $0.1 >= 0 }
-        if !positioned.isEmpty {
-            _ = client.seek(positioned, timeoutMilliseconds: Self.queryTimeoutMilliseconds)
-        }
+        core.strandedRestarts.add(still.count, ordering: .relaxed)
+        core.resumeStranded(Set(still.map(\.partition)))
+        _ = client.seek(still.map { ($0.partition, $0.readFrom) }, timeoutMilliseconds: Self.seekTimeoutMilliseconds)
     }
+}
+
+/// A partition the watch found stranded: the position it stood at (negative: none), and where it should read
+/// from (that position, or for one without, its committed offset or the earliest record kept).
+struct StrandedPartition: Sendable {
+    let partition: KafkaTopicPartition
+    /// The consumer's number of the assignment it was found in.
+    let assignment: UInt64
+    let position: Int64
+    let readFrom: Int64
 }

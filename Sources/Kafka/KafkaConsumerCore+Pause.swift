@@ -84,26 +84,32 @@ extension ConsumerCore {
         state.withLock { state in _ = setPaused(true, [partition], handle: state.handle) }
     }
 
-    /// Hands the partitions the stranded-partition watch holds stranded now to the poll thread (watch thread).
-    /// Findings queue up rather than replace each other: a partition found and moving again before the poll
-    /// thread looked must still show in the status (and the worker's log) once.
-    func offerStranded(_ partitions: Set<KafkaTopicPartition>) {
-        strandedOffers.withLock { $0.append(partitions) }
+    /// Hands the poll thread what the stranded-partition watch holds stranded now, if that changed, and the
+    /// partitions it found to restart (watch thread). Findings queue up rather than replace each other: a
+    /// partition found and moving again before the poll thread looked must still show in the status (and the
+    /// worker's log) once.
+    func offerStranded(_ partitions: Set<KafkaTopicPartition>?, restarting: [StrandedPartition]) {
+        guard partitions != nil || !restarting.isEmpty else { return }
+        strandedOffers.withLock { $0.append((partitions, restarting)) }
         strandedOffered.store(true, ordering: .releasing)
     }
 
-    /// Puts the watch's findings in the status, in order (poll thread, which applies every status change).
-    func takeOfferedStranded() {
+    /// Puts the watch's findings in the status, in order, and restarts the partitions it found (poll thread,
+    /// which applies every status change and hands over every record).
+    func takeOfferedStranded(client: RDKafkaClient) {
         strandedOffered.store(false, ordering: .releasing)
-        let findings = strandedOffers.withLock { offers in
+        let offers = strandedOffers.withLock { offers in
             defer { offers = [] }
             return offers
         }
-        for partitions in findings {
+        for (partitions, restarting) in offers {
             // A partition revoked since the watch looked is no longer this consumer's to report.
-            updateStatus { state in
-                state.status.strandedPartitions = partitions.filter { state.assigned[$0] != nil }.sorted()
+            if let partitions {
+                updateStatus { state in
+                    state.status.strandedPartitions = partitions.filter { state.assigned[$0] != nil }.sorted()
+                }
             }
+            if !restarting.isEmpty { StrandedPartitionWatch.restart(restarting, client: client, core: self) }
         }
     }
 

@@ -77,9 +77,9 @@ final class ConsumerCore: Sendable {
     /// Restarts of partitions the stranded-partition watch found (`StrandedPartitionWatch`), and its checks.
     let strandedRestarts = Atomic<Int>(0)
     let strandedChecks = Atomic<Int>(0)
-    /// The watch's findings waiting for the poll thread, oldest first (`offerStranded`, `takeOfferedStranded`),
-    /// and whether any waits (read by the poll thread after every poll, without the lock).
-    let strandedOffers = Mutex<[Set<KafkaTopicPartition>]>([])
+    /// The watch's findings and restarts waiting for the poll thread, oldest first (`offerStranded`,
+    /// `takeOfferedStranded`), and whether any waits (read by the poll thread after every poll, without the lock).
+    let strandedOffers = Mutex<[(stranded: Set<KafkaTopicPartition>?, restarting: [StrandedPartition])]>([])
     let strandedOffered = Atomic<Bool>(false)
     /// Ends the watch's wait early at close.
     let strandedWatchWake = DispatchSemaphore(value: 0)
@@ -148,9 +148,9 @@ final class ConsumerCore: Sendable {
     private func noteDrop(_ state: borrowing State) {
         lastDropAfterAssignment.store(state.assignmentsMade, ordering: .releasing)
     }
-    /// The assigned partitions that have handed over a record since their assignment.
-    var fetchedSinceAssignment: Set<KafkaTopicPartition> {
-        state.withLock { state in Set(state.assigned.lazy.filter { $0.value.hasFetched }.map(\.key)) }
+    /// The assigned partitions: each one's assignment number, and whether it has handed over a record since.
+    var assignedPartitions: [KafkaTopicPartition: (assignment: UInt64, hasFetched: Bool)] {
+        state.withLock { state in state.assigned.mapValues { ($0.number, $0.hasFetched) } }
     }
 
     /// The partitions paused now (by the owner or by the hand-off), and a count that moves with every

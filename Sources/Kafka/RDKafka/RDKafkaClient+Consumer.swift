@@ -116,6 +116,8 @@ extension RDKafkaClient {
     /// ListOffsets' logical timestamps (KIP-79): the latest offset and the earliest one.
     static let latestOffset = Int64(RD_KAFKA_OFFSET_END)
     static let earliestOffset = Int64(RD_KAFKA_OFFSET_BEGINNING)
+    /// The position of a partition that has handed over nothing since its assignment.
+    static let invalidOffset = Int64(RD_KAFKA_OFFSET_INVALID)
 
     /// Moves the fetch positions of assigned partitions to `offsets`, dropping what was prefetched for
     /// them, and waits (at most `timeoutMilliseconds`) until the fetcher has taken the new positions, so
