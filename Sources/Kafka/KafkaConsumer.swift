@@ -159,10 +159,13 @@ public final class KafkaConsumer: Sendable {
     /// (librdkafka's error events, its statistics every `connectionCheckInterval`, and rebalances).
     public var status: KafkaConsumerStatus { core.status }
 
-    /// The partitions currently assigned to this consumer, as librdkafka sees them. Waits only for
-    /// librdkafka's main thread (microseconds), no network I/O.
-    public func assignment() throws(KafkaError) -> [KafkaTopicPartition] {
-        try client.assignment().map(\.topicPartition).sorted()
+    /// The partitions this consumer holds: each from its assignment (recorded before the rebalance handler
+    /// hears of it) until its revoke starts (before the handler hears of that). These are the partitions
+    /// ``pause(_:)`` and ``resume(_:)`` accept. librdkafka's own list differs at both ends: it lists an
+    /// assignment a moment before it is recorded here, and a revoked partition until the handler has
+    /// handed it over. Non-blocking; any thread.
+    public func assignment() -> [KafkaTopicPartition] {
+        core.state.withLock { $0.assignment }.sorted()
     }
 
     // MARK: Flow control
@@ -174,6 +177,14 @@ public final class KafkaConsumer: Sendable {
     /// - Throws: ``KafkaError/Code/partitionState`` if a partition is not assigned to this consumer.
     public func pause(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try core.pauseByOwner(partitions)
+    }
+
+    /// Stops fetching every partition this consumer holds now (``assignment()``), as ``pause(_:)`` does; a
+    /// partition assigned later fetches as usual. Returns the partitions paused. Non-blocking; any thread.
+    /// - Throws: ``KafkaError/Code/partitionState`` if librdkafka refused a pause.
+    @discardableResult
+    public func pauseAll() throws(KafkaError) -> [KafkaTopicPartition] {
+        try core.pauseAllByOwner().sorted()
     }
 
     /// Fetches these partitions again from the next record not yet handed out. Non-blocking; any thread.

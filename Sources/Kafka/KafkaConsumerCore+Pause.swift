@@ -18,6 +18,17 @@ extension ConsumerCore {
         }
     }
 
+    /// Pauses every partition held now, under one look at the assignment: a revoke between a read of the
+    /// assignment and a pause of what it listed would make that pause refuse them all.
+    func pauseAllByOwner() throws(KafkaError) -> Set<KafkaTopicPartition> {
+        try state.withLock { state throws(KafkaError) in
+            let partitions = state.assignment
+            state.pausedByOwner.formUnion(partitions)
+            if let error = applyPauses(partitions, &state) { throw error }
+            return partitions
+        }
+    }
+
     func resumeByOwner(_ partitions: [KafkaTopicPartition]) throws(KafkaError) {
         try state.withLock { state throws(KafkaError) in
             try Self.checkAssigned(partitions, in: state.assignment, action: "resume")

@@ -116,7 +116,7 @@ struct KafkaConsumerStatusTests {
                 try? await Task.sleep(until: revocation.deadline, clock: .continuous)
             })
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 2 })
+        #expect(await eventually(timeout: .seconds(10)) { a.assignment().count == 2 })
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
         #expect(await eventually(timeout: .seconds(10)) { !revoking.all.isEmpty })
@@ -124,8 +124,8 @@ struct KafkaConsumerStatusTests {
         let limited = ContinuousClock.now
         a.limitRevocations(until: .now + .milliseconds(500))
         #expect(
-            try await eventually(timeout: .seconds(15)) {
-                try a.assignment().count == 1 && b.assignment().count == 1
+            await eventually(timeout: .seconds(15)) {
+                a.assignment().count == 1 && b.assignment().count == 1
             })
         let took = seconds(ContinuousClock.now - limited)
         // Without the limit the revoke would last until the handler's 30 s deadline: the split came first.

@@ -40,10 +40,10 @@ private func isEagerSequence(_ events: [String], endingWith final: String) -> Bo
 }
 
 /// Waits until two consumers hold disjoint, non-empty shares of all `count` partitions.
-private func waitForSplit(_ a: KafkaConsumer, _ b: KafkaConsumer, count: Int) async throws -> Bool {
-    try await eventually(timeout: .seconds(15)) {
-        let first = try a.assignment()
-        let second = try b.assignment()
+private func waitForSplit(_ a: KafkaConsumer, _ b: KafkaConsumer, count: Int) async -> Bool {
+    await eventually(timeout: .seconds(15)) {
+        let first = a.assignment()
+        let second = b.assignment()
         return !first.isEmpty && !second.isEmpty && first.count + second.count == count
             && Set(first).isDisjoint(with: second)
     }
@@ -62,13 +62,13 @@ struct KafkaRebalanceTests {
         let eventsB = Recorder<String>()
         let a = try KafkaConsumer(configuration: configuration) { eventsA.append(describe($0)) }
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 4 })
+        #expect(await eventually(timeout: .seconds(10)) { a.assignment().count == 4 })
 
         let b = try KafkaConsumer(configuration: configuration) { eventsB.append(describe($0)) }
         try b.subscribe(topics: ["in"])
-        #expect(try await waitForSplit(a, b, count: 4))
-        let finalA = numbers(try a.assignment())
-        let finalB = numbers(try b.assignment())
+        #expect(await waitForSplit(a, b, count: 4))
+        let finalA = numbers(a.assignment())
+        let finalB = numbers(b.assignment())
         // The handlers run just after librdkafka applied the assignment; wait until both reported it.
         let settled = await eventually {
             eventsB.all.last == "assigned \(finalB)"
@@ -128,9 +128,9 @@ struct KafkaRebalanceTests {
 
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
-        #expect(try await waitForSplit(a, b, count: 4))
+        #expect(await waitForSplit(a, b, count: 4))
         let moved = revokedByA.all
-        #expect(Set(moved) == Set(try b.assignment()))
+        #expect(Set(moved) == Set(b.assignment()))
 
         let committed = try await KafkaCommittedOffsets.read(
             groupID: "g", partitions: (0..<4).map { KafkaTopicPartition(topic: "in", partition: $0) },
@@ -181,10 +181,10 @@ struct KafkaRebalanceTests {
             eventHandler: { event in if case .error(let error) = event { errors.append(error) } }
         )
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 2 })
+        #expect(await eventually(timeout: .seconds(10)) { a.assignment().count == 2 })
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
-        #expect(try await waitForSplit(a, b, count: 2))
+        #expect(await waitForSplit(a, b, count: 2))
         #expect(errors.all.contains { $0.code == .timeout })
         try await b.close()
     }
@@ -203,7 +203,7 @@ struct KafkaRebalanceTests {
         let configuration = testConsumerConfiguration(cluster, group: "g", strategy: strategy)
         let a = try KafkaConsumer(configuration: configuration)
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 4 })
+        #expect(await eventually(timeout: .seconds(10)) { a.assignment().count == 4 })
         // A record of each partition, taken while this member holds all four.
         var firstOfEach: [Int32: KafkaConsumerMessage] = [:]
         for try await message in a.messages {
@@ -218,8 +218,8 @@ struct KafkaRebalanceTests {
 
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
-        #expect(try await waitForSplit(a, b, count: 4))
-        let kept = Set(try a.assignment())
+        #expect(await waitForSplit(a, b, count: 4))
+        let kept = Set(a.assignment())
         let moved = records.filter { !kept.contains($0.topicPartition) }
         #expect(!moved.isEmpty)
         // What moved is no longer this member's. What it kept is still current under the cooperative
@@ -251,9 +251,9 @@ struct KafkaRebalanceTests {
 
         let reader = try KafkaConsumer(configuration: configuration)
         try reader.subscribe(topics: ["in"])
-        #expect(try await waitForSplit(stalled, reader, count: 2))
+        #expect(await waitForSplit(stalled, reader, count: 2))
         // The partition that moved arrives complete at the new owner, since nothing was stored for it.
-        let moved = try #require(try reader.assignment().first)
+        let moved = try #require(reader.assignment().first)
         let received = try await receive(50, from: reader, within: .seconds(10))
         #expect(received.map(\.offset) == Array(0..<50))
         #expect(received.allSatisfy { $0.topicPartition == moved })
@@ -278,20 +278,16 @@ struct KafkaRebalanceTests {
         // Committed, so that the partitions come back after these records.
         try a.storeOffsets(Dictionary(first.map { ($0.topicPartition, $0.offset + 1) }, uniquingKeysWith: max))
         try await a.commit()
-        try a.pause(try a.assignment())
+        try a.pause(a.assignment())
 
         // A second member takes one partition, then leaves: `a` is assigned both again.
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
-        #expect(try await waitForSplit(a, b, count: 2))
+        #expect(await waitForSplit(a, b, count: 2))
         try await b.close()
-        // librdkafka's assignment() lists a partition a moment before the consumer records it (what `resume`
-        // checks), so the resume is retried until both are the consumer's again.
-        #expect(
-            await eventually(timeout: .seconds(15)) {
-                guard let assigned = try? a.assignment(), assigned.count == 2 else { return false }
-                return (try? a.resume(assigned)) != nil
-            })
+        // What `assignment()` lists, `resume` accepts.
+        #expect(await eventually(timeout: .seconds(15)) { a.assignment().count == 2 })
+        try a.resume(a.assignment())
 
         try await produce(producer, topic: "in", count: 20, partitions: 2, prefix: "b")
         let received = try await receive(20, from: a, within: .seconds(15))
@@ -302,6 +298,35 @@ struct KafkaRebalanceTests {
         try await a.close()
     }
 
+    @Test("in a revoke handler the assignment leaves out the revoked partitions, and pausing what it lists succeeds")
+    func theAssignmentDuringARevokeIsWhatPauseAccepts() async throws {
+        // A worker told to stop while a revoke runs pauses what it holds: librdkafka still lists the revoked
+        // partitions until the handler has handed them over, and a pause naming them was refused whole.
+        let cluster = try startCluster(topic: "in", partitions: 4)
+        let configuration = testConsumerConfiguration(cluster, group: "g", strategy: .cooperativeSticky)
+        let seen = Recorder<String>()
+        let holder = Mutex<KafkaConsumer?>(nil)
+        let a = try KafkaConsumer(configuration: configuration) { event in
+            guard case .revoked(let revocation) = event, let consumer = holder.withLock({ $0 }) else { return }
+            let held = consumer.assignment()
+            let listsRevoked = !Set(held).isDisjoint(with: revocation.partitions)
+            let paused = (try? consumer.pause(held)) != nil
+            let pausedAll = (try? consumer.pauseAll()).map(numbers) ?? "refused"
+            seen.append("held \(numbers(held)), lists revoked \(listsRevoked), paused \(paused), all \(pausedAll)")
+        }
+        holder.withLock { $0 = a }
+        try a.subscribe(topics: ["in"])
+        #expect(await eventually(timeout: .seconds(10)) { a.assignment().count == 4 })
+        let b = try KafkaConsumer(configuration: configuration)
+        try b.subscribe(topics: ["in"])
+        #expect(await waitForSplit(a, b, count: 4))
+        #expect(await eventually { !seen.all.isEmpty })
+        let kept = numbers(a.assignment())
+        #expect(seen.all.first == "held \(kept), lists revoked false, paused true, all \(kept)")
+        try await b.close()
+        try await a.close()
+    }
+
     @Test("close leaves the group: the final revoke is surfaced, the stream ends, the other member takes over")
     func closeLeavesGroupCleanly() async throws {
         let cluster = try startCluster(topic: "in", partitions: 4)
@@ -309,11 +334,11 @@ struct KafkaRebalanceTests {
         let eventsA = Recorder<String>()
         let a = try KafkaConsumer(configuration: configuration) { eventsA.append(describe($0)) }
         try a.subscribe(topics: ["in"])
-        #expect(try await eventually(timeout: .seconds(10)) { try a.assignment().count == 4 })
+        #expect(await eventually(timeout: .seconds(10)) { a.assignment().count == 4 })
         let b = try KafkaConsumer(configuration: configuration)
         try b.subscribe(topics: ["in"])
-        #expect(try await waitForSplit(a, b, count: 4))
-        let keptByA = numbers(try a.assignment())
+        #expect(await waitForSplit(a, b, count: 4))
+        let keptByA = numbers(a.assignment())
 
         let reader = Task { () -> Int in
             var count = 0
@@ -323,7 +348,7 @@ struct KafkaRebalanceTests {
         try await a.close()
         #expect(eventsA.all.last == "revoked \(keptByA)")
         #expect(try await reader.value == 0)  // the stream ended
-        #expect(try await eventually(timeout: .seconds(10)) { try b.assignment().count == 4 })
+        #expect(await eventually(timeout: .seconds(10)) { b.assignment().count == 4 })
         try await b.close()
     }
 }

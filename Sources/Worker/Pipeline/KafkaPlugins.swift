@@ -109,7 +109,7 @@ public final class KafkaEventSource: EventSource {
     }
 
     public func stopReceiving() {
-        if let assigned = try? consumer.assignment() { try? consumer.pause(assigned) }
+        _ = try? consumer.pauseAll()
         reader.withLock { $0?.cancel() }
         gate.shutDown()
     }
