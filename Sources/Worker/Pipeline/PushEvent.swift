@@ -1,7 +1,6 @@
 // The input event, decoded and checked against the input schema (schemas/push-request.schema.json)
 // before any rule sees it. A record that fails here goes to the dead-letter topic, never dropped.
 
-import APNs
 public import JSON
 
 /// One device an event addresses, as the event gave it (the token is validated per device later,
@@ -67,101 +66,63 @@ public enum PushEventDecoder {
     public static func decode(document: JSONValue) throws(EventDecodingError) -> PushEvent {
         // The schema decides what is an event (README, "Dead letters"); what follows only reads it.
         if let problem = PushEventSchema.violation(in: document) { throw violation(problem) }
-        guard case .object(let object) = document else {
-            throw violation("the event must be a JSON object, found \(document.typeName)")
+        guard let event = read(document) else {
+            // The schema and these reads disagree: a bug, and the record goes to the dead-letter topic
+            // rather than anywhere else.
+            throw violation("the event passed the input schema but could not be read; this is a bug in apns-worker")
         }
-        let id = try requiredString(object, "id")
-        let type = try requiredString(object, "type")
-        // The schema has checked occurred_at (absent, or an RFC 3339 timestamp that parses): only its time
-        // is kept, read where it lies.
-        let occurredAt =
-            object.withMember("occurred_at") { value -> Double? in
-                guard case .string(let text) = value else { return nil }
-                return RFC3339.parse(text)
-            } ?? nil
-        var app: String?
-        if let value = object["app"], !value.isNull {
-            guard let text = value.stringValue, !text.isEmpty else { throw violation("app must be a non-empty string") }
-            app = text
-        }
-        let channels = try decodeChannels(object["channels"])
-        let devicesValue: JSONValue
-        if let given = object["devices"] {
-            devicesValue = given
-        } else if !channels.isEmpty {
-            devicesValue = .array([])
-        } else {
-            throw violation("devices is missing (an event names devices, channels, or both)")
-        }
-        guard case .array(let deviceValues) = devicesValue else {
-            throw violation("devices must be an array, found \(devicesValue.typeName)")
-        }
-        guard !deviceValues.isEmpty || !channels.isEmpty else {
-            throw violation("devices is empty; an event needs at least one device or channel")
-        }
-        guard deviceValues.count <= maximumDevices else {
-            throw violation("devices has \(deviceValues.count) entries; at most \(maximumDevices) per event")
-        }
-        var devices: [EventDevice] = []
-        devices.reserveCapacity(deviceValues.count)
-        for (index, deviceValue) in deviceValues.enumerated() {
-            guard case .object(let device) = deviceValue else {
-                throw violation("devices[\(index)] must be an object, found \(deviceValue.typeName)")
-            }
-            guard let token = device["token"]?.stringValue, !token.isEmpty else {
-                throw violation("devices[\(index)].token must be a non-empty string")
-            }
-            let environment = device["environment"]?.stringValue ?? "production"
-            guard environment == "production" || environment == "sandbox" || environment == "development" else {
-                throw violation(
-                    "devices[\(index)].environment must be production or sandbox, found '\(environment.prefix(32))'")
-            }
-            devices.append(
-                EventDevice(token: token, environment: environment == "development" ? "sandbox" : environment))
-        }
-        return PushEvent(
-            id: id, type: type, occurredAt: occurredAt, app: app, devices: devices, channels: channels,
-            document: document)
+        return event
     }
 
     /// The most channels one event may name (schemas/push-request.schema.json).
     static let maximumChannels = 100
 
-    /// `channels: [{id, environment}]`: broadcast channels (iOS 18 Live Activities) beside the devices.
-    static func decodeChannels(_ value: JSONValue?) throws(EventDecodingError) -> [EventDevice] {
-        guard let value, !value.isNull else { return [] }
-        guard case .array(let items) = value else {
-            throw violation("channels must be an array, found \(value.typeName)")
-        }
-        guard !items.isEmpty else { throw violation("channels is empty; leave it out or name a channel") }
-        guard items.count <= maximumChannels else {
-            throw violation("channels has \(items.count) entries; at most \(maximumChannels) per event")
-        }
-        var channels: [EventDevice] = []
-        for (index, item) in items.enumerated() {
-            guard case .object(let channel) = item else {
-                throw violation("channels[\(index)] must be an object, found \(item.typeName)")
-            }
-            guard let text = channel["id"]?.stringValue, let id = try? ChannelID(text), id.value == text else {
-                throw violation("channels[\(index)].id must be a channel id (base64, as `channels create` printed it)")
-            }
-            guard let environment = channel["environment"]?.stringValue,
-                environment == "production" || environment == "sandbox" || environment == "development"
-            else {
-                throw violation("channels[\(index)].environment must be production or sandbox")
-            }
-            channels.append(
-                EventDevice(
-                    token: "", environment: environment == "development" ? "sandbox" : environment, channelID: id.value)
-            )
-        }
-        return channels
+    /// The event in a document the input schema accepted: id, type and app are non-empty strings,
+    /// occurred_at is absent or a time that parses, and each device or channel names its target and an
+    /// environment. Nil for a document that breaks any of that (never, after the schema). Members are read
+    /// where they lie (`JSONObject.withMember`), as the schema reads them: this runs for every event.
+    static func read(_ document: JSONValue) -> PushEvent? {
+        guard case .object(let object) = document,
+            let id = object.withMember("id", nonEmptyString) ?? nil,
+            let type = object.withMember("type", nonEmptyString) ?? nil,
+            let app = object.withMember("app", nonEmptyString) ?? nil,
+            let devices = object.withMember("devices", { targets($0, key: "token", isChannel: false) }) ?? [],
+            let channels = object.withMember("channels", { targets($0, key: "id", isChannel: true) }) ?? []
+        else { return nil }
+        let occurredAt =
+            object.withMember("occurred_at") { value -> Double? in
+                guard case .string(let text) = value else { return nil }
+                return RFC3339.parse(text)
+            } ?? nil
+        return PushEvent(
+            id: id, type: type, occurredAt: occurredAt, app: app, devices: devices, channels: channels,
+            document: document)
     }
 
-    static func requiredString(_ object: JSONObject, _ key: String) throws(EventDecodingError) -> String {
-        guard let value = object[key] else { throw violation("\(key) is missing") }
-        guard let text = value.stringValue else { throw violation("\(key) must be a string, found \(value.typeName)") }
-        guard !text.isEmpty else { throw violation("\(key) must not be empty") }
+    /// `devices` or `channels`: each entry's target (under `key`) and environment, `development` read as
+    /// `sandbox`. The device tokens are validated per device later, so one bad token rejects one request.
+    static func targets(_ value: JSONValue, key: String, isChannel: Bool) -> [EventDevice]? {
+        guard case .array(let items) = value else { return nil }
+        return items.withUnsafeBufferPointer { entries -> [EventDevice]? in
+            var targets: [EventDevice] = []
+            targets.reserveCapacity(entries.count)
+            for entry in entries {
+                guard case .object(let fields) = entry,
+                    let target = fields.withMember(key, nonEmptyString) ?? nil,
+                    let environment = fields.withMember("environment", nonEmptyString) ?? nil
+                else { return nil }
+                let named = environment == "development" ? "sandbox" : environment
+                targets.append(
+                    isChannel
+                        ? EventDevice(token: "", environment: named, channelID: target)
+                        : EventDevice(token: target, environment: named))
+            }
+            return targets
+        }
+    }
+
+    static func nonEmptyString(_ value: JSONValue) -> String? {
+        guard case .string(let text) = value, !text.isEmpty else { return nil }
         return text
     }
 
