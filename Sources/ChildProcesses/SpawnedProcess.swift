@@ -125,19 +125,21 @@ public func withLoopbackAddress<R>(port: Int, _ body: (UnsafePointer<sockaddr>, 
 }
 
 /// A free TCP port on 127.0.0.1 for a server about to be started: bound to port 0, read back, released.
+/// Until the server binds it, the kernel may hand it to anyone else who binds port 0: a server this process
+/// starts itself should bind port 0 and read its port back (`boundPort(of:)`) instead.
 public func freeLoopbackPort() -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
+    _ = withLoopbackAddress(port: 0) { bind(fd, $0, $1) }
+    return boundPort(of: fd)
+}
+
+/// The local port a socket is bound to (0 if none).
+public func boundPort(of descriptor: Int32) -> Int {
     var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-            _ = bind(fd, generic, length)
-            _ = getsockname(fd, generic, &length)
-        }
+    let named = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
     }
-    return Int(UInt16(bigEndian: address.sin_port))
+    return named == 0 ? Int(UInt16(bigEndian: address.sin_port)) : 0
 }

@@ -21,7 +21,8 @@ struct HTTP2PoolConnectFailureTests {
     }
 
     @Test func refusedConnectionsBackOffAndFailFastMeanwhile() async throws {
-        let port = freeLoopbackPort()
+        let refusing = try RefusingLoopbackPort()
+        let port = refusing.port
         let certificate = try TestCertificate.make()
         var configuration = ConnectionPool.Configuration(
             host: "127.0.0.1", port: port,
@@ -45,6 +46,7 @@ struct HTTP2PoolConnectFailureTests {
         }
         let second = try #require(duringBackoff, "a request during the back-off fails at once")
         #expect(second.retryAfter != nil)
+        refusing.release()
         let server = try HTTP2TestServer(certificate: certificate, port: port)
         // The pool said when its next attempt is due; from then on a request connects again.
         try await Task.sleep(for: try #require(second.retryAfter))
@@ -120,11 +122,11 @@ struct HTTP2PoolConnectFailureTests {
 
     @Test func serverThatNeverStartsTLSHitsTheConnectTimeout() async throws {
         // A listening socket that is never accepted: TCP completes, TLS never starts.
-        let port = freeLoopbackPort()
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(listener) }
-        _ = withLoopbackAddress(port: port) { bind(listener, $0, $1) }
+        _ = withLoopbackAddress(port: 0) { bind(listener, $0, $1) }
         listen(listener, 8)
+        let port = boundPort(of: listener)
         let certificate = try TestCertificate.make()
         var configuration = ConnectionPool.Configuration(
             host: "127.0.0.1", port: port,

@@ -309,12 +309,14 @@ struct ProxyTunnelPoolTests {
 
     @Test func anUnreachableProxyIsNamedNotTheServer() async throws {
         let server = try HTTP2TestServer()
-        let port = freeLoopbackPort()
+        let refusing = try RefusingLoopbackPort()
+        let port = refusing.port
         let pool = try makePool(server, proxyPort: port)
         let error = await #expect(throws: HTTP2ClientError.self) { try await pool.send(HTTP2Request(path: "/")) }
         #expect(error?.code == .proxyUnreachable)
         #expect(error?.message.contains("cannot reach the proxy 127.0.0.1:\(port)") == true)
         await pool.shutdown()
+        refusing.release()
         await server.stop()
     }
 }

@@ -84,8 +84,6 @@ package final class HTTP2TestServer: @unchecked Sendable {
     package init(options: Options = Options(), certificate: TestCertificate? = nil, port: Int? = nil) throws {
         self.options = options
         self.certificate = try certificate ?? TestCertificate.make()
-        let chosenPort = port ?? freeLoopbackPort()
-        self.port = chosenPort
         alpnWire = options.alpn.map { [UInt8($0.utf8.count)] + Array($0.utf8) } ?? []
 
         context = SSL_CTX_new(TLS_server_method())
@@ -93,14 +91,20 @@ package final class HTTP2TestServer: @unchecked Sendable {
             SSL_CTX_use_PrivateKey_file(context, self.certificate.keyFile, SSL_FILETYPE_PEM) == 1
         else { throw TestFailure("cannot load the test certificate") }
 
-        listenFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var one: Int32 = 1
-        setsockopt(listenFD, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withLoopbackAddress(port: chosenPort) { bind(listenFD, $0, $1) }
-        guard bound == 0, listen(listenFD, 64) == 0 else {
-            close(listenFD)
-            throw TestFailure("cannot listen on 127.0.0.1:\(chosenPort): \(String(cString: strerror(errno)))")
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        // Without a port, port 0: the kernel picks one no other socket holds, and nothing can take it between
+        // the pick and the bind (a port picked first and bound after was once taken by a test that needed
+        // its own port refused).
+        let bound = withLoopbackAddress(port: port ?? 0) { bind(listener, $0, $1) }
+        guard bound == 0, listen(listener, 64) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(listener)
+            throw TestFailure("cannot listen on 127.0.0.1:\(port ?? 0): \(reason)")
         }
+        listenFD = listener
+        self.port = boundPort(of: listener)
         SSL_CTX_set_alpn_select_cb(
             context,
             { _, out, outLength, offered, offeredLength, argument in

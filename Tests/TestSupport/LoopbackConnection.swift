@@ -1,8 +1,10 @@
 // A plain TCP connection to a server the test started on 127.0.0.1, for tests that speak to it byte by
-// byte or only need it to see a client. Free ports come from ChildProcesses' `freeLoopbackPort()`.
+// byte or only need it to see a client, and a port that refuses connections. Free ports come from
+// ChildProcesses' `freeLoopbackPort()`.
 
 import ChildProcesses
 import Glibc
+import Synchronization
 
 /// Opens a TCP connection to 127.0.0.1:`port`; returns the descriptor, or -1 with `errno` set.
 package func connectLoopback(port: Int) -> Int32 {
@@ -15,4 +17,35 @@ package func connectLoopback(port: Int) -> Int32 {
         return -1
     }
     return descriptor
+}
+
+/// A loopback port nothing listens on, kept so until `release()`: bound without listening, so that a
+/// connection to it is refused and the kernel hands it to no other socket meanwhile. A port merely picked
+/// free can be given to another test's server while a test still counts on its refusals (a run under load
+/// saw such a port answer with TLS, and the test's own server then could not listen on it).
+package final class RefusingLoopbackPort: Sendable {
+    package let port: Int
+    private let descriptor: Mutex<Int32>
+
+    package init() throws {
+        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socketDescriptor >= 0, withLoopbackAddress(port: 0, { bind(socketDescriptor, $0, $1) }) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if socketDescriptor >= 0 { close(socketDescriptor) }
+            throw TestFailure("cannot bind a loopback port: \(reason)")
+        }
+        port = boundPort(of: socketDescriptor)
+        descriptor = Mutex(socketDescriptor)
+    }
+
+    /// Gives the port up, for a server about to listen on it.
+    package func release() {
+        descriptor.withLock { descriptor in
+            guard descriptor >= 0 else { return }
+            close(descriptor)
+            descriptor = -1
+        }
+    }
+
+    deinit { release() }
 }
