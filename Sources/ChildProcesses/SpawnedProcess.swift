@@ -106,9 +106,24 @@ public final class SpawnedProcess: @unchecked Sendable {
     }
 }
 
+/// A TCP socket that no child process inherits (`SOCK_CLOEXEC`). One a child inherits stays open in it after
+/// this process closes it: a port released for a server stayed bound in a child another test had spawned
+/// meanwhile, and the server could not listen there (EADDRINUSE).
+public func closeOnExecSocket() -> Int32 {
+    socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+}
+
+/// Accepts a connection on `listener` and marks it close-on-exec (Glibc's module has no `accept4`; a child
+/// spawned between the two calls can still inherit it, for as long as that child lives).
+public func acceptCloseOnExec(_ listener: Int32) -> Int32 {
+    let descriptor = accept(listener, nil, nil)
+    if descriptor >= 0 { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+    return descriptor
+}
+
 /// Whether something accepts TCP connections on 127.0.0.1:`port` (a server started as a child is ready).
 public func loopbackPortAcceptsConnections(_ port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = closeOnExecSocket()
     defer { close(fd) }
     return withLoopbackAddress(port: port) { connect(fd, $0, $1) == 0 }
 }
@@ -128,7 +143,7 @@ public func withLoopbackAddress<R>(port: Int, _ body: (UnsafePointer<sockaddr>, 
 /// Until the server binds it, the kernel may hand it to anyone else who binds port 0: a server this process
 /// starts itself should bind port 0 and read its port back (`boundPort(of:)`) instead.
 public func freeLoopbackPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = closeOnExecSocket()
     defer { close(fd) }
     _ = withLoopbackAddress(port: 0) { bind(fd, $0, $1) }
     return boundPort(of: fd)

@@ -122,7 +122,7 @@ struct HTTP2PoolConnectFailureTests {
 
     @Test func serverThatNeverStartsTLSHitsTheConnectTimeout() async throws {
         // A listening socket that is never accepted: TCP completes, TLS never starts.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = closeOnExecSocket()
         defer { close(listener) }
         _ = withLoopbackAddress(port: 0) { bind(listener, $0, $1) }
         listen(listener, 8)

@@ -137,7 +137,7 @@ final class ScriptedConnectProxy: @unchecked Sendable {
 
     init(_ answer: Answer) throws {
         self.answer = answer
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = closeOnExecSocket()
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
@@ -165,7 +165,7 @@ final class ScriptedConnectProxy: @unchecked Sendable {
 
     private func acceptLoop() {
         while !stopped.load(ordering: .relaxed) {
-            let client = accept(listener, nil, nil)
+            let client = acceptCloseOnExec(listener)
             if client < 0 { return }
             try? NamedThread.detached(name: "test-proxy-conn") { [self] in serve(client) }
         }
@@ -191,7 +191,7 @@ final class ScriptedConnectProxy: @unchecked Sendable {
             while recv(client, &byte, 1, 0) == 1 {}
             close(client)
         case .tunnel(let port):
-            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let server = closeOnExecSocket()
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_addr.s_addr = inet_addr("127.0.0.1")

@@ -91,7 +91,7 @@ package final class HTTP2TestServer: @unchecked Sendable {
             SSL_CTX_use_PrivateKey_file(context, self.certificate.keyFile, SSL_FILETYPE_PEM) == 1
         else { throw TestFailure("cannot load the test certificate") }
 
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = closeOnExecSocket()
         var one: Int32 = 1
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         // Without a port, port 0: the kernel picks one no other socket holds, and nothing can take it between
@@ -160,7 +160,7 @@ package final class HTTP2TestServer: @unchecked Sendable {
         while !stopped.load(ordering: .acquiring) {
             var pollFD = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
             guard poll(&pollFD, 1, 20) > 0 else { continue }
-            let clientFD = accept(listenFD, nil, nil)
+            let clientFD = acceptCloseOnExec(listenFD)
             if clientFD < 0 { continue }
             let number = counters.withLock { counters -> Int in
                 counters.connections += 1

@@ -8,7 +8,7 @@ import Synchronization
 
 /// Opens a TCP connection to 127.0.0.1:`port`; returns the descriptor, or -1 with `errno` set.
 package func connectLoopback(port: Int) -> Int32 {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = closeOnExecSocket()
     guard descriptor >= 0 else { return -1 }
     guard withLoopbackAddress(port: port, { connect(descriptor, $0, $1) }) == 0 else {
         let saved = errno
@@ -28,7 +28,7 @@ package final class RefusingLoopbackPort: Sendable {
     private let descriptor: Mutex<Int32>
 
     package init() throws {
-        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let socketDescriptor = closeOnExecSocket()
         guard socketDescriptor >= 0, withLoopbackAddress(port: 0, { bind(socketDescriptor, $0, $1) }) == 0 else {
             let reason = String(cString: strerror(errno))
             if socketDescriptor >= 0 { close(socketDescriptor) }
