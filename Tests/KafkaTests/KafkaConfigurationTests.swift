@@ -78,7 +78,15 @@ struct KafkaConfigurationTests {
         #expect(!error.description.contains("hunter2"))
     }
 
-    @Test("secret values quoted by librdkafka at run time are redacted, even in part")
+    /// librdkafka 2.0.2 crashes the process (SIGSEGV in its main thread) about ten seconds after an unsecured
+    /// OAUTHBEARER token could not be made, if the client still lives: its retry enqueues the refresh onto a
+    /// callback queue the unsecured path never set (a loaded run, and a kept handle, crashed there; 2.16
+    /// does not). So this test runs on 2.16, in the suite's second pass, where a slow destroy is harmless.
+    static let unsecuredTokenRetryIsSafe = RDKafkaVersion.loaded >= RDKafkaVersion(major: 2, minor: 16, revision: 0)
+
+    @Test(
+        "secret values quoted by librdkafka at run time are redacted, even in part",
+        .enabled(if: unsecuredTokenRetryIsSafe, "librdkafka below 2.16 crashes retrying the token this test breaks"))
     func librdkafkaMessagesAreRedacted() async throws {
         let events = Recorder<String>()
         let producer = try KafkaProducer(

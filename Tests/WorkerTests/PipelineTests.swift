@@ -231,7 +231,7 @@ enum RecordRunning: CaseIterable, Sendable {
         }
         let (pipeline, source, release) = try Self.startWithSlowPushes(records)
         // All of partition 1 is finished and committed while partition 0's first record still waits.
-        #expect(await eventually(timeout: .seconds(10)) { source.log.withLock { $0.stored[second] } == 100 })
+        #expect(await eventually(timeout: .seconds(30)) { source.log.withLock { $0.stored[second] } == 100 })
         #expect(source.log.withLock { $0.stored[second] } == 100)
         #expect(source.log.withLock { $0.stored[first] } == nil)
         #expect(pipeline.fetchStoppedPartitions == [first])
