@@ -18,7 +18,7 @@ enum KafkaMockPortForwarder {
 
     /// Binds the port and starts accepting; throws when the port cannot be had (it is in use, say).
     static func start(port: UInt16, targetPort: UInt16) throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let listener = closeOnExecSocket()
         guard listener >= 0 else { throw StartError(description: "cannot open a socket: \(errnoText())") }
         var yes: Int32 = 1
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
@@ -48,7 +48,7 @@ enum KafkaMockPortForwarder {
     }
 
     private static func connectAndPump(_ client: Int32, targetPort: UInt16) {
-        let broker = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let broker = closeOnExecSocket()
         var address = loopback(targetPort)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
