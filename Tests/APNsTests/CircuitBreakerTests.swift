@@ -63,6 +63,46 @@ struct CircuitBreakerTests {
         #expect(!breaker.isClosed, "10 of the last 20")
     }
 
+    static let microsecond: UInt64 = 1_000
+
+    @Test func errorsAnsweredAfterLaterRequestsAreThosePushesFaultsNotThePools() {
+        // One write's answers as nghttp2 orders them: requests sent a microsecond apart, the 200s first,
+        // then the errors together. 20 errors "in a row" by arrival, none by send order.
+        let transitions = Transitions()
+        let breaker = Self.quickBreaker(transitions)
+        let start: UInt64 = 1_000_000_000_000
+        for burst in 0..<10 {
+            let sent = (0..<100).map { start + UInt64(burst * 100 + $0) * Self.microsecond }
+            let failing = Set(stride(from: 3, to: 100, by: 5))  // 20 of the 100
+            for index in sent.indices where !failing.contains(index) { breaker.record(.healthy, sentAt: sent[index]) }
+            for index in failing.sorted() { breaker.record(.fault("503 ServiceUnavailable"), sentAt: sent[index]) }
+        }
+        #expect(breaker.isClosed)
+        #expect(transitions.all.isEmpty)
+        // Then everything sent after the last answered request fails: that is the pool.
+        let outage = start + 2_000 * Self.microsecond
+        for index in 0..<4 { breaker.record(.fault("503 ServiceUnavailable"), sentAt: outage + UInt64(index)) }
+        #expect(breaker.isClosed)
+        breaker.record(.fault("503 ServiceUnavailable"), sentAt: outage + 4)
+        #expect(!breaker.isClosed, "5 faults of requests sent after every answered one")
+    }
+
+    @Test func aFaultSentAfterTheLastAnsweredRequestCountsWhateverArrivesMeanwhile() {
+        let breaker = Self.quickBreaker(Transitions())
+        let start: UInt64 = 1_000_000_000_000
+        breaker.record(.healthy, sentAt: start)
+        // Faults sent after `start`, and answers to requests sent before it: the answers prove nothing
+        // about the pool after `start`, so the run goes on.
+        for index in 1...4 {
+            breaker.record(.fault("503"), sentAt: start + UInt64(index))
+            breaker.record(.healthy, sentAt: start - UInt64(index))
+        }
+        // The window rule counts the same way: the healthy verdicts of older requests are in it.
+        breaker.record(.fault("503"), sentAt: start + 5)
+        #expect(
+            !breaker.isClosed, "5 faults of the latest requests; the earlier requests' answers do not break the run")
+    }
+
     @Test func heldPushesWaitForAProbeAndAllGoWhenItIsAnswered() async {
         let transitions = Transitions()
         let breaker = Self.quickBreaker(transitions)

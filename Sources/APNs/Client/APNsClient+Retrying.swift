@@ -38,7 +38,9 @@ extension APNsClient {
         }
         attempt.record.latency = attemptStart.duration(to: clock.now)
         observe(request, attempt)
-        breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome), probe: probe)
+        breaker(for: request.environment).record(
+            CircuitBreaker.Verdict(attempt.outcome), probe: probe,
+            sentAt: MonotonicClock.now() &- attempt.record.latency.nanosecondsClamped)
         pace(request, after: attempt)
         return attempt
     }
