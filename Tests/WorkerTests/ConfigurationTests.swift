@@ -73,6 +73,29 @@ import Testing
         }
     }
 
+    @Test func unsignedOAuthBearerTokensAreRefusedWithTheWayToRealOnes() throws {
+        func document(unsecuredTokens: String) -> JSONValue {
+            [
+                "kafka": [
+                    "brokers": ["k1:9092"],
+                    "properties": [
+                        "sasl.mechanism": "OAUTHBEARER",
+                        "enable.sasl.oauthbearer.unsecure.jwt": .string(unsecuredTokens),
+                    ],
+                ],
+                "credentials": minimal["credentials"]!, "apps": minimal["apps"]!,
+            ]
+        }
+        #expect {
+            _ = try WorkerConfiguration(decoding: document(unsecuredTokens: "true"))
+        } throws: { error in
+            let text = (error as? ConfigurationError)?.description ?? ""
+            return text.contains("kafka.properties.enable.sasl.oauthbearer.unsecure.jwt: unsigned OAUTHBEARER tokens")
+                && text.contains("sasl.oauthbearer.method: oidc")
+        }
+        _ = try WorkerConfiguration(decoding: document(unsecuredTokens: "false"))
+    }
+
     @Test func environmentVariablesOverrideAnyKey() throws {
         var document = minimal
         let applied = EnvironmentOverrides.apply(

@@ -249,6 +249,8 @@ extension WorkerConfiguration {
                     )
                 } else if Self.ownedProperties.contains(name) {
                     decoder.problem("kafka.properties." + name, "is set by the worker itself and cannot be overridden")
+                } else if name == "enable.sasl.oauthbearer.unsecure.jwt", kafka.properties[name] != "false" {
+                    decoder.problem("kafka.properties." + name, Self.unsecuredTokensProblem)
                 }
             }
             kafka.propertyFiles = decoder.stringMap(object, "property_files", "kafka")
@@ -411,6 +413,16 @@ extension WorkerConfiguration {
         "bootstrap.servers", "metadata.broker.list", "group.id", "group.instance.id", "enable.auto.commit",
         "enable.auto.offset.store", "enable.idempotence", "transactional.id",
     ]
+
+    /// Why the worker refuses librdkafka's unsecured OAUTHBEARER tokens: unsigned, for development brokers
+    /// only, and with librdkafka 2.0.2 (Debian's, the image's) a `sasl.oauthbearer.config` it cannot parse
+    /// crashes the process about 10 s after start (its retry of the token refresh uses a queue the
+    /// unsecured path never set), where the worker should say what is wrong and wait.
+    static let unsecuredTokensProblem =
+        "unsigned OAUTHBEARER tokens are for development brokers only, and with librdkafka 2.0.2 a "
+        + "sasl.oauthbearer.config it cannot parse crashes the worker about 10 s after start; use "
+        + "sasl.oauthbearer.method: oidc with sasl.oauthbearer.client.id, sasl.oauthbearer.token.endpoint.url and the client "
+        + "secret under kafka.property_files"
 
     static func isSecretProperty(_ name: String) -> Bool {
         name.contains("password") || name.contains("secret") || name.hasSuffix(".pem") || name.hasPrefix("ssl.key.")
