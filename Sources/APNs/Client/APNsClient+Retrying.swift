@@ -37,12 +37,18 @@ extension APNsClient {
             Self.record(error, in: &attempt)
         }
         attempt.record.latency = attemptStart.duration(to: clock.now)
-        observe(request, attempt)
-        breaker(for: request.environment).record(
-            CircuitBreaker.Verdict(attempt.outcome), probe: probe,
-            sentAt: MonotonicClock.now() &- attempt.record.latency.nanosecondsClamped)
-        pace(request, after: attempt)
+        attemptEnded(request, attempt, probe: probe)
         return attempt
+    }
+
+    /// Tells what an ended attempt says to those who listen: the metrics, the pool's breaker (with when the
+    /// request was sent: it takes verdicts in send order), and the device's pacing.
+    func attemptEnded(_ request: APNsRequest, _ attempt: RecordedAttempt, probe: Bool) {
+        observe(request, attempt)
+        let now = MonotonicClock.now()
+        let sentAt = now &- attempt.record.latency.nanosecondsClamped
+        breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome), probe: probe, sentAt: sentAt)
+        pace(request, after: attempt, sentAt: sentAt, now: now)
     }
 
     /// Whether pushes to the request's device are paced (APNs answered it 429 TooManyRequests).
@@ -53,15 +59,13 @@ extension APNsClient {
 
     /// Tells the device throttle what APNs said about the request's device: 429 TooManyRequests slows
     /// it down, an acceptance speeds a paced device up again.
-    func pace(_ request: APNsRequest, after attempt: RecordedAttempt) {
+    private func pace(_ request: APNsRequest, after attempt: RecordedAttempt, sentAt: UInt64, now: UInt64) {
         guard let token = request.deviceToken, case .response(let response, let retryAfter) = attempt.outcome
         else { return }
         if response.isAccepted {
             deviceThrottle.delivered(token.hex)
         } else if response.reason == .tooManyRequests {
-            let now = MonotonicClock.now()
-            deviceThrottle.refused(
-                token.hex, retryAfter: retryAfter, sentAt: now &- attempt.record.latency.nanosecondsClamped, now: now)
+            deviceThrottle.refused(token.hex, retryAfter: retryAfter, sentAt: sentAt, now: now)
         }
     }
 

@@ -249,11 +249,7 @@ public final class APNsClient: Sendable {
             }
             token = nil
             attempt.record.latency = firstStart.duration(to: ContinuousClock.now)
-            client.observe(request, attempt)
-            client.breaker(for: request.environment).record(
-                CircuitBreaker.Verdict(attempt.outcome),
-                sentAt: MonotonicClock.now() &- attempt.record.latency.nanosecondsClamped)
-            client.pace(request, after: attempt)
+            client.attemptEnded(request, attempt, probe: false)
             first = consume attempt
             receiver?.firstAttemptEnded(self)
         }
