@@ -87,6 +87,34 @@ struct CircuitBreakerTests {
         #expect(!breaker.isClosed, "5 faults of requests sent after every answered one")
     }
 
+    @Test func mostAnswersFailingOpensItWhateverTheOrderAndAFewPercentNever() {
+        let start: UInt64 = 1_000_000_000_000
+        /// One write of `size` answers to requests sent a microsecond apart, every `failEvery`th failing:
+        /// the 200s first, then the errors together, as nghttp2 orders them.
+        func burst(_ breaker: CircuitBreaker, _ number: Int, size: Int, failEvery: Int) {
+            let sent = (0..<size).map { start + UInt64(number * size + $0) * Self.microsecond }
+            let failing = Set(stride(from: 0, to: size, by: failEvery))
+            for index in sent.indices where !failing.contains(index) { breaker.record(.healthy, sentAt: sent[index]) }
+            for index in failing.sorted() { breaker.record(.fault("503 ServiceUnavailable"), sentAt: sent[index]) }
+        }
+        // 2%: each write's 10 errors in a row, after its 490 answers.
+        let few = Self.quickBreaker(Transitions())
+        for number in 0..<20 { burst(few, number, size: 500, failEvery: 50) }
+        #expect(few.isClosed, "10 errors in a row by arrival, 2% of the answers")
+        // Two of every three fail: the errors of each write come after requests sent later were answered,
+        // so they make no run, but they are most of the answers.
+        let most = Self.quickBreaker(Transitions())
+        burst(most, 0, size: 30, failEvery: 3)
+        #expect(most.isClosed, "a third failing")
+        let mostFailing = Self.quickBreaker(Transitions())
+        let sent = (0..<30).map { start + UInt64($0) * Self.microsecond }
+        for index in sent.indices where index % 3 == 0 { mostFailing.record(.healthy, sentAt: sent[index]) }
+        for index in sent.indices where index % 3 != 0 && index < 27 {
+            mostFailing.record(.fault("503 ServiceUnavailable"), sentAt: sent[index])
+        }
+        #expect(!mostFailing.isClosed, "two thirds failing, none of them after the last answered request")
+    }
+
     @Test func aFaultSentAfterTheLastAnsweredRequestCountsWhateverArrivesMeanwhile() {
         let breaker = Self.quickBreaker(Transitions())
         let start: UInt64 = 1_000_000_000_000

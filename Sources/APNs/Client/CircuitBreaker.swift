@@ -10,19 +10,23 @@ import Synchronization
 /// The circuit breaker of one pool (environment × credential).
 ///
 /// Closed: every push goes out, and each attempt's verdict is recorded. The breaker opens after
-/// `consecutiveFaults` pool faults in a row, or `faultsInWindow` among the last `window` verdicts since
-/// the first fault. A fault counts only if no request sent after its own has been answered healthily:
-/// that answer shows the pool worked after the fault's request left, so the fault was that push's.
-/// Verdicts are taken in send order, not arrival order, because a server orders the answers of one
-/// write as it likes: nghttp2 sends every queued HEADERS frame before any DATA frame, so a burst's 200s
-/// (HEADERS only) go first and its errors (a DATA frame each, with the reason) end it together. Counted
-/// in arrival order, 2% of 503s at full speed made 5 in a row 5 times in a 3-second run, and each time the
-/// whole pool was held. Open: pushes wait in `admit`; after `openDuration` (growing with each failed probe)
+/// `consecutiveFaults` pool faults in a row, or when most answers fail: at least `faultsInWindow` faults,
+/// and at least half of all answers, over the last one to two `windowDuration`s. Open: pushes wait in
+/// `admit`; after `openDuration` (growing with each failed probe)
 /// it is half-open and lets one waiting push through as a probe. Any answer that is not a pool fault, from
 /// the probe or from a push sent earlier, closes it and releases every waiting push.
 ///
-/// - Important: thread-safe. `isClosed` and recording a healthy verdict while no fault is in the window
-///   are single atomic loads, so a healthy pool pays nothing more per attempt.
+/// Both rules read the answers in the order the requests were sent, or as a share, never as a sequence
+/// of arrivals: a server orders the answers of one write as it likes. nghttp2 sends every queued
+/// HEADERS frame before any DATA frame, so a burst's 200s (HEADERS only) go first and its errors (a DATA
+/// frame each, with the reason) end it together. Counted in arrival order ("5 in a row", "10 of the
+/// last 20 since the first fault"), 2% of 503s at full speed held the whole pool 5 times in a 3-second
+/// run. So a fault is part of a run only if no request sent after its own has been answered healthily
+/// (that answer shows the pool worked after the fault's request left), and "most" counts every answer,
+/// healthy ones included, as it arrives.
+///
+/// - Important: thread-safe. `isClosed` is one atomic load; recording a healthy verdict while no run of
+///   faults is open is two loads, a store and an atomic increment, without the lock.
 public final class CircuitBreaker: Sendable {
     public enum State: String, Sendable, Hashable, CustomStringConvertible {
         case closed
@@ -35,9 +39,11 @@ public final class CircuitBreaker: Sendable {
     public struct Configuration: Sendable, Hashable {
         /// Pool faults in a row that open the breaker. Default: 5.
         public var consecutiveFaults = 5
-        /// Verdicts looked at once a fault was seen. Default: 20.
-        public var window = 20
-        /// Faults among the window's verdicts that open the breaker: half of them, "most requests". Default: 10.
+        /// The period "most answers fail" is judged over: the share is taken over the last one to two of
+        /// them. Default: 1 s.
+        public var windowDuration: Duration = .seconds(1)
+        /// The fewest faults, over that period, that open the breaker when they are at least half of the
+        /// answers ("most requests"). Default: 10.
         public var faultsInWindow = 10
         /// How long the breaker stays open before a probe: its ceiling doubles with each failed probe, up to
         /// a ceiling low enough that delivery resumes within seconds of APNs coming back, at one request per
@@ -93,29 +99,22 @@ public final class CircuitBreaker: Sendable {
         let continuation: UnsafeContinuation<Admission, Never>
     }
 
-    private struct Window {
-        var verdicts: [Bool] = []
-        var next = 0
-        var faults = 0
-
-        mutating func add(fault: Bool, size: Int) {
-            if verdicts.count < size {
-                verdicts.append(fault)
-            } else {
-                if verdicts[next] { faults -= 1 }
-                verdicts[next] = fault
-                next = (next + 1) % size
-            }
-            if fault { faults += 1 }
-        }
+    /// Answers and faults counted up to a moment: "most answers fail" is judged since the older of two.
+    private struct Tally {
+        var time: UInt64 = 0
+        var answers: UInt64 = 0
+        var faults: UInt64 = 0
     }
 
     private struct Machine {
         var state = State.closed
-        var window = Window()
         var consecutiveFaults = 0
-        /// The latest send time of a fault counted since the window was last clear.
+        /// The latest send time of a fault in the current run.
         var lastFaultSentAt: UInt64 = 0
+        /// Pool faults, ever; answers (healthy ones too) are counted in `answers`.
+        var faults: UInt64 = 0
+        var olderTally = Tally()
+        var newerTally = Tally()
         var failedProbes = 0
         var reopenAt: UInt64 = 0
         var probeInFlight = false
@@ -136,8 +135,10 @@ public final class CircuitBreaker: Sendable {
     private let machine = Mutex(Machine())
     /// Mirrors `machine.state != .closed`, read without the lock on every send.
     private let holding = Atomic<Bool>(false)
-    /// Whether the window holds a fault: healthy verdicts are recorded only then.
-    private let windowHasFault = Atomic<Bool>(false)
+    /// Whether a run of faults is open: healthy verdicts take the lock only then (to end it).
+    private let runHasFault = Atomic<Bool>(false)
+    /// Healthy and fault verdicts, ever, counted as they arrive.
+    private let answers = Atomic<UInt64>(0)
     /// The latest send time (MonotonicClock nanoseconds) of a request answered healthily: a fault of a
     /// request sent before it says nothing about the pool.
     private let healthySentAt = Atomic<UInt64>(0)
@@ -164,15 +165,21 @@ public final class CircuitBreaker: Sendable {
     /// Records what an attempt said about the pool. `probe`: the attempt was let through by `.go(probe: true)`.
     /// `sentAt`: when the attempt's request was sent (MonotonicClock nanoseconds); nil: now.
     public func record(_ verdict: Verdict, probe: Bool = false, sentAt: UInt64? = nil) {
-        if case .healthy = verdict {
+        switch verdict {
+        case .healthy:
+            answers.wrappingAdd(1, ordering: .relaxed)
             noteHealthy(sentAt: sentAt ?? MonotonicClock.now())
-            if !probe, !windowHasFault.load(ordering: .relaxed), !holding.load(ordering: .relaxed) { return }
+            if !probe, !runHasFault.load(ordering: .relaxed), !holding.load(ordering: .relaxed) { return }
+        case .fault:
+            answers.wrappingAdd(1, ordering: .relaxed)
+        case .neutral:
+            break
         }
         let now = MonotonicClock.now()
         let sent = sentAt ?? now
-        if case .fault = verdict, !probe, sent < healthySentAt.load(ordering: .relaxed) {
-            return  // a request sent later was answered: this fault was its push's, not the pool's
-        }
+        // A fault of a request sent before one that was answered healthily: in send order it came before
+        // that answer, so it is no part of a run of faults and opens nothing by itself.
+        let isLatest = sent >= healthySentAt.load(ordering: .relaxed)
         let effects = machine.withLock { machine -> Effects in
             var effects = Effects()
             switch verdict {
@@ -181,22 +188,22 @@ public final class CircuitBreaker: Sendable {
                 case .closed:
                     // In send order, an answer to a request sent before the run's latest fault came
                     // before that fault: it ends no run.
-                    if sent >= machine.lastFaultSentAt { machine.consecutiveFaults = 0 }
-                    machine.window.add(fault: false, size: configuration.window)
-                    if machine.window.faults == 0 { clearWindow(&machine) }
+                    if sent >= machine.lastFaultSentAt { endRun(&machine) }
                 case .open, .halfOpen:
                     close(&machine, cause: "APNs answered again", effects: &effects)
                 }
             case .fault(let cause):
                 machine.lastFault = cause
+                machine.faults += 1
                 switch machine.state {
                 case .closed:
-                    machine.lastFaultSentAt = max(machine.lastFaultSentAt, sent)
-                    machine.consecutiveFaults += 1
-                    machine.window.add(fault: true, size: configuration.window)
-                    windowHasFault.store(true, ordering: .relaxed)
+                    if isLatest {
+                        machine.lastFaultSentAt = max(machine.lastFaultSentAt, sent)
+                        machine.consecutiveFaults += 1
+                        runHasFault.store(true, ordering: .relaxed)
+                    }
                     if machine.consecutiveFaults >= configuration.consecutiveFaults
-                        || machine.window.faults >= configuration.faultsInWindow
+                        || mostAnswersFail(&machine, now: now)
                     {
                         open(&machine, now: now, cause: cause, effects: &effects)
                     }
@@ -269,8 +276,7 @@ public final class CircuitBreaker: Sendable {
         machine.state = .open
         machine.reopenAt = now &+ probeIn.nanosecondsClamped
         machine.probeInFlight = false
-        machine.consecutiveFaults = 0
-        clearWindow(&machine)
+        endRun(&machine)
         holding.store(true, ordering: .relaxed)
         // Reopening after a failed probe is no news to an operator beyond the first opening.
         if from == .closed {
@@ -287,8 +293,7 @@ public final class CircuitBreaker: Sendable {
         machine.state = .closed
         machine.failedProbes = 0
         machine.probeInFlight = false
-        machine.consecutiveFaults = 0
-        clearWindow(&machine)
+        endRun(&machine)
         holding.store(false, ordering: .relaxed)
         effects.transitions.append(
             Transition(
@@ -298,10 +303,29 @@ public final class CircuitBreaker: Sendable {
         machine.waiters.removeAll()
     }
 
-    private func clearWindow(_ machine: inout Machine) {
-        machine.window = Window()
+    private func endRun(_ machine: inout Machine) {
+        machine.consecutiveFaults = 0
         machine.lastFaultSentAt = 0
-        windowHasFault.store(false, ordering: .relaxed)
+        runHasFault.store(false, ordering: .relaxed)
+    }
+
+    /// Whether at least `faultsInWindow` faults, and at least half of all answers, came since the older
+    /// tally, which is one to two `windowDuration`s old: never less than one period, so the healthy
+    /// answers read just before a burst's errors are counted with them. Answers keep being counted
+    /// while the breaker is open, so after a probe closes it, a pool that still fails most requests
+    /// opens again at its next fault, before the released pushes spend their attempts.
+    private func mostAnswersFail(_ machine: inout Machine, now: UInt64) -> Bool {
+        let answered = answers.load(ordering: .relaxed)
+        // `now` was read before the lock: another thread's tally may be a little newer.
+        if now >= machine.newerTally.time,
+            now - machine.newerTally.time >= configuration.windowDuration.nanosecondsClamped
+        {
+            machine.olderTally = machine.newerTally
+            machine.newerTally = Tally(time: now, answers: answered, faults: machine.faults)
+        }
+        let faults = machine.faults &- machine.olderTally.faults
+        let all = answered &- machine.olderTally.answers
+        return faults >= UInt64(configuration.faultsInWindow) && faults * 2 >= all
     }
 
     /// Lets the oldest waiting push through as the probe, when half-open and no probe is out.
