@@ -12,9 +12,9 @@ import Synchronization
 /// Closed: every push goes out, and each attempt's verdict is recorded. The breaker opens after
 /// `consecutiveFaults` pool faults in a row, or when most answers fail: at least `faultsInWindow` faults,
 /// and at least half of all answers, over the last one to two `windowDuration`s. Open: pushes wait in
-/// `admit`; after `openDuration` (growing with each failed probe)
-/// it is half-open and lets one waiting push through as a probe. Any answer that is not a pool fault, from
-/// the probe or from a push sent earlier, closes it and releases every waiting push.
+/// `admit`; after `openDuration` (growing with each failed probe) it is half-open and lets one waiting
+/// push through as a probe. Any answer that is not a pool fault, from the probe or from a push sent
+/// earlier, closes it and releases every waiting push.
 ///
 /// Both rules read the answers in the order the requests were sent, or as a share, never as a sequence
 /// of arrivals: a server orders the answers of one write as it likes. nghttp2 sends every queued
@@ -177,8 +177,8 @@ public final class CircuitBreaker: Sendable {
         }
         let now = MonotonicClock.now()
         let sent = sentAt ?? now
-        // A fault of a request sent before one that was answered healthily: in send order it came before
-        // that answer, so it is no part of a run of faults and opens nothing by itself.
+        // A fault of a request sent before one that was answered healthily came, in send order, before
+        // that answer: it is no part of a run of faults (it still counts in the share of answers).
         let isLatest = sent >= healthySentAt.load(ordering: .relaxed)
         let effects = machine.withLock { machine -> Effects in
             var effects = Effects()
