@@ -362,29 +362,37 @@ def test_a_storm_to_one_device_apns_throttles_is_paced_and_delays_no_other_devic
     assert refusals <= 2 * len(events)
 
 
+def run_at_a_rate_of_503s(make_stack, rate, event_count, seconds):
+    """`apns-worker run` at full speed against a simulator answering `rate` of requests with 503 (seeded,
+    the seed printed); every pair must end delivered, none failed or lost. Returns (503s sent, pairs,
+    the log lines saying the pool is down)."""
+    seed = random.randrange(1, 1 << 31)
+    print(f"simulator seed {seed}")
+    stack = make_stack(latency_ms="0", max_in_flight=5000,
+                       simulator_options=["--fail-rate", str(rate), "--fail-status", "503", "--seed", str(seed)])
+    events = make_events(event_count, f"503-{rate}")
+    pairs = expected_pairs(events)
+    stack.produce(events)
+    assert set(stack.offsets.starts().values()) == {0}, "kafka-mock dropped records before the worker could read them"
+    worker = stack.start_worker("worker")
+    counts, stats = finish(stack, worker, pairs, f"{rate:.0%} 503 at full speed", seconds)
+    refusals = stats["responses"].get("503 ServiceUnavailable", 0)
+    downs = worker.find_prefix(f"APNs pool {POOL} is down")
+    print(f"503 ServiceUnavailable: {refusals} of {stats['requests']} requests; breaker opened {len(downs)} times; "
+          f"most attempts of one outcome {most_attempts(stack.reader.outcomes)}")
+    assert counts["delivered"] == len(pairs) and counts["failed"] == 0 and counts["lost"] == 0
+    assert counts["other"] == Counter()
+    return refusals, pairs, downs
+
+
 def test_a_low_rate_of_503s_at_full_speed_never_opens_the_breaker(make_stack):
     """APNs answers 2% of requests with 503 while the rest go through, at the worker's full rate. That is
     a push's fault, not the pool's: each 503 is retried and delivered, and the breaker never opens. (A
     server that sends every queued HEADERS frame before any DATA frame, as nghttp2 does, ends the error
     streams of one write together, after its 200s: counting faults in arrival order saw 5 in a row and
     held the whole pool 5 times in a 3-second run at this rate.)"""
-    seed = random.randrange(1, 1 << 31)
-    print(f"simulator seed {seed}")
-    stack = make_stack(latency_ms="0", max_in_flight=5000,
-                       simulator_options=["--fail-rate", "0.02", "--fail-status", "503", "--seed", str(seed)])
-    events = make_events(20000, "low-503")
-    pairs = expected_pairs(events)
-    stack.produce(events)
-    assert set(stack.offsets.starts().values()) == {0}, "kafka-mock dropped records before the worker could read them"
-    worker = stack.start_worker("worker")
-    counts, stats = finish(stack, worker, pairs, "2% 503 at full speed", 120)
-    refusals = stats["responses"].get("503 ServiceUnavailable", 0)
-    downs = worker.find_prefix(f"APNs pool {POOL} is down")
-    print(f"503 ServiceUnavailable: {refusals} of {stats['requests']} requests; breaker opened {len(downs)} times; "
-          f"most attempts of one outcome {most_attempts(stack.reader.outcomes)}")
+    refusals, pairs, downs = run_at_a_rate_of_503s(make_stack, 0.02, 20000, 120)
     assert refusals >= len(pairs) // 100, "the simulator did not send the 503s the test is about"
-    assert counts["delivered"] == len(pairs) and counts["failed"] == 0 and counts["lost"] == 0
-    assert counts["other"] == Counter()
     assert not downs, downs[:3]
 
 
@@ -393,20 +401,6 @@ def test_most_requests_answered_503_open_the_breaker_and_fail_no_push(make_stack
     200s come first. The breaker opens, and pushes wait for it instead of spending their attempts on
     503s: every push is delivered, none failed. (With "most" judged by the errors' runs in send order
     alone, 331 of 4,500 pushes failed, out of attempts.)"""
-    seed = random.randrange(1, 1 << 31)
-    print(f"simulator seed {seed}")
-    stack = make_stack(latency_ms="0", max_in_flight=5000,
-                       simulator_options=["--fail-rate", "0.6", "--fail-status", "503", "--seed", str(seed)])
-    events = make_events(3000, "most-503")
-    pairs = expected_pairs(events)
-    stack.produce(events)
-    worker = stack.start_worker("worker")
-    counts, stats = finish(stack, worker, pairs, "60% 503 at full speed", 180)
-    refusals = stats["responses"].get("503 ServiceUnavailable", 0)
-    downs = worker.find_prefix(f"APNs pool {POOL} is down")
-    print(f"503 ServiceUnavailable: {refusals} of {stats['requests']} requests; breaker opened {len(downs)} times; "
-          f"most attempts of one outcome {most_attempts(stack.reader.outcomes)}")
+    refusals, pairs, downs = run_at_a_rate_of_503s(make_stack, 0.6, 3000, 180)
     assert refusals >= len(pairs) // 2, "the simulator did not send the 503s the test is about"
     assert downs, "the breaker never opened"
-    assert counts["delivered"] == len(pairs) and counts["failed"] == 0 and counts["lost"] == 0
-    assert counts["other"] == Counter()
