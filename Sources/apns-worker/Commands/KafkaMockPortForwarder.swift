@@ -22,12 +22,7 @@ enum KafkaMockPortForwarder {
         guard listener >= 0 else { throw StartError(description: "cannot open a socket: \(errnoText())") }
         var yes: Int32 = 1
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = loopback(port)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let bound = withLoopbackAddress(port: Int(port)) { bind(listener, $0, $1) }
         guard bound == 0, listen(listener, 64) == 0 else {
             let reason = errnoText()
             close(listener)
@@ -49,12 +44,7 @@ enum KafkaMockPortForwarder {
 
     private static func connectAndPump(_ client: Int32, targetPort: UInt16) {
         let broker = closeOnExecSocket()
-        var address = loopback(targetPort)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(broker, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let connected = withLoopbackAddress(port: Int(targetPort)) { connect(broker, $0, $1) }
         guard broker >= 0, connected == 0 else {
             if broker >= 0 { close(broker) }
             close(client)
@@ -112,14 +102,6 @@ enum KafkaMockPortForwarder {
                 close(broker)
             }
         }
-    }
-
-    private static func loopback(_ port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        return address
     }
 
     private static func errnoText() -> String { String(cString: strerror(errno)) }
