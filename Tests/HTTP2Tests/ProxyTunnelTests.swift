@@ -140,21 +140,10 @@ final class ScriptedConnectProxy: @unchecked Sendable {
         let fd = closeOnExecSocket()
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let bound = withLoopbackAddress(port: 0) { bind(fd, $0, $1) }
         precondition(bound == 0 && listen(fd, 16) == 0, "cannot listen: \(String(cString: strerror(errno)))")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
-        }
         listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        port = boundPort(of: fd)
         try NamedThread.detached(name: "test-proxy") { [self] in acceptLoop() }
     }
 
@@ -192,15 +181,7 @@ final class ScriptedConnectProxy: @unchecked Sendable {
             close(client)
         case .tunnel(let port):
             let server = closeOnExecSocket()
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
+            let connected = withLoopbackAddress(port: port) { connect(server, $0, $1) }
             guard connected == 0 else {
                 close(server)
                 close(client)
