@@ -43,6 +43,19 @@ import Testing
         #expect("\(bare.map { "\($0)" } ?? "")".contains("kafka.stranded_partition_after"))
     }
 
+    @Test func healthzAllowsAStrandedPartitionTenOfTheWatchsRestartsAndAtLeastAMinute() throws {
+        func allowance(_ value: String) throws -> Duration? {
+            WorkerProcess.strandedPartitionAllowance(
+                threshold: WorkerRuntime.strandedPartitionThreshold(
+                    try configuration(["stranded_partition_after": .string(value)]).kafka))
+        }
+        #expect(try allowance("60s") == .seconds(600))
+        #expect(try allowance("15m") == .seconds(9000))
+        #expect(try allowance("1s") == .seconds(60))
+        // The watch off: nothing is watched, so /healthz has no kafka.fetching heartbeat to miss.
+        #expect(try allowance("0s") == nil)
+    }
+
     @Test func theTransactionalIDIsTheGroupAndTheInstance() throws {
         var kafka = try configuration(["group": "push", "group_instance_id": "apns-worker-3"]).kafka
         #expect(WorkerRuntime.transactionalID(kafka) == "apns-worker-push-apns-worker-3")

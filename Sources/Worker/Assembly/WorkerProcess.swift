@@ -10,10 +10,15 @@ import Glibc
 #endif
 
 public enum WorkerProcess {
-    /// How long partitions may stay stranded (see `KafkaConsumerStatus.strandedPartitions`; found some two
-    /// minutes after librdkafka stopped fetching them, and restarted once a minute since) before /healthz
-    /// fails and Kubernetes restarts the pod.
-    static let strandedPartitionAllowance: Duration = .seconds(600)
+    /// How long partitions may stay stranded (see `KafkaConsumerStatus.strandedPartitions`) before /healthz
+    /// fails and Kubernetes restarts the pod; nil when the watch is off (`kafka.stranded_partition_after`
+    /// `0s`). The watch restarts a stranded partition's fetching once per `threshold`: ten restarts that
+    /// did not move it mean no restart will (10 minutes at the default `60s`). At least a minute, so that a
+    /// short threshold (tests use one second) never restarts a pod over a fetch that resumes in seconds.
+    static func strandedPartitionAllowance(threshold: Duration?) -> Duration? {
+        guard let threshold else { return nil }
+        return max(threshold * 10, .seconds(60))
+    }
 
     /// Runs until SIGTERM/SIGINT (or `shutdown` is triggered); returns the process exit code: 0 after
     /// an orderly shutdown, 1 with a log line saying why otherwise. The shutdown takes at most
@@ -172,12 +177,14 @@ public enum WorkerProcess {
         // Beats while no partition is stranded (librdkafka stopped fetching it and the consumer's restart did
         // not move it): one that stays so fails /healthz, and the restart moves its partitions to a member
         // that fetches them.
-        let fetching = liveness.register("kafka.fetching", allowance: Self.strandedPartitionAllowance)
+        let fetching = Self.strandedPartitionAllowance(
+            threshold: WorkerRuntime.strandedPartitionThreshold(configuration.kafka)
+        ).map { liveness.register("kafka.fetching", allowance: $0) }
         let source = runtime.source
         let beating = Task {
             while !Task.isCancelled {
                 heartbeat.beat()
-                if source.status.strandedPartitions.isEmpty { fetching.beat() }
+                if source.status.strandedPartitions.isEmpty { fetching?.beat() }
                 if let fatal = runtime.pipeline.fatalError {
                     logger.critical(
                         "results could not be published; stopping without committing past them",
