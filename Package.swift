@@ -74,7 +74,8 @@ let package = Package(
         .target(
             name: "TestSupport", dependencies: ["Platform", "ChildProcesses", "CNghttp2", "COpenSSL"],
             path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "PlatformTests", dependencies: ["Platform", "TestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "PlatformTests", dependencies: ["Platform", "ChildProcesses", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(
             name: "HTTP2Tests", dependencies: ["HTTP2", "Platform", "TestSupport", "ChildProcesses"],

@@ -113,14 +113,6 @@ public func closeOnExecSocket() -> Int32 {
     socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
 }
 
-/// Accepts a connection on `listener` and marks it close-on-exec (Glibc's module has no `accept4`; a child
-/// spawned between the two calls can still inherit it, for as long as that child lives).
-public func acceptCloseOnExec(_ listener: Int32) -> Int32 {
-    let descriptor = accept(listener, nil, nil)
-    if descriptor >= 0 { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-    return descriptor
-}
-
 /// Whether something accepts TCP connections on 127.0.0.1:`port` (a server started as a child is ready).
 public func loopbackPortAcceptsConnections(_ port: Int) -> Bool {
     let fd = closeOnExecSocket()

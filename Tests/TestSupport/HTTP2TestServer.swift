@@ -6,6 +6,7 @@ import COpenSSL
 import ChildProcesses
 import Foundation
 import Glibc
+import Platform
 import Synchronization
 
 /// A scriptable HTTP/2 server over TLS on 127.0.0.1.

@@ -155,13 +155,11 @@ final class SimulatorListener: Sendable {
             if registry.withLock({ $0.stopping }) { return }
             guard fds[0].revents != 0 else { continue }
             while true {
-                let client = accept(socket, nil, nil)
+                let client = acceptCloseOnExec(socket, nonBlocking: true)
                 if client < 0 {
                     if errno == EMFILE || errno == ENFILE { usleep(10_000) }
                     break
                 }
-                _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
-                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                 startConnection(client)
             }
         }
