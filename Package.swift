@@ -76,7 +76,7 @@ let package = Package(
             path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(
             name: "PlatformTests", dependencies: ["Platform", "ChildProcesses", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "HTTP2Tests", dependencies: ["HTTP2", "Platform", "TestSupport", "ChildProcesses"],
             swiftSettings: strict),
