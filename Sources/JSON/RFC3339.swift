@@ -8,7 +8,8 @@ public enum RFC3339 {
         text.withUTF8Bytes { parse(utf8: $0) }
     }
 
-    private static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Double? {
+    /// `parse(_:)` for the text's UTF-8 bytes (a string's where it lies in a `JSONTape`).
+    public static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Double? {
         var index = 0
         func number(_ digits: Int) -> Int? {
             guard index + digits <= bytes.count else { return nil }

@@ -41,6 +41,8 @@ import Testing
     @Test(arguments: [
         #"{"a":1,"a":2}"#, #"{"x":{"b":[1,{"c":"d","c":"e"}]}}"#, #"{"é":1,"\u00e9":2}"#, #"[{"k":1},{"k":2,"k":3}]"#,
         #"{"a\"b":1,"a\u0022b":2}"#,
+        // One text, canonically, in two orders of its combining marks (the same length in bytes).
+        "{\"s\u{323}\u{307}\":1,\"s\u{307}\u{323}\":2}",
     ])
     func aNameGivenTwiceIsRefusedWhereTheTreeRefusesIt(document: String) {
         let bytes = Array(document.utf8)

@@ -242,9 +242,11 @@ import Testing
                 let event = JSONValue.object(object)
                 let indexed = ruleSet.evaluate(event, now: Golden.now).matchedRuleIDs
                 var expected: [String] = []
-                for rule in ruleSet.rules where rule.pattern.matches(event) {
-                    expected.append(rule.id)
-                    if !rule.continues { break }
+                JSONTape(event).withRoot { root in
+                    for rule in ruleSet.rules where rule.pattern.matches(root) {
+                        expected.append(rule.id)
+                        if !rule.continues { break }
+                    }
                 }
                 #expect(indexed == expected, "type \(type.compactString), n \(n)")
             }

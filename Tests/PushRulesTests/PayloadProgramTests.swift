@@ -46,26 +46,29 @@ import WorkerDev
                 }
             }
 
-            let device = event["devices"]?.arrayValue?.first ?? .null
-            let renderContext = RenderContext(
-                event: event, device: device,
-                locale: rules.localization.resolve(event["recipient"]?["locale"]?.stringValue),
-                eventTime: RuleSet.eventTime(of: event, now: now))
-            for rule in rules.rules {
-                guard case .send(let plan) = rule.action, let program = plan.payloadProgram else { continue }
-                let tree = try? plan.payload.render(renderContext)
-                if let output = program.render(renderContext) {
-                    counts.programRenders += 1
-                    #expect(tree != nil, "rule \(rule.id), event \(index), \(context)")
-                    if let tree {
-                        #expect(
-                            String(decoding: output.bytes, as: UTF8.self) == tree.compactString,
-                            "rule \(rule.id), event \(index), \(context)")
-                        #expect(output.bytes == tree.compactBytes)
-                        #expect(output.value(of: plan.payload) == tree, "rule \(rule.id), event \(index), \(context)")
+            let tape = JSONTape(event)
+            tape.withRoot { root in
+                let renderContext = RenderContext(
+                    event: root, device: root["devices"]?.element(at: 0),
+                    locale: rules.localization.resolve(event["recipient"]?["locale"]?.stringValue),
+                    eventTime: RuleSet.eventTime(of: root, now: now))
+                for rule in rules.rules {
+                    guard case .send(let plan) = rule.action, let program = plan.payloadProgram else { continue }
+                    let tree = try? plan.payload.render(renderContext)
+                    if let output = program.render(renderContext) {
+                        counts.programRenders += 1
+                        #expect(tree != nil, "rule \(rule.id), event \(index), \(context)")
+                        if let tree {
+                            #expect(
+                                String(decoding: output.bytes, as: UTF8.self) == tree.compactString,
+                                "rule \(rule.id), event \(index), \(context)")
+                            #expect(output.bytes == tree.compactBytes)
+                            #expect(
+                                output.value(of: plan.payload) == tree, "rule \(rule.id), event \(index), \(context)")
+                        }
+                    } else {
+                        counts.treeRenders += 1
                     }
-                } else {
-                    counts.treeRenders += 1
                 }
             }
         }
@@ -93,6 +96,39 @@ import WorkerDev
         #expect(counts.programRenders > 1000)
         #expect(counts.cleanShapes >= 5)
         #expect(counts.decisions > 400)
+    }
+
+    @Test func textsReadWhereTheyLieInTheEventAreWrittenAsTheTreeWritesThem() throws {
+        let rules = try RuleSet.load(contentsOf: ExampleRulesTests.examplePath)
+        let treeOnly = rules.withoutPayloadPrograms()
+        let token = String(repeating: "ab", count: 32)
+        // Escapes of every kind the parser reads, non-ASCII text as it is and escaped, and plain text.
+        let texts = [
+            #"caf\u00e9 \/ \"quoted\" \\ tab\tnew\nline \ud83d\ude00"#, "Léa 佐藤 👍 plain", "plain ascii text",
+            #"control \u0001 and \u001f"#,
+        ]
+        var programRenders = 0
+        for text in texts {
+            let record = """
+                {"id": "e1", "type": "chat.message", "app": "com.example.chat", "recipient": {"user_id": "u1"},
+                 "devices": [{"token": "\(token)", "environment": "production"}],
+                 "data": {"sender": {"name": "\(text)"}, "text": "\(text)", "thread_id": "t1", "message_id": "m1"}}
+                """
+            let tape = try JSONTape(parsing: Array(record.utf8))
+            let withPrograms = rules.evaluate(tape, now: Golden.now).decisions
+            let withTrees = treeOnly.evaluate(tape, now: Golden.now).decisions
+            #expect(withPrograms.count == withTrees.count && !withPrograms.isEmpty, "\(text)")
+            for (program, tree) in zip(withPrograms, withTrees) {
+                guard case .send(let a) = program, case .send(let b) = tree else {
+                    Issue.record("not sent: \(program) for \(text)")
+                    continue
+                }
+                programRenders += 1
+                #expect(a.request.payloadBytes == b.request.payloadBytes, "\(text)")
+                #expect(a.request.payload == b.request.payload, "\(text)")
+            }
+        }
+        #expect(programRenders >= texts.count)
     }
 
     @Test func theExampleEventSendsTheSame() throws {
@@ -342,9 +378,12 @@ import WorkerDev
             Issue.record("leading-nulls has no payload program")
             return
         }
-        let context = RenderContext(
-            event: event, device: .null, locale: ResolvedLocale(tag: "", tables: []), eventTime: .success(0))
-        let output = try #require(program.render(context))
+        let rendered = JSONTape(event).withRoot { root in
+            program.render(
+                RenderContext(
+                    event: root, device: nil, locale: ResolvedLocale(tag: "", tables: []), eventTime: .success(0)))
+        }
+        let output = try #require(rendered)
         #expect(String(decoding: output.bytes, as: UTF8.self) == #"{"aps":{"content-available":1},"b":"B","c":3}"#)
         #expect(Self.compareBothWays(rules, [event], now: Golden.now).programRenders > 0)
     }

@@ -26,7 +26,7 @@ import Testing
                 EventDevice(token: Self.tokenA, environment: "production"),
                 EventDevice(token: Self.tokenB, environment: "sandbox"),
             ])
-        #expect(event.document["data"]?["text"] == "hi")
+        #expect(event.document.value["data"]?["text"] == "hi")
     }
 
     /// maxLength counts characters, not bytes: 256 two-byte characters fit, 257 one-byte ones do not.

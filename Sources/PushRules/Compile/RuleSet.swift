@@ -128,6 +128,15 @@ public final class RuleSet: Sendable {
     /// - Important: Thread-safe and non-blocking; call it from any task. Pure CPU work, bounded by the
     ///   size of the event and the rules.
     public func evaluate(_ event: JSONValue, now: Int64) -> EventDecisions {
+        evaluate(JSONTape(event), now: now)
+    }
+
+    /// `evaluate(_:now:)` for an event parsed as a tape (as the worker parses events): read where it lies.
+    public func evaluate(_ event: JSONTape, now: Int64) -> EventDecisions {
+        event.withRoot { evaluate(root: $0, now: now) }
+    }
+
+    private func evaluate(root event: JSONNode, now: Int64) -> EventDecisions {
         let rules = self.rules
         var matched: [CompiledRule] = []
         for ruleIndex in index.candidates(for: event) {
@@ -137,9 +146,15 @@ public final class RuleSet: Sendable {
             if !rule.continues { break }
         }
         let matchedIDs = matched.map(\.id)
-        let devices = event["devices"]?.arrayValue ?? []
-        let channels = event["channels"]?.arrayValue ?? []
-        guard !devices.isEmpty || !channels.isEmpty else {
+        // The targets where they lie, devices then channels: one array for both.
+        var targets: [JSONNode] = []
+        let devices = event["devices"]
+        let channels = event["channels"]
+        targets.reserveCapacity((devices?.count ?? 0) + (channels?.count ?? 0))
+        if let devices { targets.append(contentsOf: devices.elements) }
+        let deviceCount = targets.count
+        if let channels { targets.append(contentsOf: channels.elements) }
+        guard !targets.isEmpty else {
             return EventDecisions(
                 decisions: [
                     .skip(
@@ -152,18 +167,16 @@ public final class RuleSet: Sendable {
         // Devices, then broadcast channels: each is one target, with one decision per matching rule.
         // One array, sized once (two mapped arrays joined made three).
         var references: [DeviceReference] = []
-        references.reserveCapacity(devices.count + channels.count)
-        for (index, device) in devices.enumerated() {
+        references.reserveCapacity(targets.count)
+        for (index, target) in targets.enumerated() {
             references.append(
-                DeviceReference(
-                    index: index, token: device["token"]?.stringValue,
-                    environment: device["environment"]?.stringValue))
-        }
-        for (index, channel) in channels.enumerated() {
-            references.append(
-                DeviceReference(
-                    index: index, token: nil, environment: channel["environment"]?.stringValue,
-                    channelID: channel["id"]?.stringValue ?? ""))
+                index < deviceCount
+                    ? DeviceReference(
+                        index: index, token: target["token"]?.stringValue,
+                        environment: target["environment"]?.stringValue)
+                    : DeviceReference(
+                        index: index - deviceCount, token: nil, environment: target["environment"]?.stringValue,
+                        channelID: target["id"]?.stringValue ?? ""))
         }
         if matched.isEmpty {
             return EventDecisions(
@@ -172,7 +185,7 @@ public final class RuleSet: Sendable {
                         SkippedPush(
                             reason: .noRule, ruleID: nil, device: $0,
                             detail: "no rule matches events of type "
-                                + (event["type"].map { ConditionExplanation.describe($0) } ?? "(none)")))
+                                + (event["type"].map { ConditionExplanation.describe($0.value) } ?? "(none)")))
                 },
                 matchedRuleIDs: [])
         }
@@ -187,9 +200,9 @@ public final class RuleSet: Sendable {
             ? localization.resolve(event["recipient"]?["locale"]?.stringValue)
             : ResolvedLocale(tag: "", tables: [])
         let context = RenderContext(
-            event: event, device: .null, locale: locale,
+            event: event, device: nil, locale: locale,
             eventTime: Self.eventTime(of: event, now: now))
-        let overrides = EventOverrides(event["apns"])
+        let overrides = EventOverrides(event["apns"]?.value)
 
         // Per rule, the request shared by all devices, validated once (nil when the rule reads `device`).
         var shared: [Result<PreparedRequest, PushPlan.Failure>?] = []
@@ -204,7 +217,7 @@ public final class RuleSet: Sendable {
 
         var ids = RequestIDs(seed: idSeed, counter: idCounter.add(1, ordering: .relaxed).oldValue)
         var decisions: [PushDecision] = []
-        decisions.reserveCapacity(devices.count * matched.count)
+        decisions.reserveCapacity(targets.count * matched.count)
         for deviceIndex in references.indices {
             let reference = references[deviceIndex]
             for ruleIndex in matched.indices {
@@ -222,8 +235,7 @@ public final class RuleSet: Sendable {
                         prepared = cached
                     } else {
                         var deviceContext = context
-                        deviceContext.device =
-                            deviceIndex < devices.count ? devices[deviceIndex] : channels[deviceIndex - devices.count]
+                        deviceContext.device = targets[deviceIndex]
                         prepared = prepare(plan, deviceContext, overrides, now)
                     }
                     decisions.append(
@@ -360,14 +372,14 @@ public final class RuleSet: Sendable {
     }
 
     /// `occurred_at` in UNIX seconds; `now` when the event has none.
-    static func eventTime(of event: JSONValue, now: Int64) -> Result<Int64, TemplateRenderError> {
+    static func eventTime(of event: JSONNode, now: Int64) -> Result<Int64, TemplateRenderError> {
         guard let value = event["occurred_at"], !value.isNull else { return .success(now) }
-        if case .string(let text) = value, let seconds = Timestamp.unixSeconds(rfc3339: text) {
+        if let seconds = Timestamp.unixSeconds(rfc3339: value) {
             return .success(seconds)
         }
         return .failure(
             TemplateRenderError(
-                "the event's occurred_at is \(ConditionExplanation.describe(value)), not an RFC 3339 time such as "
+                "the event's occurred_at is \(ConditionExplanation.describe(value.value)), not an RFC 3339 time such as "
                     + "2026-11-29T12:00:00Z"))
     }
 
@@ -375,6 +387,10 @@ public final class RuleSet: Sendable {
 
     /// For each rule in order: whether it matches `event` and, condition by condition, why (not).
     public func explain(_ event: JSONValue) -> [RuleExplanation] {
+        JSONTape(event).withRoot { explain(root: $0) }
+    }
+
+    private func explain(root event: JSONNode) -> [RuleExplanation] {
         var reached = true
         return rules.map { rule in
             let conditions = rule.pattern.explain(event)

@@ -9,6 +9,11 @@ enum Timestamp {
         RFC3339.parse(text).map { Int64($0.rounded(.down)) }
     }
 
+    /// As `unixSeconds(rfc3339:)`, for a string in an event where it lies; nil for anything but a string.
+    static func unixSeconds(rfc3339 value: JSONNode) -> Int64? {
+        value.withUTF8 { RFC3339.parse(utf8: $0) }?.map { Int64($0.rounded(.down)) }
+    }
+
     /// `2026-11-29T12:00:00Z` for UNIX seconds; used by the command line's output.
     static func rfc3339(unixSeconds: Int64) -> String {
         RFC3339.format(wholeSeconds: unixSeconds)

@@ -9,7 +9,7 @@ import JSON
 struct EventPattern: Sendable {
     let conditions: [MatchCondition]
 
-    func matches(_ event: JSONValue) -> Bool {
+    func matches(_ event: JSONNode) -> Bool {
         // By index, where the conditions lie: `for condition in conditions` copied each one it passed (its
         // path and tests retained and released for every event).
         conditions.withUnsafeBufferPointer { conditions in
@@ -18,7 +18,7 @@ struct EventPattern: Sendable {
         }
     }
 
-    func explain(_ event: JSONValue) -> [ConditionExplanation] {
+    func explain(_ event: JSONNode) -> [ConditionExplanation] {
         conditions.map { $0.explain(event) }
     }
 }
@@ -36,7 +36,7 @@ struct MatchCondition: Sendable {
     let test: Test
     let position: SourcePosition
 
-    func matches(_ event: JSONValue) -> Bool {
+    func matches(_ event: JSONNode) -> Bool {
         switch test {
         case .anyOf(let alternatives):
             for alternative in alternatives where alternative.matches(event) { return true }
@@ -54,44 +54,41 @@ struct MatchCondition: Sendable {
     /// Walks `path` from `step`, descending into every element of any array on the way (and at the
     /// end), as EventBridge does; true when some value there passes one of `tests`.
     private static func anyValue(
-        at path: [String], from step: Int, in value: JSONValue, found: inout Bool,
+        at path: [String], from step: Int, in value: JSONNode, found: inout Bool,
         where tests: [ValueTest]
     ) -> Bool {
-        switch value {
-        case .array(let elements):
-            for element in elements where anyValue(at: path, from: step, in: element, found: &found, where: tests) {
+        if value.isArray {
+            for element in value.elements where anyValue(at: path, from: step, in: element, found: &found, where: tests)
+            {
                 return true
             }
             return false
-        case .object(let object) where step < path.count:
-            // The member where it lies, not a copy: this walk runs for every condition of every event.
-            return object.withMember(path[step]) { next in
-                anyValue(at: path, from: step + 1, in: next, found: &found, where: tests)
-            } ?? false
-        default:
-            guard step == path.count else { return false }
-            found = true
-            for test in tests where test.matches(value) { return true }
-            return false
         }
+        if step < path.count {
+            guard let next = value[path[step]] else { return false }
+            return anyValue(at: path, from: step + 1, in: next, found: &found, where: tests)
+        }
+        found = true
+        for test in tests where test.matches(value) { return true }
+        return false
     }
 
     /// Every value at the path, for explanations.
-    func values(in event: JSONValue) -> [JSONValue] {
+    func values(in event: JSONNode) -> [JSONValue] {
         var output: [JSONValue] = []
-        func collect(_ path: ArraySlice<String>, _ value: JSONValue) {
-            if case .array(let elements) = value {
-                for element in elements { collect(path, element) }
+        func collect(_ path: ArraySlice<String>, _ value: JSONNode) {
+            if value.isArray {
+                for element in value.elements { collect(path, element) }
                 return
             }
-            guard let key = path.first else { return output.append(value) }
-            if case .object(let object) = value, let next = object[key] { collect(path.dropFirst(), next) }
+            guard let key = path.first else { return output.append(value.value) }
+            if let next = value[key] { collect(path.dropFirst(), next) }
         }
         collect(path[...], event)
         return output
     }
 
-    func explain(_ event: JSONValue) -> ConditionExplanation {
+    func explain(_ event: JSONNode) -> ConditionExplanation {
         let matched = matches(event)
         switch test {
         case .anyOf(let alternatives):
@@ -128,25 +125,23 @@ enum ValueTest: Sendable, CustomStringConvertible {
     case numeric([NumericBound])
     case exists(Bool)
 
-    func matches(_ value: JSONValue) -> Bool {
+    func matches(_ value: JSONNode) -> Bool {
         switch self {
         case .equals(let expected):
-            switch (expected, value) {
-            case (.string(let a), .string(let b)): return a == b
-            case (.int(let a), .int(let b)): return a == b
+            switch (expected, value.kind) {
+            case (.string(let text), .string): return value.isText(text)
+            case (.int(let a), .int): return a == value.intValue
             case (.int, .double), (.double, .int), (.double, .double): return expected.doubleValue == value.doubleValue
-            case (.bool(let a), .bool(let b)): return a == b
+            case (.bool(let a), .bool): return a == value.boolValue
             case (.null, .null): return true
             default: return false
             }
         case .prefix(let prefix):
-            guard case .string(let string) = value else { return false }
-            return string.utf8.starts(with: prefix.utf8)
+            return value.withUTF8 { $0.starts(with: prefix.utf8) } ?? false
         case .suffix(let suffix):
-            guard case .string(let string) = value else { return false }
-            return string.utf8.reversed().starts(with: suffix.utf8.reversed())
+            return value.withUTF8 { $0.reversed().starts(with: suffix.utf8.reversed()) } ?? false
         case .equalsIgnoreCase(let lowered):
-            guard case .string(let string) = value else { return false }
+            guard let string = value.stringValue else { return false }
             return string.lowercased() == lowered
         case .anythingBut(let tests):
             for test in tests where test.matches(value) { return false }

@@ -6,8 +6,16 @@ import APNs
 import JSON
 
 struct RuleIndex: Sendable {
-    /// For each type some rule names exactly: the rules that can match an event of that type.
-    private let byType: [String: [Int]]
+    /// The types some rule names exactly, and for each the rules that can match an event of that type.
+    /// Searched by the type's bytes where they lie in the event, against all the names' bytes in one array:
+    /// a dictionary needs the type as a `String` (an allocation for any type longer than 15 bytes, such as
+    /// `order.delivery_update`), and a walk over `String`s retains each one it passes.
+    private let typeNames: [String]
+    private let typeBytes: [UInt8]
+    private let typeRanges: [Range<Int>]
+    private let typeRules: [[Int]]
+    /// Whether some name is not all ASCII: then texts with other bytes may still be the same text.
+    private let hasNonASCIIName: Bool
     /// The rules that do not restrict `type` to exact texts: candidates for every event.
     private let unrestricted: [Int]
     private let all: [Int]
@@ -23,16 +31,50 @@ struct RuleIndex: Sendable {
         for name in Set(types.values.joined()) {
             byType[name] = all.filter { types[$0]?.contains(name) ?? true }
         }
-        self.byType = byType
+        let sorted = byType.sorted { $0.key < $1.key }
+        typeNames = sorted.map(\.key)
+        typeRules = sorted.map(\.value)
+        var bytes: [UInt8] = []
+        var ranges: [Range<Int>] = []
+        for name in typeNames {
+            let start = bytes.count
+            bytes.append(contentsOf: name.utf8)
+            ranges.append(start..<bytes.count)
+        }
+        typeBytes = bytes
+        typeRanges = ranges
+        hasNonASCIIName = bytes.contains { $0 >= 0x80 }
     }
 
     /// The rules, in file order, that could match `event`.
-    func candidates(for event: JSONValue) -> [Int] {
-        switch event["type"] {
-        case .string(let type)?: return byType[type] ?? unrestricted
-        case nil: return unrestricted
-        default: return all  // an array of types (any element may match) or another value: test every rule
+    func candidates(for event: JSONNode) -> [Int] {
+        guard let type = event["type"] else { return unrestricted }
+        // An array of types (any element may match) or another value: test every rule.
+        guard let name = type.withUTF8({ rules(named: $0) }) else { return all }
+        return name ?? unrestricted
+    }
+
+    /// The rules for the type named by `name`'s bytes; nil when no rule names it exactly.
+    private func rules(named name: UnsafeBufferPointer<UInt8>) -> [Int]? {
+        let found = typeBytes.withUnsafeBufferPointer { bytes in
+            typeRanges.withUnsafeBufferPointer { ranges -> Int? in
+                for index in ranges.indices where ranges[index].count == name.count {
+                    let start = ranges[index].lowerBound
+                    var same = true
+                    for offset in 0..<name.count where bytes[start + offset] != name[offset] {
+                        same = false
+                        break
+                    }
+                    if same { return index }
+                }
+                return nil
+            }
         }
+        if let found { return typeRules[found] }
+        // Other bytes can be the same text only in another Unicode form (é as one scalar or as e and an accent).
+        guard hasNonASCIIName || name.contains(where: { $0 >= 0x80 }) else { return nil }
+        let text = String(decoding: name, as: UTF8.self)
+        return typeNames.firstIndex(of: text).map { typeRules[$0] }
     }
 
     /// The texts a pattern's top-level `type` condition allows, when it allows only exact texts.

@@ -169,27 +169,37 @@ struct VariablePath: Sendable {
 
     func lookUp(in context: RenderContext) -> JSONValue? {
         switch root {
-        case .event: return Self.value(at: steps, from: 0, in: context.event)
-        case .device: return Self.value(at: steps, from: 0, in: context.device)
-        case .locale: return Self.value(at: steps, from: 0, in: .string(context.locale.tag))
+        case .event, .device:
+            guard let node = lookUpNode(in: context) else {
+                // No device (rendering for the whole event): `device` alone is null, as in an event without one.
+                return root == .device && context.device == nil && steps.isEmpty ? .null : nil
+            }
+            return node.value
+        case .locale: return steps.isEmpty ? .string(context.locale.tag) : nil
         }
     }
 
-    /// The value `steps[step...]` lead to from `value`. Each step reads its member where it lies and only
-    /// the end is copied: a walk that copied every value it passed through (`current = next`) retained and
-    /// released each level's storage, for every template of every event.
-    private static func value(at steps: [Step], from step: Int, in value: JSONValue) -> JSONValue? {
-        guard step < steps.count else { return value }
-        switch value {
-        case .object(let object):
-            return object.withMember(steps[step].key) { next in Self.value(at: steps, from: step + 1, in: next) }
-                ?? nil
-        case .array(let array):
-            guard let index = steps[step].index, array.indices.contains(index) else { return nil }
-            return array.withUnsafeBufferPointer { Self.value(at: steps, from: step + 1, in: $0[index]) }
-        default:
-            return nil
+    /// The event's or device's value at the path where it lies; nil for the locale, or when it is missing.
+    func lookUpNode(in context: RenderContext) -> JSONNode? {
+        let start: JSONNode
+        switch root {
+        case .event: start = context.event
+        case .device:
+            guard let device = context.device else { return nil }
+            start = device
+        case .locale: return nil
         }
+        var current = start
+        for index in steps.indices {
+            if current.isArray {
+                guard let element = steps[index].index, let next = current.element(at: element) else { return nil }
+                current = next
+            } else {
+                guard let next = current[steps[index].key] else { return nil }
+                current = next
+            }
+        }
+        return current
     }
 
     /// "event.data.sender.name is missing (event.data.sender has no 'name')", computed only on failure.
@@ -219,10 +229,12 @@ struct TemplateRenderError: Error, Sendable {
     init(_ message: String) { self.message = message }
 }
 
-/// What a template can see: the event, the device being sent to, and the recipient's locale.
+/// What a template can see: the event, the device being sent to, and the recipient's locale. The event and
+/// device are read where they lie in the event's tape: a context lives only as long as the evaluation.
 struct RenderContext {
-    let event: JSONValue
-    var device: JSONValue
+    let event: JSONNode
+    /// Nil while rendering what every device shares.
+    var device: JSONNode?
     let locale: ResolvedLocale
     /// The event's `occurred_at` in UNIX seconds (the evaluation's `now` when the event has none),
     /// or why it could not be read.

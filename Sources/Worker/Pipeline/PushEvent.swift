@@ -22,8 +22,8 @@ public struct PushEvent: Sendable {
     public var devices: [EventDevice]
     /// The broadcast channels of `channels`, each with `channelID` set.
     public var channels: [EventDevice] = []
-    /// The whole event as parsed, which rules match against and templates read from.
-    public var document: JSONValue
+    /// The whole event as parsed, which rules match against and templates read from where it lies.
+    public var document: JSONTape
 }
 
 /// Why a record could not become a `PushEvent`.
@@ -46,11 +46,10 @@ public enum PushEventDecoder {
         guard let bytes, !bytes.isEmpty else {
             throw EventDecodingError(kind: .undecodable, message: "the record has no value")
         }
-        let document: JSONValue
+        let document: JSONTape
         do {
             // A member named twice is refused: the producer and this worker could read it two ways.
-            document = try JSONValue(
-                parsing: bytes, options: JSONParsingOptions(allowsDuplicateKeys: false, maximumDepth: 64))
+            document = try JSONTape(parsing: bytes, maximumDepth: 64)
         } catch  where error.duplicateMemberName != nil {
             let name = PushEventSchema.quoted(error.duplicateMemberName ?? "")
             throw violation(
@@ -63,10 +62,18 @@ public enum PushEventDecoder {
         return try decode(document: document)
     }
 
+    /// The event in a parsed document (one given as a value is written and parsed again).
     public static func decode(document: JSONValue) throws(EventDecodingError) -> PushEvent {
+        try decode(document: JSONTape(document))
+    }
+
+    public static func decode(document: JSONTape) throws(EventDecodingError) -> PushEvent {
         // The schema decides what is an event (README, "Dead letters"); what follows only reads it.
-        if let problem = PushEventSchema.violation(in: document) { throw violation(problem) }
-        guard let event = read(document) else {
+        let event = document.withRoot { root -> Result<PushEvent?, EventDecodingError> in
+            if let problem = PushEventSchema.violation(in: root) { return .failure(violation(problem)) }
+            return .success(read(root, document: document))
+        }
+        guard let event = try event.get() else {
             // The schema and these reads disagree: a bug, and the record goes to the dead-letter topic
             // rather than anywhere else.
             throw violation("the event passed the input schema but could not be read; this is a bug in apns-worker")
@@ -79,50 +86,41 @@ public enum PushEventDecoder {
 
     /// The event in a document the input schema accepted: id, type and app are non-empty strings,
     /// occurred_at is absent or a time that parses, and each device or channel names its target and an
-    /// environment. Nil for a document that breaks any of that (never, after the schema). Members are read
-    /// where they lie (`JSONObject.withMember`), as the schema reads them: this runs for every event.
-    static func read(_ document: JSONValue) -> PushEvent? {
-        guard case .object(let object) = document,
-            let id = object.withMember("id", nonEmptyString) ?? nil,
-            let type = object.withMember("type", nonEmptyString) ?? nil,
-            let app = object.withMember("app", nonEmptyString) ?? nil,
-            let devices = object.withMember("devices", { targets($0, key: "token", isChannel: false) }) ?? [],
-            let channels = object.withMember("channels", { targets($0, key: "id", isChannel: true) }) ?? []
+    /// environment. Nil for a document that breaks any of that (never, after the schema).
+    static func read(_ event: JSONNode, document: JSONTape) -> PushEvent? {
+        guard let id = nonEmptyString(event["id"]), let type = nonEmptyString(event["type"]),
+            let app = nonEmptyString(event["app"]),
+            let devices = targets(event["devices"], key: "token", isChannel: false),
+            let channels = targets(event["channels"], key: "id", isChannel: true)
         else { return nil }
-        let occurredAt =
-            object.withMember("occurred_at") { value -> Double? in
-                guard case .string(let text) = value else { return nil }
-                return RFC3339.parse(text)
-            } ?? nil
+        let occurredAt = event["occurred_at"]?.stringValue.flatMap { RFC3339.parse($0) }
         return PushEvent(
             id: id, type: type, occurredAt: occurredAt, app: app, devices: devices, channels: channels,
             document: document)
     }
 
-    /// `devices` or `channels`: each entry's target (under `key`) and environment, `development` read as
-    /// `sandbox`. The device tokens are validated per device later, so one bad token rejects one request.
-    static func targets(_ value: JSONValue, key: String, isChannel: Bool) -> [EventDevice]? {
-        guard case .array(let items) = value else { return nil }
-        return items.withUnsafeBufferPointer { entries -> [EventDevice]? in
-            var targets: [EventDevice] = []
-            targets.reserveCapacity(entries.count)
-            for entry in entries {
-                guard case .object(let fields) = entry,
-                    let target = fields.withMember(key, nonEmptyString) ?? nil,
-                    let environment = fields.withMember("environment", nonEmptyString) ?? nil
-                else { return nil }
-                let named = environment == "development" ? "sandbox" : environment
-                targets.append(
-                    isChannel
-                        ? EventDevice(token: "", environment: named, channelID: target)
-                        : EventDevice(token: target, environment: named))
-            }
-            return targets
+    /// `devices` or `channels` (none when absent): each entry's target (under `key`) and environment,
+    /// `development` read as `sandbox`. The device tokens are validated per device later, so one bad token
+    /// rejects one request.
+    static func targets(_ list: JSONNode?, key: String, isChannel: Bool) -> [EventDevice]? {
+        guard let list else { return [] }
+        guard list.isArray else { return nil }
+        var targets: [EventDevice] = []
+        targets.reserveCapacity(list.count)
+        for entry in list.elements {
+            guard let target = nonEmptyString(entry[key]), let environment = nonEmptyString(entry["environment"])
+            else { return nil }
+            let named = environment == "development" ? "sandbox" : environment
+            targets.append(
+                isChannel
+                    ? EventDevice(token: "", environment: named, channelID: target)
+                    : EventDevice(token: target, environment: named))
         }
+        return targets
     }
 
-    static func nonEmptyString(_ value: JSONValue) -> String? {
-        guard case .string(let text) = value, !text.isEmpty else { return nil }
+    static func nonEmptyString(_ value: JSONNode?) -> String? {
+        guard let text = value?.stringValue, !text.isEmpty else { return nil }
         return text
     }
 

@@ -19,71 +19,63 @@ enum PushEventSchema {
 
     /// The first violation of the schema in `document`, as "what is wrong at $.path; what would be right".
     ///
-    /// Members are read where they lie (`JSONObject.withMember`): every event passes here, and a lookup
-    /// through the subscript copies the value it returns, a retain and a release of its storage each (the
-    /// largest single source of the event loops' retains in `bench pipeline`, docs/performance.md).
-    static func violation(in document: JSONValue) -> String? {
-        guard case .object(let event) = document else {
-            return "the event must be a JSON object at $, found \(document.typeName)"
-        }
+    /// Members are read where they lie in the event's tape, texts as their bytes: every event passes here.
+    static func violation(in event: JSONNode) -> String? {
+        guard event.isObject else { return "the event must be a JSON object at $, found \(event.typeName)" }
         if let problem = requiredString(event, "id", path: "$", maximumLength: maximumIDLength) { return problem }
         if let problem = requiredString(event, "type", path: "$", maximumLength: maximumTypeLength) {
             return problem
         }
-        if let problem = event.withMember("occurred_at", { timestamp($0, path: "$.occurred_at") }) ?? nil {
+        if let occurredAt = event["occurred_at"], let problem = timestamp(occurredAt, path: "$.occurred_at") {
             return problem
         }
-        guard let appProblem = event.withMember("app", { bundleID($0, path: "$.app") }) else {
+        guard let app = event["app"] else {
             return "app is missing at $; an event names the bundle id of the app to notify (com.example.chat)"
         }
-        if let appProblem { return appProblem }
-        if let problem = event.withMember("recipient", recipient) ?? nil { return problem }
-        let devicesProblem = event.withMember("devices", deviceList)
-        let channelsProblem = event.withMember("channels", channelList)
-        guard devicesProblem != nil || channelsProblem != nil else {
+        if let problem = bundleID(app, path: "$.app") { return problem }
+        if let recipient = event["recipient"], let problem = Self.recipient(recipient) { return problem }
+        let devices = event["devices"]
+        let channels = event["channels"]
+        guard devices != nil || channels != nil else {
             return "devices is missing at $; an event lists at least one device ({\"token\": ..., \"environment\": "
                 + "...}) or broadcast channel (channels: [{\"id\": ..., \"environment\": ...}])"
         }
-        if let problem = devicesProblem ?? nil { return problem }
-        if let problem = channelsProblem ?? nil { return problem }
-        if let problem = event.withMember(
-            "data", { isObject($0) ? nil : "data at $.data must be an object, found \($0.typeName)" })
-            ?? nil
-        {
-            return problem
+        if let devices, let problem = deviceList(devices) { return problem }
+        if let channels, let problem = channelList(channels) { return problem }
+        if let data = event["data"], !data.isObject {
+            return "data at $.data must be an object, found \(data.typeName)"
         }
-        if let problem = event.withMember("apns", overrides) ?? nil { return problem }
+        if let apns = event["apns"], let problem = overrides(apns) { return problem }
         return nil
     }
 
     // MARK: - Members
 
-    static func recipient(_ value: JSONValue) -> String? {
-        guard case .object(let recipient) = value else {
-            return "recipient at $.recipient must be an object, found \(value.typeName)"
+    static func recipient(_ recipient: JSONNode) -> String? {
+        guard recipient.isObject else {
+            return "recipient at $.recipient must be an object, found \(recipient.typeName)"
         }
-        let userIDProblem = recipient.withMember("user_id") { userID -> String? in
-            if case .string(let text) = userID, !text.isEmpty, fits(text, maximumUserIDLength) { return nil }
+        if let userID = recipient["user_id"],
+            userID.withUTF8({ !$0.isEmpty && fits($0, maximumUserIDLength) }) != true
+        {
             return "recipient.user_id at $.recipient.user_id must be a string of 1 to \(maximumUserIDLength) "
                 + "characters, found \(describe(userID))"
         }
-        if let problem = userIDProblem ?? nil { return problem }
-        let localeProblem = recipient.withMember("locale") { locale -> String? in
-            if case .string(let text) = locale, isLanguageTag(text) { return nil }
+        if let locale = recipient["locale"], locale.withUTF8(isLanguageTag) != true {
             return "recipient.locale at $.recipient.locale must be a BCP 47 language tag like fr-CA, "
                 + "found \(describe(locale))"
         }
-        return localeProblem ?? nil
+        return nil
     }
 
-    static func deviceList(_ value: JSONValue) -> String? {
+    static func deviceList(_ value: JSONNode) -> String? {
         targetList(
             value, list: "devices", item: "device", key: "token", maximum: PushEventDecoder.maximumDevices,
             emptyAdvice: "an event needs at least one device", isValid: isDeviceToken,
             expected: "an even number of 64 to 200 hexadecimal digits (an APNs device token)")
     }
 
-    static func channelList(_ value: JSONValue) -> String? {
+    static func channelList(_ value: JSONNode) -> String? {
         targetList(
             value, list: "channels", item: "channel", key: "id", maximum: PushEventDecoder.maximumChannels,
             emptyAdvice: "leave it out or name a channel", isValid: isChannelID,
@@ -92,47 +84,35 @@ enum PushEventSchema {
 
     /// `devices` or `channels`: 1 to `maximum` objects, each naming its target under `key` and an environment.
     static func targetList(
-        _ value: JSONValue, list: String, item: String, key: String, maximum: Int, emptyAdvice: String,
-        isValid: (String) -> Bool, expected: String
+        _ value: JSONNode, list: String, item: String, key: String, maximum: Int, emptyAdvice: String,
+        isValid: (UnsafeBufferPointer<UInt8>) -> Bool, expected: String
     ) -> String? {
-        guard case .array(let items) = value else {
-            return "\(list) at $.\(list) must be an array, found \(value.typeName)"
+        guard value.isArray else { return "\(list) at $.\(list) must be an array, found \(value.typeName)" }
+        guard value.count > 0 else { return "\(list) at $.\(list) is empty; \(emptyAdvice)" }
+        guard value.count <= maximum else {
+            return "\(list) at $.\(list) has \(value.count) entries; at most \(maximum) per event (split the event)"
         }
-        guard !items.isEmpty else { return "\(list) at $.\(list) is empty; \(emptyAdvice)" }
-        guard items.count <= maximum else {
-            return "\(list) at $.\(list) has \(items.count) entries; at most \(maximum) per event (split the event)"
-        }
-        // Entries and their members read where they lie: this runs for every device of every event.
-        return items.withUnsafeBufferPointer { entries -> String? in
-            for index in entries.indices {
-                // The path is spelled only for a message.
-                func path() -> String { "$.\(list)[\(index)]" }
-                guard case .object(let fields) = entries[index] else {
-                    return "a \(item) at \(path()) must be an object, found \(entries[index].typeName)"
-                }
-                let targetProblem = fields.withMember(key) { target -> String? in
-                    if case .string(let text) = target, isValid(text) { return nil }
-                    return "\(key) at \(path()).\(key) must be \(expected), found \(describe(target))"
-                }
-                guard let targetProblem else { return "\(key) is missing at \(path())" }
-                if let targetProblem { return targetProblem }
-                let environmentProblem = fields.withMember("environment") { environment -> String? in
-                    if case .string(let name) = environment, isEnvironmentName(name) { return nil }
-                    return "environment at \(path()).environment must be production, sandbox or development, "
-                        + "found \(describe(environment))"
-                }
-                guard let environmentProblem else {
-                    return "environment is missing at \(path()); production, sandbox or development"
-                }
-                if let environmentProblem { return environmentProblem }
+        for (index, entry) in value.elements.enumerated() {
+            // The path is spelled only for a message.
+            func path() -> String { "$.\(list)[\(index)]" }
+            guard entry.isObject else { return "a \(item) at \(path()) must be an object, found \(entry.typeName)" }
+            guard let target = entry[key] else { return "\(key) is missing at \(path())" }
+            if target.withUTF8(isValid) != true {
+                return "\(key) at \(path()).\(key) must be \(expected), found \(describe(target))"
             }
-            return nil
+            guard let environment = entry["environment"] else {
+                return "environment is missing at \(path()); production, sandbox or development"
+            }
+            if environment.withUTF8(isEnvironmentName) != true {
+                return "environment at \(path()).environment must be production, sandbox or development, "
+                    + "found \(describe(environment))"
+            }
         }
+        return nil
     }
 
     /// The schema's channel id pattern, `^[A-Za-z0-9+/]+=*$`.
-    static func isChannelID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
+    static func isChannelID(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let firstPadding = bytes.firstIndex(of: UInt8(ascii: "=")) ?? Optional(bytes.count), firstPadding > 0
         else { return false }
         let isBase64Character = { (byte: UInt8) in
@@ -144,89 +124,91 @@ enum PushEventSchema {
     }
 
     /// The `apns` object: only the members the schema lists, each of its type and range.
-    static func overrides(_ value: JSONValue) -> String? {
-        guard case .object(let fields) = value else {
-            return "apns at $.apns must be an object, found \(value.typeName)"
+    static func overrides(_ apns: JSONNode) -> String? {
+        guard apns.isObject else { return "apns at $.apns must be an object, found \(apns.typeName)" }
+        var problem: String?
+        apns.forEachMember { name, value in
+            problem = override(name.stringValue ?? "", value)
+            return problem == nil
         }
-        for member in fields {
-            func path() -> String { "$.apns" + JSONPathStep.member(member.key) }
-            let value = member.value
-            let fine: Bool
-            let expected: String
-            switch member.key {
-            case "priority":
-                fine = value.intValue.map { [1, 5, 10].contains($0) } ?? false
-                expected = "1, 5 or 10"
-            case "expiration":
-                fine = value.intValue.map { (0...99_999_999_999).contains($0) } ?? false
-                expected = "an integer of unix seconds, 0 to 99999999999"
-            case "collapse_id":
-                let length = value.stringValue?.unicodeScalars.count ?? 0
-                fine = (1...maximumCollapseIDLength).contains(length)
-                expected = "a string of 1 to \(maximumCollapseIDLength) characters"
-            case "thread_id", "sound", "category":
-                fine = !(value.stringValue ?? "").isEmpty
-                expected = "a non-empty string"
-            case "badge":
-                fine = value.intValue.map { $0 >= 0 } ?? false
-                expected = "an integer, 0 or more"
-            case "interruption_level":
-                fine =
-                    value.stringValue.map { ["passive", "active", "time-sensitive", "critical"].contains($0) }
-                    ?? false
-                expected = "passive, active, time-sensitive or critical"
-            case "relevance_score":
-                // Any number: 0 to 1 for notifications, unbounded for Live Activities; the rule's push type
-                // decides, when the request is built.
-                fine = value.doubleValue != nil
-                expected = "a number"
-            default:
-                var suggestion = ""
-                if let close = Spelling.closest(to: member.key, among: overrideNames) {
-                    suggestion = " (did you mean \(close)?)"
-                }
-                return "unknown key \(quoted(member.key)) at \(path())\(suggestion); apns may hold only "
-                    + overrideNames.joined(separator: ", ")
+        return problem
+    }
+
+    /// The problem with one member of `apns`, if it has one.
+    private static func override(_ name: String, _ value: JSONNode) -> String? {
+        func path() -> String { "$.apns" + JSONPathStep.member(name) }
+        let fine: Bool
+        let expected: String
+        switch name {
+        case "priority":
+            fine = value.intValue.map { [1, 5, 10].contains($0) } ?? false
+            expected = "1, 5 or 10"
+        case "expiration":
+            fine = value.intValue.map { (0...99_999_999_999).contains($0) } ?? false
+            expected = "an integer of unix seconds, 0 to 99999999999"
+        case "collapse_id":
+            let length = value.stringValue?.unicodeScalars.count ?? 0
+            fine = (1...maximumCollapseIDLength).contains(length)
+            expected = "a string of 1 to \(maximumCollapseIDLength) characters"
+        case "thread_id", "sound", "category":
+            fine = !(value.stringValue ?? "").isEmpty
+            expected = "a non-empty string"
+        case "badge":
+            fine = value.intValue.map { $0 >= 0 } ?? false
+            expected = "an integer, 0 or more"
+        case "interruption_level":
+            fine =
+                value.stringValue.map { ["passive", "active", "time-sensitive", "critical"].contains($0) }
+                ?? false
+            expected = "passive, active, time-sensitive or critical"
+        case "relevance_score":
+            // Any number: 0 to 1 for notifications, unbounded for Live Activities; the rule's push type
+            // decides, when the request is built.
+            fine = value.doubleValue != nil
+            expected = "a number"
+        default:
+            var suggestion = ""
+            if let close = Spelling.closest(to: name, among: overrideNames) {
+                suggestion = " (did you mean \(close)?)"
             }
-            if !fine { return "apns.\(member.key) at \(path()) must be \(expected), found \(describe(value))" }
+            return "unknown key \(quoted(name)) at \(path())\(suggestion); apns may hold only "
+                + overrideNames.joined(separator: ", ")
         }
+        if !fine { return "apns.\(name) at \(path()) must be \(expected), found \(describe(value))" }
         return nil
     }
 
     // MARK: - Values
 
-    static func requiredString(_ object: JSONObject, _ key: String, path: String, maximumLength: Int) -> String? {
-        let problem = object.withMember(key) { value -> String? in
-            if case .string(let text) = value, !text.isEmpty, fits(text, maximumLength) { return nil }
-            return "\(key) at \(path).\(key) must be a string of 1 to \(maximumLength) characters, "
-                + "found \(describe(value))"
-        }
-        guard let problem else { return "\(key) is missing at \(path)" }
-        return problem
-    }
-
-    static func isObject(_ value: JSONValue) -> Bool {
-        if case .object = value { return true }
-        return false
+    static func requiredString(_ object: JSONNode, _ key: String, path: String, maximumLength: Int) -> String? {
+        guard let value = object[key] else { return "\(key) is missing at \(path)" }
+        if value.withUTF8({ !$0.isEmpty && fits($0, maximumLength) }) == true { return nil }
+        return "\(key) at \(path).\(key) must be a string of 1 to \(maximumLength) characters, found \(describe(value))"
     }
 
     /// At most `maximumLength` characters (Unicode scalars, as JSON Schema's maxLength counts them). A text
     /// of no more UTF-8 bytes than that fits without counting them (decoding the scalars of every event's
     /// id and type was most of what checking them cost).
-    static func fits(_ text: String, _ maximumLength: Int) -> Bool {
-        text.utf8.count <= maximumLength || text.unicodeScalars.count <= maximumLength
+    static func fits(_ text: UnsafeBufferPointer<UInt8>, _ maximumLength: Int) -> Bool {
+        // Every scalar has one byte that is not a continuation byte (10xxxxxx).
+        text.count <= maximumLength || text.lazy.filter { $0 & 0xC0 != 0x80 }.count <= maximumLength
     }
 
-    static func timestamp(_ value: JSONValue, path: String) -> String? {
-        guard case .string(let text) = value, isTimestampShape(text), RFC3339.parse(text) != nil else {
+    static func fits(_ text: String, _ maximumLength: Int) -> Bool {
+        var text = text
+        return text.withUTF8 { fits($0, maximumLength) }
+    }
+
+    static func timestamp(_ value: JSONNode, path: String) -> String? {
+        guard value.withUTF8(isTimestampShape) == true, let text = value.stringValue, RFC3339.parse(text) != nil else {
             return "occurred_at at \(path) must be an RFC 3339 timestamp like 2026-11-29T12:00:00Z, "
                 + "found \(describe(value))"
         }
         return nil
     }
 
-    static func bundleID(_ value: JSONValue, path: String) -> String? {
-        guard case .string(let text) = value, text.utf8.count <= maximumBundleIDLength, isBundleID(text) else {
+    static func bundleID(_ value: JSONNode, path: String) -> String? {
+        guard value.withUTF8({ $0.count <= maximumBundleIDLength && isBundleID($0) }) == true else {
             return "app at \(path) must be a bundle id like com.example.chat (letters, digits and '-' in two "
                 + "or more parts joined by '.', at most \(maximumBundleIDLength) characters), found \(describe(value))"
         }
@@ -234,26 +216,26 @@ enum PushEventSchema {
     }
 
     /// `production`, `sandbox` or `development`, without an array literal per device.
-    static func isEnvironmentName(_ name: String) -> Bool {
-        switch name {
-        case "production", "sandbox", "development": return true
-        default: return false
-        }
+    static func isEnvironmentName(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        name.elementsEqual("production".utf8) || name.elementsEqual("sandbox".utf8)
+            || name.elementsEqual("development".utf8)
     }
 
     /// `^([0-9a-fA-F]{2}){32,100}$`
-    static func isDeviceToken(_ text: String) -> Bool {
-        let count = text.utf8.count
+    static func isDeviceToken(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        let count = text.count
         guard count % 2 == 0, (64...200).contains(count) else { return false }
-        // Over the string's contiguous bytes: stepping through `text.utf8` checked the string's form at every
-        // byte and cost about 1% of an event loop in `bench pipeline` (every device of every event).
         // One bit test per byte against the set of hex digits (0x30-0x39, 0x41-0x46, 0x61-0x66, all below
-        // 0x80), instead of three range checks.
-        // Read where they lie (`withUTF8` is mutating: a copy of the string, a retain, first).
+        // 0x80), instead of three range checks: every device of every event passes here.
         func isHex(_ byte: UInt8) -> Bool {
             byte < 0x80 && (byte < 0x40 ? hexDigitsBelow0x40 >> byte : hexDigitsFrom0x40 >> (byte - 0x40)) & 1 == 1
         }
-        return text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHex) } ?? text.utf8.allSatisfy(isHex)
+        return text.allSatisfy(isHex)
+    }
+
+    static func isDeviceToken(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8(isDeviceToken)
     }
 
     /// Bit n set for each hex digit n (below 0x40: `0`-`9`).
@@ -263,9 +245,14 @@ enum PushEventSchema {
 
     /// `^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`, in one pass over the bytes (every event has an app).
     static func isBundleID(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8(isBundleID)
+    }
+
+    static func isBundleID(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
         var dots = 0
         var partLength = 0
-        for byte in text.utf8 {
+        for byte in text {
             if byte == UInt8(ascii: ".") {
                 guard partLength > 0 else { return false }
                 dots += 1
@@ -281,10 +268,15 @@ enum PushEventSchema {
 
     /// `^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`, in one pass over the bytes.
     static func isLanguageTag(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8(isLanguageTag)
+    }
+
+    static func isLanguageTag(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
         var isFirst = true
         var length = 0
         func partFits() -> Bool { isFirst ? (2...3).contains(length) : (2...8).contains(length) }
-        for byte in text.utf8 {
+        for byte in text {
             if byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") {
                 guard partFits() else { return false }
                 isFirst = false
@@ -301,28 +293,30 @@ enum PushEventSchema {
     /// The schema's timestamp pattern: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)`.
     static func isTimestampShape(_ text: String) -> Bool {
         var text = text
-        return text.withUTF8 { bytes in
-            func digits(_ range: Range<Int>) -> Bool {
-                range.allSatisfy { bytes.indices.contains($0) && isDigit(bytes[$0]) }
-            }
-            guard bytes.count >= 20, digits(0..<4), bytes[4] == UInt8(ascii: "-"), digits(5..<7),
-                bytes[7] == UInt8(ascii: "-"), digits(8..<10), bytes[10] == UInt8(ascii: "T"), digits(11..<13),
-                bytes[13] == UInt8(ascii: ":"), digits(14..<16), bytes[16] == UInt8(ascii: ":"), digits(17..<19)
-            else { return false }
-            var index = 19
-            if bytes[index] == UInt8(ascii: ".") {
-                let start = index + 1
-                index = start
-                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-                guard (1...9).contains(index - start) else { return false }
-            }
-            guard index < bytes.count else { return false }
-            if bytes[index] == UInt8(ascii: "Z") { return index + 1 == bytes.count }
-            guard bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-"), bytes.count == index + 6
-            else { return false }
-            return digits(index + 1..<index + 3) && bytes[index + 3] == UInt8(ascii: ":")
-                && digits(index + 4..<index + 6)
+        return text.withUTF8(isTimestampShape)
+    }
+
+    static func isTimestampShape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        func digits(_ range: Range<Int>) -> Bool {
+            range.allSatisfy { bytes.indices.contains($0) && isDigit(bytes[$0]) }
         }
+        guard bytes.count >= 20, digits(0..<4), bytes[4] == UInt8(ascii: "-"), digits(5..<7),
+            bytes[7] == UInt8(ascii: "-"), digits(8..<10), bytes[10] == UInt8(ascii: "T"), digits(11..<13),
+            bytes[13] == UInt8(ascii: ":"), digits(14..<16), bytes[16] == UInt8(ascii: ":"), digits(17..<19)
+        else { return false }
+        var index = 19
+        if bytes[index] == UInt8(ascii: ".") {
+            let start = index + 1
+            index = start
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            guard (1...9).contains(index - start) else { return false }
+        }
+        guard index < bytes.count else { return false }
+        if bytes[index] == UInt8(ascii: "Z") { return index + 1 == bytes.count }
+        guard bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-"), bytes.count == index + 6
+        else { return false }
+        return digits(index + 1..<index + 3) && bytes[index + 3] == UInt8(ascii: ":")
+            && digits(index + 4..<index + 6)
     }
 
     static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
@@ -333,7 +327,7 @@ enum PushEventSchema {
     }
 
     /// A value as an error message quotes it: short, and never the whole of a hostile string.
-    static func describe(_ value: JSONValue) -> String {
+    static func describe(_ value: JSONNode) -> String {
         if let text = value.stringValue { return quoted(text) }
         return value.typeName
     }

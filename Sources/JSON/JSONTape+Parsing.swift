@@ -1,0 +1,198 @@
+// A tape is parsed by `JSONParser` itself: its readers of strings, numbers and literals, its errors and its
+// depth limit, with the structure recorded as entries instead of built as values.
+
+extension JSONParser {
+    /// Parses the whole document into `entries`; the error when it is not one JSON document.
+    mutating func parseTapeDocument(into entries: inout [JSONTape.Entry]) -> JSONParseError? {
+        do {
+            skipWhitespace()
+            if index == bytes.count { throw error("the document is empty") }
+            try parseTapeValue(into: &entries)
+            skipWhitespace()
+            if index != bytes.count { throw error("unexpected \(describeByte()) after the end of the document") }
+            return nil
+        } catch let error as JSONParseError {
+            return error
+        } catch {
+            return self.error("\(error)")
+        }
+    }
+
+    mutating func parseTapeValue(into entries: inout [JSONTape.Entry]) throws(JSONParseError) {
+        guard index < bytes.count else { throw error("unexpected end of input, expected a value") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): try parseTapeObject(into: &entries)
+        case UInt8(ascii: "["): try parseTapeArray(into: &entries)
+        case UInt8(ascii: "\""): entries.append(try scanTapeString(kind: .string))
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            entries.append(JSONTape.Entry(kind: .bool, isPlain: true, count: 0, start: 0, end: 0, bits: 1))
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            entries.append(JSONTape.Entry(kind: .bool, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            entries.append(JSONTape.Entry(kind: .null, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            switch try parseNumber() {
+            case .int(let integer):
+                entries.append(
+                    JSONTape.Entry(
+                        kind: .int, isPlain: true, count: 0, start: 0, end: 0, bits: UInt64(bitPattern: integer)))
+            case .double(let double):
+                entries.append(
+                    JSONTape.Entry(kind: .double, isPlain: true, count: 0, start: 0, end: 0, bits: double.bitPattern))
+            default: break
+            }
+        default: throw error("unexpected \(describeByte()), expected a value")
+        }
+    }
+
+    /// A string's entry: its text's range, plain when it has no escapes. Plain ASCII is scanned here without
+    /// making a string; anything else is read by `parseString()`, which checks escapes and UTF-8.
+    mutating func scanTapeString(kind: JSONTape.Entry.Kind) throws(JSONParseError) -> JSONTape.Entry {
+        let quote = index
+        index += 1
+        let contentStart = index
+        while index < bytes.count {
+            if bytes.count - index >= 8 {
+                let word = ByteScan.word(bytes, at: index)
+                let plain = ByteScan.firstQuoteBackslashOrControl(word)
+                if ByteScan.hasNonASCII(word, first: plain) { break }
+                index += plain
+                if plain == 8 { continue }
+            }
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let end = index
+                index += 1
+                return JSONTape.Entry(
+                    kind: kind, isPlain: true, count: 0, start: Int32(contentStart), end: Int32(end), bits: 0)
+            }
+            if byte == UInt8(ascii: "\\") || byte >= 0x80 || byte < 0x20 { break }
+            index += 1
+        }
+        // Escapes, non-ASCII text or an error: the tree's reading checks it (and says what is wrong).
+        index = quote
+        _ = try parseString()
+        var isPlain = true
+        for offset in contentStart..<(index - 1) where bytes[offset] == UInt8(ascii: "\\") {
+            isPlain = false
+            break
+        }
+        return JSONTape.Entry(
+            kind: kind, isPlain: isPlain, count: 0, start: Int32(contentStart), end: Int32(index - 1), bits: 0)
+    }
+
+    mutating func parseTapeObject(into entries: inout [JSONTape.Entry]) throws(JSONParseError) {
+        try enter()
+        let object = entries.count
+        entries.append(JSONTape.Entry(kind: .object, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
+        index += 1
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            depth -= 1
+            entries[object].end = Int32(entries.count)
+            return
+        }
+        var count: UInt32 = 0
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+                throw error("unexpected \(describeByte()), expected a member name in double quotes")
+            }
+            let keyStart = index
+            let name = entries.count
+            entries.append(try scanTapeString(kind: .name))
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+                let key = tapeText(entries[name])
+                throw error("unexpected \(describeByte()), expected ':' after member name \"\(key)\"")
+            }
+            index += 1
+            skipWhitespace()
+            do { try parseTapeValue(into: &entries) } catch { throw error.inside(member: tapeText(entries[name])) }
+            if count > 0, namesBefore(name, in: entries, from: object + 1, count: count) {
+                let key = tapeText(entries[name])
+                var duplicate = error("duplicate member name \"\(key.prefix(100))\"", at: keyStart)
+                duplicate.duplicateMemberName = key
+                throw duplicate
+            }
+            count += 1
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input inside an object") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                depth -= 1
+                entries[object].count = count
+                entries[object].end = Int32(entries.count)
+                return
+            }
+            throw error("unexpected \(describeByte()), expected ',' or '}' in an object")
+        }
+    }
+
+    /// Whether one of the `count` members from entry `first` has the name at entry `name`.
+    private func namesBefore(_ name: Int, in entries: [JSONTape.Entry], from first: Int, count: UInt32) -> Bool {
+        entries.withUnsafeBufferPointer { buffer in
+            let node = JSONNode(entries: buffer.baseAddress!, bytes: bytes, index: name)
+            return node.withUTF8 { text in
+                var position = first
+                for _ in 0..<count {
+                    let value = JSONNode(entries: buffer.baseAddress!, bytes: bytes, index: position + 1)
+                    if JSONNode(entries: buffer.baseAddress!, bytes: bytes, index: position).isName(text) {
+                        return true
+                    }
+                    position = value.next
+                }
+                return false
+            } ?? false
+        }
+    }
+
+    /// The text of a name's entry, for messages.
+    private func tapeText(_ entry: JSONTape.Entry) -> String {
+        entry.isPlain
+            ? String(decoding: UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]), as: UTF8.self)
+            : JSONNode.unescaped(bytes, quoteAt: Int(entry.start) - 1)
+    }
+
+    mutating func parseTapeArray(into entries: inout [JSONTape.Entry]) throws(JSONParseError) {
+        try enter()
+        let array = entries.count
+        entries.append(JSONTape.Entry(kind: .array, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
+        index += 1
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            depth -= 1
+            entries[array].end = Int32(entries.count)
+            return
+        }
+        var count: UInt32 = 0
+        while true {
+            skipWhitespace()
+            do { try parseTapeValue(into: &entries) } catch { throw error.inside(element: Int(count)) }
+            count += 1
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input inside an array") }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                depth -= 1
+                entries[array].count = count
+                entries[array].end = Int32(entries.count)
+                return
+            }
+            throw error("unexpected \(describeByte()), expected ',' or ']' in an array")
+        }
+    }
+}
