@@ -118,15 +118,18 @@ public struct JSONNode {
     public var elements: Elements { Elements(array: self) }
 
     public struct Elements: Sequence {
-        let array: JSONNode
+        let array: JSONNode?
+
+        /// No elements.
+        public static var none: Elements { Elements(array: nil) }
 
         public struct Iterator: IteratorProtocol {
-            let array: JSONNode
+            let array: JSONNode?
             var position: Int
             var remaining: Int
 
             public mutating func next() -> JSONNode? {
-                guard remaining > 0 else { return nil }
+                guard remaining > 0, let array else { return nil }
                 let node = JSONNode(entries: array.entries, bytes: array.bytes, index: position)
                 position = node.next
                 remaining -= 1
@@ -135,7 +138,8 @@ public struct JSONNode {
         }
 
         public func makeIterator() -> Iterator {
-            Iterator(array: array, position: array.index + 1, remaining: array.entry.kind == .array ? array.count : 0)
+            guard let array, array.entry.kind == .array else { return Iterator(array: nil, position: 0, remaining: 0) }
+            return Iterator(array: array, position: array.index + 1, remaining: array.count)
         }
     }
 

@@ -146,14 +146,32 @@ public final class RuleSet: Sendable {
             if !rule.continues { break }
         }
         let matchedIDs = matched.map(\.id)
-        // The targets where they lie, devices then channels: one array for both.
-        var targets: [JSONNode] = []
-        let devices = event["devices"]
-        let channels = event["channels"]
-        targets.reserveCapacity((devices?.count ?? 0) + (channels?.count ?? 0))
-        if let devices { targets.append(contentsOf: devices.elements) }
-        let deviceCount = targets.count
-        if let channels { targets.append(contentsOf: channels.elements) }
+        // The targets where they lie, devices then channels, in room on the stack (a usual event has a few).
+        let devices = event["devices"].flatMap { $0.isArray ? $0 : nil }
+        let channels = event["channels"].flatMap { $0.isArray ? $0 : nil }
+        let deviceCount = devices?.count ?? 0
+        return withUnsafeTemporaryAllocation(of: JSONNode.self, capacity: deviceCount + (channels?.count ?? 0)) {
+            room in
+            var targetCount = 0
+            for target in devices?.elements ?? JSONNode.Elements.none {
+                (room.baseAddress! + targetCount).initialize(to: target)
+                targetCount += 1
+            }
+            for target in channels?.elements ?? JSONNode.Elements.none {
+                (room.baseAddress! + targetCount).initialize(to: target)
+                targetCount += 1
+            }
+            return decide(
+                event, matched: matched, matchedIDs: matchedIDs,
+                targets: UnsafeBufferPointer(rebasing: room[..<targetCount]), deviceCount: deviceCount, now: now)
+        }
+    }
+
+    /// The decisions for the targets (devices, then channels) of an event that `matched` rules match.
+    private func decide(
+        _ event: JSONNode, matched: [CompiledRule], matchedIDs: [String], targets: UnsafeBufferPointer<JSONNode>,
+        deviceCount: Int, now: Int64
+    ) -> EventDecisions {
         guard !targets.isEmpty else {
             return EventDecisions(
                 decisions: [

@@ -56,12 +56,12 @@ public struct RulesPlanner: NotificationPlanner {
             case .skip(let skip):
                 plan.add(
                     .skip(
-                        device: Self.device(skip.device, event), reason: skip.reason.rawValue, ruleID: skip.ruleID,
+                        device: Self.device(skip.device), reason: skip.reason.rawValue, ruleID: skip.ruleID,
                         topic: nil, pushType: nil))
             case .reject(let rejection):
                 plan.add(
                     .reject(
-                        device: Self.device(rejection.device, event), reason: rejection.reason.rawValue,
+                        device: Self.device(rejection.device), reason: rejection.reason.rawValue,
                         detail: rejection.problems.joined(separator: "; "), ruleID: rejection.ruleID, topic: nil,
                         pushType: nil))
             }
@@ -76,12 +76,14 @@ public struct RulesPlanner: NotificationPlanner {
         return String(request.topic.dropLast(suffix.count))
     }
 
-    static func device(_ reference: DeviceReference?, _ event: PushEvent) -> EventDevice {
+    /// The device or channel a skip or rejection is for, as the event named it (`development` read as
+    /// `sandbox`, as `PushEvent.devices` reads it).
+    static func device(_ reference: DeviceReference?) -> EventDevice {
+        var environment = reference?.environment ?? "production"
+        if environment == "development" { environment = "sandbox" }
         if let reference, let channel = reference.channelID {
-            if event.channels.indices.contains(reference.index) { return event.channels[reference.index] }
-            return EventDevice(token: "", environment: reference.environment ?? "production", channelID: channel)
+            return EventDevice(token: "", environment: environment, channelID: channel)
         }
-        if let reference, event.devices.indices.contains(reference.index) { return event.devices[reference.index] }
-        return EventDevice(token: reference?.token ?? "", environment: reference?.environment ?? "production")
+        return EventDevice(token: reference?.token ?? "", environment: environment)
     }
 }

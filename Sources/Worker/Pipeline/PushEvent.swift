@@ -19,11 +19,20 @@ public struct PushEvent: Sendable {
     /// Seconds since 1970 from `occurred_at`; nil when the event did not say.
     public var occurredAt: Double?
     public var app: String?
-    public var devices: [EventDevice]
-    /// The broadcast channels of `channels`, each with `channelID` set.
-    public var channels: [EventDevice] = []
     /// The whole event as parsed, which rules match against and templates read from where it lies.
     public var document: JSONTape
+
+    /// The devices of `devices`, read from the document (none once the pipeline has dropped it, after
+    /// planning): the rules read each device where it lies, and made into strings here as well, every token
+    /// was an allocation twice.
+    public var devices: [EventDevice] {
+        document.withRoot { PushEventDecoder.targets($0["devices"], key: "token", isChannel: false) } ?? []
+    }
+
+    /// The broadcast channels of `channels`, each with `channelID` set; read as `devices` is.
+    public var channels: [EventDevice] {
+        document.withRoot { PushEventDecoder.targets($0["channels"], key: "id", isChannel: true) } ?? []
+    }
 }
 
 /// Why a record could not become a `PushEvent`.
@@ -84,19 +93,15 @@ public enum PushEventDecoder {
     /// The most channels one event may name (schemas/push-request.schema.json).
     static let maximumChannels = 100
 
-    /// The event in a document the input schema accepted: id, type and app are non-empty strings,
-    /// occurred_at is absent or a time that parses, and each device or channel names its target and an
-    /// environment. Nil for a document that breaks any of that (never, after the schema).
+    /// The event in a document the input schema accepted: id, type and app are non-empty strings, and
+    /// occurred_at is absent or a time that parses. Nil for a document that breaks any of that (never, after
+    /// the schema). Devices and channels are read from the document when asked for (`PushEvent.devices`).
     static func read(_ event: JSONNode, document: JSONTape) -> PushEvent? {
         guard let id = nonEmptyString(event["id"]), let type = nonEmptyString(event["type"]),
-            let app = nonEmptyString(event["app"]),
-            let devices = targets(event["devices"], key: "token", isChannel: false),
-            let channels = targets(event["channels"], key: "id", isChannel: true)
+            let app = nonEmptyString(event["app"])
         else { return nil }
-        let occurredAt = event["occurred_at"]?.stringValue.flatMap { RFC3339.parse($0) }
-        return PushEvent(
-            id: id, type: type, occurredAt: occurredAt, app: app, devices: devices, channels: channels,
-            document: document)
+        let occurredAt = event["occurred_at"]?.withUTF8 { RFC3339.parse(utf8: $0) } ?? nil
+        return PushEvent(id: id, type: type, occurredAt: occurredAt, app: app, document: document)
     }
 
     /// `devices` or `channels` (none when absent): each entry's target (under `key`) and environment,

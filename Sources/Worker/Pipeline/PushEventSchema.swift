@@ -200,7 +200,7 @@ enum PushEventSchema {
     }
 
     static func timestamp(_ value: JSONNode, path: String) -> String? {
-        guard value.withUTF8(isTimestampShape) == true, let text = value.stringValue, RFC3339.parse(text) != nil else {
+        guard value.withUTF8({ isTimestampShape($0) && RFC3339.parse(utf8: $0) != nil }) == true else {
             return "occurred_at at \(path) must be an RFC 3339 timestamp like 2026-11-29T12:00:00Z, "
                 + "found \(describe(value))"
         }
