@@ -91,7 +91,10 @@ public struct CollapseID: Sendable, Hashable, CustomStringConvertible {
                 "the collapse id is \(count) bytes of UTF-8; APNs accepts at most \(CollapseID.maximumByteCount) "
                     + "(\(count - CollapseID.maximumByteCount) over; non-ASCII characters take 2 to 4 bytes each)")
         }
-        for byte in value.utf8 where byte < 0x20 || byte == 0x7F {
+        // Over the contiguous bytes rather than stepping through `value.utf8`, which checks the string's form
+        // at every byte: every request with a collapse id passes here.
+        let control = value.utf8.withContiguousStorageIfAvailable { bytes in bytes.first { $0 < 0x20 || $0 == 0x7F } }
+        if let byte = control ?? value.utf8.first(where: { $0 < 0x20 || $0 == 0x7F }) {
             throw APNsRequestError(
                 .collapseIDInvalidCharacter, field: "apns-collapse-id",
                 "the collapse id holds the control character 0x\(String(byte, radix: 16)), which cannot go "
