@@ -9,12 +9,7 @@ public struct JSONNode {
 
     @inline(__always) var entry: JSONTape.Entry { entries[index] }
 
-    /// The kinds of JSON value, as `JSONValue`'s cases.
-    public enum Kind: Sendable {
-        case null, bool, int, double, string, array, object
-    }
-
-    public var kind: Kind {
+    public var kind: JSONKind {
         switch entry.kind {
         case .null: return .null
         case .bool: return .bool
@@ -33,16 +28,7 @@ public struct JSONNode {
     }
 
     /// The JSON type's name, as `JSONValue.typeName` spells it.
-    public var typeName: String {
-        switch kind {
-        case .null: return "null"
-        case .bool: return "a boolean"
-        case .int, .double: return "a number"
-        case .string: return "a string"
-        case .array: return "an array"
-        case .object: return "an object"
-        }
-    }
+    public var typeName: String { kind.typeName }
 
     public var isNull: Bool { entry.kind == .null }
     public var isObject: Bool { entry.kind == .object }

@@ -173,31 +173,72 @@ struct JSONParser {
         if depth > maximumDepth { throw error("nesting deeper than \(maximumDepth) levels") }
     }
 
-    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+    /// Enters the object or array whose opening bracket is at `index`; true when it is empty (its `closing`
+    /// bracket read too, and left). The tree's parse and the tape's share this and `passSeparator`.
+    @inline(__always)
+    mutating func open(closing: UInt8) throws(JSONParseError) -> Bool {
         try enter()
         index += 1
         skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
+        guard index < bytes.count && bytes[index] == closing else { return false }
+        index += 1
+        depth -= 1
+        return true
+    }
+
+    /// After a member or element of `container` ("an object", "an array"): false after a `,`, true after
+    /// its `closing` bracket (the container left).
+    @inline(__always)
+    mutating func passSeparator(closing: UInt8, in container: StaticString) throws(JSONParseError) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { throw error("unexpected end of input inside \(container)") }
+        if bytes[index] == UInt8(ascii: ",") {
             index += 1
-            depth -= 1
-            return .object(JSONObject())
+            return false
         }
+        guard bytes[index] == closing else {
+            throw error(
+                "unexpected \(describeByte()), expected ',' or '\(Character(Unicode.Scalar(closing)))' in \(container)")
+        }
+        index += 1
+        depth -= 1
+        return true
+    }
+
+    /// Where the next member's name starts, after any whitespace; an error when it is not a quoted name.
+    @inline(__always)
+    mutating func memberNameStart() throws(JSONParseError) -> Int {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+            throw error("unexpected \(describeByte()), expected a member name in double quotes")
+        }
+        return index
+    }
+
+    /// Reads the `:` after the member name whose opening quote is at `nameStart`.
+    @inline(__always)
+    mutating func passColon(afterNameAt nameStart: Int) throws(JSONParseError) {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+            // The name again, for the message only.
+            var name = self
+            name.index = nameStart
+            let key = (try? name.parseString()) ?? ""
+            throw error("unexpected \(describeByte()), expected ':' after member name \"\(key)\"")
+        }
+        index += 1
+        skipWhitespace()
+    }
+
+    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        if try open(closing: UInt8(ascii: "}")) { return .object(JSONObject()) }
         let start = pendingCount
         // Set once the members outgrow the pending room: they continue here instead.
         var spilled: [JSONObject.Member]?
         while true {
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
-                throw error("unexpected \(describeByte()), expected a member name in double quotes")
-            }
-            let keyStart = index
+            let keyStart = try memberNameStart()
             let key = try parseString()
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
-                throw error("unexpected \(describeByte()), expected ':' after member name \"\(key)\"")
-            }
-            index += 1
-            skipWhitespace()
+            try passColon(afterNameAt: keyStart)
             let value: JSONValue
             do { value = try parseValue() } catch { throw error.inside(member: key) }
             // The object's members so far are either all pending or all spilled.
@@ -223,18 +264,9 @@ struct JSONParser {
                 (pending + pendingCount).initialize(to: JSONObject.Member(key: key, value: value))
                 pendingCount += 1
             }
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input inside an object") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                depth -= 1
+            if try passSeparator(closing: UInt8(ascii: "}"), in: "an object") {
                 return .object(JSONObject(uniqueMembers: spilled ?? takePending(from: start)))
             }
-            throw error("unexpected \(describeByte()), expected ',' or '}' in an object")
         }
     }
 
@@ -265,32 +297,14 @@ struct JSONParser {
     }
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {
-        try enter()
-        index += 1
-        var elements: [JSONValue] = []
-        skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            depth -= 1
-            return .array(elements)
-        }
+        if try open(closing: UInt8(ascii: "]")) { return .array([]) }
         // Room for a short array at once (an event's devices): growing 1, 2, 4 costs an allocation each.
+        var elements: [JSONValue] = []
         elements.reserveCapacity(4)
         while true {
             skipWhitespace()
             do { elements.append(try parseValue()) } catch { throw error.inside(element: elements.count) }
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input inside an array") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                depth -= 1
-                return .array(elements)
-            }
-            throw error("unexpected \(describeByte()), expected ',' or ']' in an array")
+            if try passSeparator(closing: UInt8(ascii: "]"), in: "an array") { return .array(elements) }
         }
     }
 

@@ -85,33 +85,16 @@ extension JSONParser {
     }
 
     mutating func parseTapeObject(into entries: inout [JSONTape.Entry]) throws(JSONParseError) {
-        try enter()
         let object = entries.count
         entries.append(JSONTape.Entry(kind: .object, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
-        index += 1
-        skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            depth -= 1
-            entries[object].end = Int32(entries.count)
-            return
-        }
+        defer { entries[object].end = Int32(entries.count) }
+        if try open(closing: UInt8(ascii: "}")) { return }
         var count: UInt32 = 0
         while true {
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
-                throw error("unexpected \(describeByte()), expected a member name in double quotes")
-            }
-            let keyStart = index
+            let keyStart = try memberNameStart()
             let name = entries.count
             entries.append(try scanTapeString(kind: .name))
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
-                let key = tapeText(entries[name])
-                throw error("unexpected \(describeByte()), expected ':' after member name \"\(key)\"")
-            }
-            index += 1
-            skipWhitespace()
+            try passColon(afterNameAt: keyStart)
             do { try parseTapeValue(into: &entries) } catch { throw error.inside(member: tapeText(entries[name])) }
             if count > 0, namesBefore(name, in: entries, from: object + 1, count: count) {
                 let key = tapeText(entries[name])
@@ -120,20 +103,8 @@ extension JSONParser {
                 throw duplicate
             }
             count += 1
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input inside an object") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                depth -= 1
-                entries[object].count = count
-                entries[object].end = Int32(entries.count)
-                return
-            }
-            throw error("unexpected \(describeByte()), expected ',' or '}' in an object")
+            entries[object].count = count
+            if try passSeparator(closing: UInt8(ascii: "}"), in: "an object") { return }
         }
     }
 
@@ -163,36 +134,17 @@ extension JSONParser {
     }
 
     mutating func parseTapeArray(into entries: inout [JSONTape.Entry]) throws(JSONParseError) {
-        try enter()
         let array = entries.count
         entries.append(JSONTape.Entry(kind: .array, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
-        index += 1
-        skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            depth -= 1
-            entries[array].end = Int32(entries.count)
-            return
-        }
+        defer { entries[array].end = Int32(entries.count) }
+        if try open(closing: UInt8(ascii: "]")) { return }
         var count: UInt32 = 0
         while true {
             skipWhitespace()
             do { try parseTapeValue(into: &entries) } catch { throw error.inside(element: Int(count)) }
             count += 1
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input inside an array") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                depth -= 1
-                entries[array].count = count
-                entries[array].end = Int32(entries.count)
-                return
-            }
-            throw error("unexpected \(describeByte()), expected ',' or ']' in an array")
+            entries[array].count = count
+            if try passSeparator(closing: UInt8(ascii: "]"), in: "an array") { return }
         }
     }
 }

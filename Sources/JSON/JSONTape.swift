@@ -1,9 +1,9 @@
 // A JSON document kept flat: its bytes, and one entry per value in document order that says where the value
 // lies in them. Events are parsed this way because the worker reads a few members of each and copies fewer:
-// a `JSONValue` tree costs an allocation per object, array and long string, and every walk through it retains
-// and releases what it passes (a quarter of the event loops' allocations and a third of their retains in
-// `bench pipeline`; figures: docs/performance.md). A tape is two allocations, and `JSONNode`, its reader,
-// is plain indices and pointers.
+// a `JSONValue` tree costs an allocation per object, array and long string (the event's parse made over a
+// quarter of the event loops' allocations), and every walk through it retains and releases what it passes
+// (figures: docs/performance.md). A tape adds one allocation, its entries, to the bytes it was given, and
+// `JSONNode`, its reader, is plain indices and pointers.
 //
 // The parse is `JSONParser`'s, as strict and with the same errors: the same code reads strings, numbers and
 // literals, and the structure is walked the same way.

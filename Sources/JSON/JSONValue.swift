@@ -164,7 +164,27 @@ extension JSONValue {
         }
     }
 
+    public var kind: JSONKind {
+        switch self {
+        case .null: return .null
+        case .bool: return .bool
+        case .int: return .int
+        case .double: return .double
+        case .string: return .string
+        case .array: return .array
+        case .object: return .object
+        }
+    }
+
     /// The JSON type's name, for error messages ("expected a string, found a number").
+    public var typeName: String { kind.typeName }
+}
+
+/// The kinds of JSON value: `JSONValue`'s cases, and what a `JSONNode` holds.
+public enum JSONKind: Sendable, Hashable {
+    case null, bool, int, double, string, array, object
+
+    /// The type's name, for error messages ("expected a string, found a number").
     public var typeName: String {
         switch self {
         case .null: return "null"
