@@ -39,8 +39,9 @@ public struct JSONTape: Sendable {
             throw JSONParseError(message: "a document of 2 GiB or more", offset: 0, line: 1, column: 1)
         }
         var entries: [Entry] = []
-        // About one value per eight bytes in events; a guess too small costs a copy or two.
-        entries.reserveCapacity(bytes.count / 8 + 4)
+        // About one value per eight bytes in events; a guess too small costs a copy or two. Capped: a large
+        // record is mostly long texts, and room for one entry per eight of its bytes would be three times its size.
+        entries.reserveCapacity(min(bytes.count / 8, 1024) + 4)
         let failure: JSONParseError? = bytes.withUnsafeBufferPointer { buffer in
             // The tree's pending members are not used here; the parser wants somewhere to point.
             withUnsafeTemporaryAllocation(of: JSONObject.Member.self, capacity: 1) { unused in

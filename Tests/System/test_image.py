@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -236,22 +237,35 @@ def test_dev_delivers_in_the_runtime_root(runtime_root):
     command = [CHROOT, f"--userspec={IMAGE_USER}", str(root), path, "dev", "--follow", "--rate", "50"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"})
-    lines, outcomes = [], []
-    try:
+    # Every line is read through the one text reader, to the end: `communicate()` after reading some lines
+    # reads the pipe's descriptor itself, losing what the reader had buffered and starting mid-character
+    # when its buffer ended inside one (CI saw a "…" cut in two: UnicodeDecodeError).
+    lines, outcomes, after_stop = [], [], []
+    five_outcomes = threading.Event()
+
+    def read_all():
         for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            if " rule=" in line:
+            (after_stop if five_outcomes.is_set() else lines).append(line.rstrip("\n"))
+            if " rule=" in line and not five_outcomes.is_set():
                 outcomes.append(line.strip())
-            if len(outcomes) >= 5:
-                break
+                if len(outcomes) >= 5:
+                    five_outcomes.set()
+        five_outcomes.set()  # the end of the output: no more outcomes will come
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    try:
+        five_outcomes.wait()
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            rest, _ = process.communicate(timeout=60)
+            process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             process.kill()
-            rest, _ = process.communicate()
-    output = "\n".join(lines) + "\n" + (rest or "")
+            process.wait()
+        reader.join()
+    rest = "\n".join(after_stop)
+    output = "\n".join(lines) + "\n" + rest
     assert len(outcomes) >= 5, output
     statuses = {outcome.split()[0] for outcome in outcomes}
     assert statuses <= {"delivered", "rejected", "failed", "skipped", "expired"}, outcomes
