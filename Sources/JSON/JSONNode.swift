@@ -66,28 +66,18 @@ public struct JSONNode {
         }
     }
 
-    /// Whether this string (or member name) is `name`, given as UTF-8: RFC 8259 compares names code unit by
-    /// code unit.
+    /// Whether this string (or member name) is the name `name`, as `JSONObject.isSameName` compares names.
     @inline(__always)
     func isName(_ name: String) -> Bool {
         let entry = self.entry
-        guard entry.isPlain else { return stringValue.map { JSONObject.isSameName($0, name) } ?? false }
         // The lengths first: most names a lookup passes differ in length, and a string's is in its bits.
-        let length = Int(entry.end - entry.start)
-        guard name.utf8.count == length else { return false }
-        return JSONNode.equal(UnsafeBufferPointer(start: bytes.baseAddress! + Int(entry.start), count: length), name)
+        if entry.isPlain, name.utf8.count != Int(entry.end - entry.start) { return false }
+        return withUTF8 { JSONNode.isSameName($0, name) } ?? false
     }
 
+    /// `isName(_:)` for a name given as its UTF-8 bytes.
     func isName(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        let entry = self.entry
-        guard entry.isPlain else { return Array(stringValue?.utf8 ?? "".utf8).elementsEqual(name) }
-        let length = Int(entry.end - entry.start)
-        guard length == name.count else { return false }
-        let text = UnsafeBufferPointer(start: bytes.baseAddress! + Int(entry.start), count: length)
-        for offset in 0..<length where text[offset] != name[offset] {
-            return JSONNode.sameNonASCIIText(text, name)
-        }
-        return true
+        withUTF8 { JSONNode.isSameName($0, name) } ?? false
     }
 
     // MARK: - Arrays
@@ -135,42 +125,46 @@ public struct JSONNode {
     public var stringValue: String? {
         let entry = self.entry
         guard entry.kind == .string || entry.kind == .name else { return nil }
-        let text = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
-        // Plain text was checked to be UTF-8 when parsed.
-        if entry.isPlain { return String(decoding: text, as: UTF8.self) }
-        return JSONNode.unescaped(bytes, quoteAt: Int(entry.start) - 1)
+        return JSONNode.text(of: entry, in: bytes)
+    }
+
+    /// The text of a string's or name's entry: plain text was checked to be UTF-8 when parsed.
+    static func text(of entry: JSONTape.Entry, in bytes: UnsafeBufferPointer<UInt8>) -> String {
+        entry.isPlain
+            ? String(decoding: UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]), as: UTF8.self)
+            : unescaped(bytes, quoteAt: Int(entry.start) - 1)
     }
 
     /// Whether this is a string that is `text`, as Swift compares strings (canonically equivalent forms of one
     /// text, such as a precomposed and a decomposed accent, are equal): the bytes first, which settle it
     /// for text that is all ASCII.
     public func isText(_ text: String) -> Bool {
-        guard let sameBytes = withUTF8({ bytes in JSONNode.equal(bytes, text) }) else { return false }
+        guard let sameBytes = withUTF8({ bytes in JSONNode.isSameName(bytes, text) }) else { return false }
         if sameBytes { return true }
         let isASCII = text.utf8.allSatisfy { $0 < 0x80 } && withUTF8 { $0.allSatisfy { $0 < 0x80 } } == true
         return !isASCII && stringValue == text
     }
 
-    /// Whether `bytes` are the UTF-8 of `text`. Byte by byte: names and types are short, and `memcmp` is a
-    /// call that costs more than the loop for them.
+    /// Whether the UTF-8 `bytes` and `text` are one name, as `JSONObject.isSameName` compares names.
     @inline(__always)
-    static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ text: String) -> Bool {
+    static func isSameName(_ bytes: UnsafeBufferPointer<UInt8>, _ text: String) -> Bool {
         guard text.utf8.count == bytes.count else { return false }
-        let compared = text.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
-            for offset in 0..<utf8.count where utf8[offset] != bytes[offset] {
-                return sameNonASCIIText(utf8, bytes)
-            }
-            return true
-        }
-        return compared ?? (text == String(decoding: bytes, as: UTF8.self))
+        return text.utf8.withContiguousStorageIfAvailable { isSameName(bytes, $0) }
+            ?? (text == String(decoding: bytes, as: UTF8.self))
     }
 
-    /// Whether two texts of one length and different bytes are still one text, as `String`'s `==` (and so
-    /// `JSONObject.isSameName`) compares them: in canonically equivalent forms, such as combining marks in
-    /// two orders. Never for ASCII.
-    static func sameNonASCIIText(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard a.contains(where: { $0 >= 0x80 }) else { return false }
-        return String(decoding: a, as: UTF8.self) == String(decoding: b, as: UTF8.self)
+    /// Whether two UTF-8 texts are one name, as `JSONObject.isSameName` compares names: of one length, and
+    /// the same bytes or (not ASCII) canonically equivalent forms of one text, such as combining marks in two
+    /// orders. Byte by byte: names and types are short, and `memcmp` is a call that costs more than the loop
+    /// for them.
+    @inline(__always)
+    static func isSameName(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        for offset in 0..<a.count where a[offset] != b[offset] {
+            guard a.contains(where: { $0 >= 0x80 }) else { return false }
+            return String(decoding: a, as: UTF8.self) == String(decoding: b, as: UTF8.self)
+        }
+        return true
     }
 
     /// Calls `body` with the UTF-8 text of a string; nil for anything else.

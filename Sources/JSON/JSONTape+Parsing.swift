@@ -26,22 +26,19 @@ extension JSONParser {
         case UInt8(ascii: "\""): entries.append(try scanTapeString(kind: .string))
         case UInt8(ascii: "t"):
             try expectLiteral("true")
-            entries.append(JSONTape.Entry(kind: .bool, isPlain: true, count: 0, start: 0, end: 0, bits: 1))
+            entries.append(JSONTape.Entry(kind: .bool, bits: 1))
         case UInt8(ascii: "f"):
             try expectLiteral("false")
-            entries.append(JSONTape.Entry(kind: .bool, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
+            entries.append(JSONTape.Entry(kind: .bool))
         case UInt8(ascii: "n"):
             try expectLiteral("null")
-            entries.append(JSONTape.Entry(kind: .null, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
+            entries.append(JSONTape.Entry(kind: .null))
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             switch try parseNumber() {
             case .int(let integer):
-                entries.append(
-                    JSONTape.Entry(
-                        kind: .int, isPlain: true, count: 0, start: 0, end: 0, bits: UInt64(bitPattern: integer)))
+                entries.append(JSONTape.Entry(kind: .int, bits: UInt64(bitPattern: integer)))
             case .double(let double):
-                entries.append(
-                    JSONTape.Entry(kind: .double, isPlain: true, count: 0, start: 0, end: 0, bits: double.bitPattern))
+                entries.append(JSONTape.Entry(kind: .double, bits: double.bitPattern))
             default: break
             }
         default: throw error("unexpected \(describeByte()), expected a value")
@@ -66,8 +63,7 @@ extension JSONParser {
             if byte == UInt8(ascii: "\"") {
                 let end = index
                 index += 1
-                return JSONTape.Entry(
-                    kind: kind, isPlain: true, count: 0, start: Int32(contentStart), end: Int32(end), bits: 0)
+                return JSONTape.Entry(kind: kind, start: Int32(contentStart), end: Int32(end))
             }
             if byte == UInt8(ascii: "\\") || byte >= 0x80 || byte < 0x20 { break }
             index += 1
@@ -80,13 +76,12 @@ extension JSONParser {
             isPlain = false
             break
         }
-        return JSONTape.Entry(
-            kind: kind, isPlain: isPlain, count: 0, start: Int32(contentStart), end: Int32(index - 1), bits: 0)
+        return JSONTape.Entry(kind: kind, isPlain: isPlain, start: Int32(contentStart), end: Int32(index - 1))
     }
 
     mutating func parseTapeObject(into entries: inout [JSONTape.Entry]) throws(JSONParseError) {
         let object = entries.count
-        entries.append(JSONTape.Entry(kind: .object, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
+        entries.append(JSONTape.Entry(kind: .object))
         defer { entries[object].end = Int32(entries.count) }
         if try open(closing: UInt8(ascii: "}")) { return }
         var count: UInt32 = 0
@@ -96,7 +91,7 @@ extension JSONParser {
             entries.append(try scanTapeString(kind: .name))
             try passColon(afterNameAt: keyStart)
             do { try parseTapeValue(into: &entries) } catch { throw error.inside(member: tapeText(entries[name])) }
-            if count > 0, namesBefore(name, in: entries, from: object + 1, count: count) {
+            if count > 0, namesBefore(name, in: entries, object: object) {
                 let key = tapeText(entries[name])
                 var duplicate = error("duplicate member name \"\(key.prefix(100))\"", at: keyStart)
                 duplicate.duplicateMemberName = key
@@ -108,34 +103,27 @@ extension JSONParser {
         }
     }
 
-    /// Whether one of the `count` members from entry `first` has the name at entry `name`.
-    private func namesBefore(_ name: Int, in entries: [JSONTape.Entry], from first: Int, count: UInt32) -> Bool {
+    /// Whether one of the members the object at entry `object` has so far (those its entry counts) has the
+    /// name at entry `name`.
+    private func namesBefore(_ name: Int, in entries: [JSONTape.Entry], object: Int) -> Bool {
         entries.withUnsafeBufferPointer { buffer in
-            let node = JSONNode(entries: buffer.baseAddress!, bytes: bytes, index: name)
-            return node.withUTF8 { text in
-                var position = first
-                for _ in 0..<count {
-                    let value = JSONNode(entries: buffer.baseAddress!, bytes: bytes, index: position + 1)
-                    if JSONNode(entries: buffer.baseAddress!, bytes: bytes, index: position).isName(text) {
-                        return true
-                    }
-                    position = value.next
+            JSONNode(entries: buffer.baseAddress!, bytes: bytes, index: name).withUTF8 { text in
+                var found = false
+                JSONNode(entries: buffer.baseAddress!, bytes: bytes, index: object).forEachMember { member, _ in
+                    found = member.isName(text)
+                    return !found
                 }
-                return false
+                return found
             } ?? false
         }
     }
 
     /// The text of a name's entry, for messages.
-    private func tapeText(_ entry: JSONTape.Entry) -> String {
-        entry.isPlain
-            ? String(decoding: UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]), as: UTF8.self)
-            : JSONNode.unescaped(bytes, quoteAt: Int(entry.start) - 1)
-    }
+    private func tapeText(_ entry: JSONTape.Entry) -> String { JSONNode.text(of: entry, in: bytes) }
 
     mutating func parseTapeArray(into entries: inout [JSONTape.Entry]) throws(JSONParseError) {
         let array = entries.count
-        entries.append(JSONTape.Entry(kind: .array, isPlain: true, count: 0, start: 0, end: 0, bits: 0))
+        entries.append(JSONTape.Entry(kind: .array))
         defer { entries[array].end = Int32(entries.count) }
         if try open(closing: UInt8(ascii: "]")) { return }
         var count: UInt32 = 0

@@ -20,11 +20,11 @@ public struct JSONTape: Sendable {
     struct Entry: Sendable {
         var kind: Kind
         /// A string or name without escapes: its bytes are its UTF-8 text.
-        var isPlain: Bool
-        var count: UInt32
-        var start: Int32
-        var end: Int32
-        var bits: UInt64
+        var isPlain = true
+        var count: UInt32 = 0
+        var start: Int32 = 0
+        var end: Int32 = 0
+        var bits: UInt64 = 0
 
         enum Kind: UInt8, Sendable {
             case null, bool, int, double, string, array, object, name

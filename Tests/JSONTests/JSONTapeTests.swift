@@ -43,6 +43,8 @@ import Testing
         #"{"a\"b":1,"a\u0022b":2}"#,
         // One text, canonically, in two orders of its combining marks (the same length in bytes).
         "{\"s\u{323}\u{307}\":1,\"s\u{307}\u{323}\":2}",
+        // The same, the first name written with escapes.
+        #"{"s\u0323\u0307":1,"# + "\"s\u{307}\u{323}\":2}",
     ])
     func aNameGivenTwiceIsRefusedWhereTheTreeRefusesIt(document: String) {
         let bytes = Array(document.utf8)
