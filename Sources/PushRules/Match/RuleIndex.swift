@@ -58,16 +58,7 @@ struct RuleIndex: Sendable {
     private func rules(named name: UnsafeBufferPointer<UInt8>) -> [Int]? {
         let found = typeBytes.withUnsafeBufferPointer { bytes in
             typeRanges.withUnsafeBufferPointer { ranges -> Int? in
-                for index in ranges.indices where ranges[index].count == name.count {
-                    let start = ranges[index].lowerBound
-                    var same = true
-                    for offset in 0..<name.count where bytes[start + offset] != name[offset] {
-                        same = false
-                        break
-                    }
-                    if same { return index }
-                }
-                return nil
+                ranges.indices.first { ASCIIBytes.equal(UnsafeBufferPointer(rebasing: bytes[ranges[$0]]), name) }
             }
         }
         if let found { return typeRules[found] }

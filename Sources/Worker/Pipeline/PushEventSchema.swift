@@ -1,6 +1,7 @@
 // schemas/push-request.schema.json as code: every constraint it states, checked before the event is decoded,
 // so that a record the schema refuses is a dead letter naming the JSON path of the first violation.
 
+import APNs
 import JSON
 
 /// The input schema's checks. A record is a valid event exactly when the schema accepts it (and names no
@@ -217,8 +218,8 @@ enum PushEventSchema {
 
     /// `production`, `sandbox` or `development`, without an array literal per device.
     static func isEnvironmentName(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        name.elementsEqual("production".utf8) || name.elementsEqual("sandbox".utf8)
-            || name.elementsEqual("development".utf8)
+        ASCIIBytes.equal(name, "production") || ASCIIBytes.equal(name, "sandbox")
+            || ASCIIBytes.equal(name, "development")
     }
 
     /// `^([0-9a-fA-F]{2}){32,100}$`
