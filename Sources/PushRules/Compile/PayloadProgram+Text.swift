@@ -96,8 +96,13 @@ extension PayloadProgram {
                 guard case .string(let key)? = value else { return .unwritable }
                 return writeTranslation(key, context, into: &output) ? .text : .unwritable
             }
-            if expression.filters.isEmpty, case .variable(let path) = expression.operand, path.root != .locale {
-                return writeText(at: path, context, into: &output)
+            // A bare path to text without escapes: copied as the bytes it is in the event (exactly what
+            // `JSONWriter` writes for it), so an event's long texts are not made into strings to be written.
+            if expression.filters.isEmpty, case .variable(let path) = expression.operand,
+                let plain = path.lookUpNode(in: context)?.plainTextBytes
+            {
+                output.append(contentsOf: plain)
+                return .text
             }
             guard let value = try? expression.evaluate(context) else { return .unwritable }
             switch value {
@@ -105,24 +110,6 @@ extension PayloadProgram {
             case .int, .double, .bool: JSONWriter.write(value, into: &output)
             case .null: return nullAllowed ? .null : .unwritable
             case .array, .object: return .unwritable
-            }
-            return .text
-        }
-
-        /// A bare path's value as text, read where it lies in the event: text without escapes is copied as
-        /// the bytes it is in the event (exactly what `JSONWriter` writes for it), so an event's long texts
-        /// are not made into strings to be written.
-        static func writeText(at path: VariablePath, _ context: RenderContext, into output: inout [UInt8]) -> Written {
-            // Missing or null: the expression has no value (`TemplateOperand.evaluate`).
-            guard let node = path.lookUpNode(in: context), !node.isNull else { return .unwritable }
-            if let plain = node.plainTextBytes {
-                output.append(contentsOf: plain)
-                return .text
-            }
-            switch node.kind {
-            case .string: JSONWriter.writeStringContents(node.stringValue ?? "", into: &output)
-            case .int, .double, .bool: JSONWriter.write(node.value, into: &output)
-            case .null, .array, .object: return .unwritable
             }
             return .text
         }
