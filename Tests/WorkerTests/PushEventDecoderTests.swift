@@ -8,6 +8,12 @@ import Testing
 
 @Suite struct PushEventDecoderTests {
     static let tokenA = String(repeating: "ab", count: 32)
+
+    /// A check of the schema's over the UTF-8 of `text`, as it checks an event's texts where they lie.
+    static func utf8(_ text: String, _ check: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
+        var text = text
+        return text.withUTF8(check)
+    }
     static let tokenB = String(repeating: "CD", count: 32)
 
     @Test func decodesAFullEvent() throws {
@@ -37,9 +43,9 @@ import Testing
         #expect(throws: EventDecodingError.self) {
             try PushEventDecoder.decode(Array(Self.event("id", "\"\(String(repeating: "e", count: 257))\"").utf8))
         }
-        #expect(PushEventSchema.fits(String(repeating: "é", count: 256), 256))
-        #expect(!PushEventSchema.fits(String(repeating: "é", count: 257), 256))
-        #expect(PushEventSchema.fits(String(repeating: "e", count: 256), 256))
+        #expect(Self.utf8(String(repeating: "é", count: 256)) { PushEventSchema.fits($0, 256) })
+        #expect(!Self.utf8(String(repeating: "é", count: 257)) { PushEventSchema.fits($0, 256) })
+        #expect(Self.utf8(String(repeating: "e", count: 256)) { PushEventSchema.fits($0, 256) })
     }
 
     /// A valid event with one member replaced (or removed, with nil).
@@ -121,29 +127,29 @@ import Testing
 
     @Test func patternsMatchTheSchemas() {
         for good in ["com.example.chat", "a.b", "com.ex-ample.App2"] {
-            #expect(PushEventSchema.isBundleID(good), "\(good)")
+            #expect(Self.utf8(good, PushEventSchema.isBundleID), "\(good)")
         }
         for bad in ["chat", ".com", "com.", "com..example", "com.example/chat", "com.é"] {
-            #expect(!PushEventSchema.isBundleID(bad), "\(bad)")
+            #expect(!Self.utf8(bad, PushEventSchema.isBundleID), "\(bad)")
         }
         for good in ["fr", "fr-CA", "zh_Hant_TW", "sr-Latn-RS"] {
-            #expect(PushEventSchema.isLanguageTag(good), "\(good)")
+            #expect(Self.utf8(good, PushEventSchema.isLanguageTag), "\(good)")
         }
         for bad in ["f", "french", "fr-", "fr-C", "1r-CA", "fr-CA-toolongpart", "fr CA"] {
-            #expect(!PushEventSchema.isLanguageTag(bad), "\(bad)")
+            #expect(!Self.utf8(bad, PushEventSchema.isLanguageTag), "\(bad)")
         }
         for good in ["2026-11-29T12:00:00Z", "2026-11-29T12:00:00.123456789+01:30", "2026-11-29T12:00:00-05:00"] {
-            #expect(PushEventSchema.isTimestampShape(good), "\(good)")
+            #expect(Self.utf8(good, PushEventSchema.isTimestampShape), "\(good)")
         }
         for bad in [
             "2026-11-29 12:00:00Z", "2026-11-29T12:00:00", "2026-11-29T12:00:00.Z", "2026-11-29T12:00:00+0100",
             "2026-11-29T12:00:00.1234567890Z", "2026-11-29t12:00:00Z",
         ] {
-            #expect(!PushEventSchema.isTimestampShape(bad), "\(bad)")
+            #expect(!Self.utf8(bad, PushEventSchema.isTimestampShape), "\(bad)")
         }
-        #expect(PushEventSchema.isDeviceToken(String(repeating: "aB", count: 100)))
-        #expect(!PushEventSchema.isDeviceToken(String(repeating: "ab", count: 101)))
-        #expect(!PushEventSchema.isDeviceToken(String(repeating: "ag", count: 32)))
+        #expect(Self.utf8(String(repeating: "aB", count: 100), PushEventSchema.isDeviceToken))
+        #expect(!Self.utf8(String(repeating: "ab", count: 101), PushEventSchema.isDeviceToken))
+        #expect(!Self.utf8(String(repeating: "ag", count: 32), PushEventSchema.isDeviceToken))
     }
 
     @Test func aDeviceTokenIsHexDigitsAndNothingElseWhateverTheByte() {
@@ -153,11 +159,12 @@ import Testing
             bytes[31] = byte
             let token = String(decoding: bytes, as: UTF8.self)
             #expect(
-                PushEventSchema.isDeviceToken(token) == hexDigits.contains(byte), "byte 0x\(String(byte, radix: 16))")
+                Self.utf8(token, PushEventSchema.isDeviceToken) == hexDigits.contains(byte),
+                "byte 0x\(String(byte, radix: 16))")
         }
         // Bytes at or above 0x80, as the UTF-8 of a non-ASCII character (64 bytes in all, an even count).
-        #expect(!PushEventSchema.isDeviceToken(String(repeating: "0", count: 62) + "é"))
-        #expect(!PushEventSchema.isDeviceToken(String(repeating: "0", count: 61) + "\u{FF10}"))
+        #expect(!Self.utf8(String(repeating: "0", count: 62) + "é", PushEventSchema.isDeviceToken))
+        #expect(!Self.utf8(String(repeating: "0", count: 61) + "\u{FF10}", PushEventSchema.isDeviceToken))
     }
 
     @Test func emptyAndMissingValuesAreUndecodable() {

@@ -76,11 +76,10 @@ public struct RulesPlanner: NotificationPlanner {
         return String(request.topic.dropLast(suffix.count))
     }
 
-    /// The device or channel a skip or rejection is for, as the event named it (`development` read as
-    /// `sandbox`, as `PushEvent.devices` reads it).
+    /// The device or channel a skip or rejection is for, as the event named it (and `PushEvent.devices`
+    /// reads it).
     static func device(_ reference: DeviceReference?) -> EventDevice {
-        var environment = reference?.environment ?? "production"
-        if environment == "development" { environment = "sandbox" }
+        let environment = EventDevice.environment(named: reference?.environment ?? "production")
         if let reference, let channel = reference.channelID {
             return EventDevice(token: "", environment: environment, channelID: channel)
         }

@@ -10,6 +10,9 @@ public struct EventDevice: Sendable, Hashable {
     public var environment: String
     /// Set for a broadcast channel of the event's `channels` (then `token` is empty).
     public var channelID: String? = nil
+
+    /// An environment as an event names it, `development` read as `sandbox`.
+    static func environment(named name: String) -> String { name == "development" ? "sandbox" : name }
 }
 
 /// A decoded notification event.
@@ -22,9 +25,9 @@ public struct PushEvent: Sendable {
     /// The whole event as parsed, which rules match against and templates read from where it lies.
     public var document: JSONTape
 
-    /// The devices of `devices`, read from the document (none once the pipeline has dropped it, after
-    /// planning): the rules read each device where it lies, and made into strings here as well, every token
-    /// was an allocation twice.
+    /// The devices of `devices`, read from the document when asked for (none once the pipeline has dropped
+    /// it, after planning). Not made when the event is decoded: the rules make each token a string already,
+    /// and the pipeline takes its devices from them.
     public var devices: [EventDevice] {
         document.withRoot { PushEventDecoder.targets($0["devices"], key: "token", isChannel: false) } ?? []
     }
@@ -71,11 +74,6 @@ public enum PushEventDecoder {
         return try decode(document: document)
     }
 
-    /// The event in a parsed document (one given as a value is written and parsed again).
-    public static func decode(document: JSONValue) throws(EventDecodingError) -> PushEvent {
-        try decode(document: JSONTape(document))
-    }
-
     public static func decode(document: JSONTape) throws(EventDecodingError) -> PushEvent {
         // The schema decides what is an event (README, "Dead letters"); what follows only reads it.
         let event = document.withRoot { root -> Result<PushEvent?, EventDecodingError> in
@@ -115,7 +113,7 @@ public enum PushEventDecoder {
         for entry in list.elements {
             guard let target = nonEmptyString(entry[key]), let environment = nonEmptyString(entry["environment"])
             else { return nil }
-            let named = environment == "development" ? "sandbox" : environment
+            let named = EventDevice.environment(named: environment)
             targets.append(
                 isChannel
                     ? EventDevice(token: "", environment: named, channelID: target)

@@ -195,11 +195,6 @@ enum PushEventSchema {
         text.count <= maximumLength || text.lazy.filter { $0 & 0xC0 != 0x80 }.count <= maximumLength
     }
 
-    static func fits(_ text: String, _ maximumLength: Int) -> Bool {
-        var text = text
-        return text.withUTF8 { fits($0, maximumLength) }
-    }
-
     static func timestamp(_ value: JSONNode, path: String) -> String? {
         guard value.withUTF8({ isTimestampShape($0) && RFC3339.parse(utf8: $0) != nil }) == true else {
             return "occurred_at at \(path) must be an RFC 3339 timestamp like 2026-11-29T12:00:00Z, "
@@ -234,22 +229,12 @@ enum PushEventSchema {
         return text.allSatisfy(isHex)
     }
 
-    static func isDeviceToken(_ text: String) -> Bool {
-        var text = text
-        return text.withUTF8(isDeviceToken)
-    }
-
     /// Bit n set for each hex digit n (below 0x40: `0`-`9`).
     private static let hexDigitsBelow0x40: UInt64 = 0x03FF_0000_0000_0000
     /// Bit n set for each hex digit 0x40 + n (`A`-`F` and `a`-`f`).
     private static let hexDigitsFrom0x40: UInt64 = 0x0000_007E_0000_007E
 
     /// `^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`, in one pass over the bytes (every event has an app).
-    static func isBundleID(_ text: String) -> Bool {
-        var text = text
-        return text.withUTF8(isBundleID)
-    }
-
     static func isBundleID(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
         var dots = 0
         var partLength = 0
@@ -268,11 +253,6 @@ enum PushEventSchema {
     }
 
     /// `^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$`, in one pass over the bytes.
-    static func isLanguageTag(_ text: String) -> Bool {
-        var text = text
-        return text.withUTF8(isLanguageTag)
-    }
-
     static func isLanguageTag(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
         var isFirst = true
         var length = 0
@@ -292,11 +272,6 @@ enum PushEventSchema {
     }
 
     /// The schema's timestamp pattern: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)`.
-    static func isTimestampShape(_ text: String) -> Bool {
-        var text = text
-        return text.withUTF8(isTimestampShape)
-    }
-
     static func isTimestampShape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         func digits(_ range: Range<Int>) -> Bool {
             range.allSatisfy { bytes.indices.contains($0) && isDigit(bytes[$0]) }
