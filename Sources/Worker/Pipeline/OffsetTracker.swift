@@ -132,24 +132,37 @@ public struct OffsetTracker: Sendable {
 
     /// Whether `generation` is the partition's current one (it was not forgotten since the record was taken).
     public func isCurrent(_ partition: TopicPartition, generation: UInt64) -> Bool {
-        ledgers[partition]?.generation == generation
+        reading(partition) { $0.generation } == generation
     }
 
     /// Records of `partition` taken and not yet committable (finished ones waiting behind an unfinished one
     /// included).
-    public func held(_ partition: TopicPartition) -> Int { ledgers[partition]?.held ?? 0 }
+    public func held(_ partition: TopicPartition) -> Int { reading(partition) { $0.held } ?? 0 }
 
     /// The offset that may be committed for `partition`: the next offset after the finished prefix.
-    public func committableOffset(_ partition: TopicPartition) -> Int64? { ledgers[partition]?.committable }
+    public func committableOffset(_ partition: TopicPartition) -> Int64? {
+        reading(partition) { $0.committable } ?? nil
+    }
 
     /// How many records of `partition` are taken and not finished.
-    public func unfinished(_ partition: TopicPartition) -> Int { ledgers[partition]?.unfinished ?? 0 }
+    public func unfinished(_ partition: TopicPartition) -> Int { reading(partition) { $0.unfinished } ?? 0 }
 
     /// The generation of the partition's records now; nil when it has none (never taken, or forgotten).
-    public func generation(of partition: TopicPartition) -> UInt64? { ledgers[partition]?.generation }
+    public func generation(of partition: TopicPartition) -> UInt64? { reading(partition) { $0.generation } }
 
     /// The oldest record of `partition` not yet finished, which holds back its offset.
-    public func oldestUnfinished(_ partition: TopicPartition) -> Int64? { ledgers[partition]?.oldestUnfinished }
+    public func oldestUnfinished(_ partition: TopicPartition) -> Int64? {
+        reading(partition) { $0.oldestUnfinished } ?? nil
+    }
+
+    /// Reads the partition's ledger where it lies. The dictionary's subscript hands out a copy, whose two
+    /// arrays were retained and released for every question asked: one per record taken (`held`) and per
+    /// record finished (`running`).
+    private func reading<Answer>(_ partition: TopicPartition, _ read: (borrowing PartitionLedger) -> Answer) -> Answer?
+    {
+        guard let slot = ledgers.index(forKey: partition) else { return nil }
+        return read(ledgers.values[slot])
+    }
 
     /// Forgets a partition (after it was revoked); returns how many of its records were unfinished
     /// (they still run and report with `finishReleasing`) and how many finished ones it was holding.
