@@ -54,7 +54,7 @@ public final class KafkaProducer: Sendable {
         }
         let callbacks = RDKafkaCallbacks(
             eventHandler: observingHandler, redactor: SecretRedactor(properties: properties),
-            onFatal: { [core] error in core.state.withLock { $0.fatal = error } },
+            onFatal: { [core] error in core.noteFatal(error) },
             onDelivery: { [core] succeeded in core.noteDelivery(succeeded: succeeded) }
         )
         client = try RDKafkaClient.make(.producer, properties: properties, callbacks: callbacks)

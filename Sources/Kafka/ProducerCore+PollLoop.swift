@@ -30,7 +30,7 @@ extension ProducerCore {
         }
         // No new sends start now; let those inside the produce call finish, then fail whatever is left so
         // every delivery callback runs exactly once.
-        while core.state.withLock({ $0.activeEnqueues }) > 0 { client.poll(milliseconds: 1) }
+        while core.activeEnqueues.load(ordering: .sequentiallyConsistent) > 0 { client.poll(milliseconds: 1) }
         let deadline = ContinuousClock.now.advanced(by: .seconds(5))
         repeat {
             client.purgeQueuedAndInFlight()

@@ -3,33 +3,22 @@
 
 extension ProducerCore {
     func currentStatus(now: ContinuousClock.Instant) -> KafkaProducerStatus {
-        state.withLock { Self.status(of: $0, now: now) }
+        state.withLock { status(of: $0, now: now) }
     }
 
-    static func status(of state: State, now: ContinuousClock.Instant) -> KafkaProducerStatus {
+    func status(of state: State, now: ContinuousClock.Instant) -> KafkaProducerStatus {
         KafkaProducerStatus(
-            unacknowledged: state.unacknowledged, isWaitingForBrokers: state.isWaiting,
+            unacknowledged: max(0, unacknowledged.load(ordering: .relaxed)), isWaitingForBrokers: state.isWaiting,
             waitingFor: state.isWaiting ? now - state.lastProgress : nil,
             cause: state.isWaiting ? state.lastConnectionError : nil)
     }
 
-    /// Counts a delivery report; a success while records waited ends the wait. On the poll thread.
+    /// Counts a delivery report. On the poll thread, inside the poll: the clock is read, and the lock taken,
+    /// once per poll by `checkWaiting`, not once per report.
     func noteDelivery(succeeded: Bool) {
-        let now = ContinuousClock.now
-        let ended: KafkaProducerStatus? = state.withLock { state in
-            state.unacknowledged -= 1
-            guard succeeded else {
-                state.failedSinceProgress = true
-                return nil
-            }
-            state.lastProgress = now
-            state.failedSinceProgress = false
-            state.lastConnectionError = nil
-            guard state.isWaiting else { return nil }
-            state.isWaiting = false
-            return Self.status(of: state, now: now)
-        }
-        if let ended { statusHandler?(ended) }
+        unacknowledged.subtract(1, ordering: .relaxed)
+        failedSinceProgress.store(!succeeded, ordering: .relaxed)
+        if succeeded { acknowledgedSinceCheck.store(true, ordering: .relaxed) }
     }
 
     /// Keeps librdkafka's last connection error, the likely cause of a wait.
@@ -38,19 +27,27 @@ extension ProducerCore {
         state.withLock { $0.lastConnectionError = error.message }
     }
 
-    /// Starts a wait when records went unacknowledged for the threshold (only an acknowledgement ends it:
-    /// records failed by a delivery timeout leave nothing unacknowledged until they are sent again).
-    /// On the poll thread, after each poll.
+    /// After each poll, on the poll thread: an acknowledgement since the last look is progress, and ends a
+    /// wait; records unacknowledged for the threshold, with none acknowledged meanwhile (records failed by a
+    /// delivery timeout leave nothing unacknowledged until they are sent again), start one.
     func checkWaiting() {
         let now = ContinuousClock.now
+        let acknowledged = acknowledgedSinceCheck.exchange(false, ordering: .relaxed)
         let changed: KafkaProducerStatus? = state.withLock { state in
-            guard !state.isWaiting, state.unacknowledged > 0,
+            if acknowledged {
+                state.lastProgress = now
+                state.lastConnectionError = nil
+                guard state.isWaiting else { return nil }
+                state.isWaiting = false
+                return status(of: state, now: now)
+            }
+            guard !state.isWaiting, unacknowledged.load(ordering: .relaxed) > 0,
                 now - state.lastProgress >= waitThreshold
             else {
                 return nil
             }
             state.isWaiting = true
-            return Self.status(of: state, now: now)
+            return status(of: state, now: now)
         }
         if let changed { statusHandler?(changed) }
     }

@@ -10,17 +10,11 @@ final class ProducerCore: Sendable {
     struct State {
         var lifecycle = Lifecycle.running
         var fatal: KafkaError?
-        /// Sends inside librdkafka's produce call right now; shutdown waits for them before purging.
-        var activeEnqueues = 0
         var flushRequests: [(timeout: Duration, continuation: CheckedContinuation<KafkaError?, Never>)] = []
         var closeWaiters: [CheckedContinuation<Void, Never>] = []
-        /// Records enqueued (or being enqueued) without a delivery report yet.
-        var unacknowledged = 0
-        /// The last acknowledgement, or the enqueue that ended a time with nothing unacknowledged.
+        /// The last acknowledgement (as of the poll that served it), or the enqueue that ended a time with
+        /// nothing unacknowledged.
         var lastProgress = ContinuousClock.now
-        /// Whether a delivery failed since the last acknowledgement: records failed by a delivery timeout
-        /// and sent again have waited all along, so the enqueue of those does not restart the clock.
-        var failedSinceProgress = false
         var isWaiting = false
         var lastConnectionError: String?
     }
@@ -29,28 +23,56 @@ final class ProducerCore: Sendable {
     let waitThreshold: Duration
     let statusHandler: KafkaProducerStatusHandler?
 
+    // Counted with atomics, not under `state`'s lock: the lock was taken twice per record by the sending
+    // threads and once per delivery report by the poll thread, which contended for it (figures:
+    // docs/performance.md).
+
+    /// Whether sends are accepted: running, and no fatal error. Cleared (under the lock) before anything
+    /// waits for `activeEnqueues` to drain.
+    let accepting = Atomic<Bool>(true)
+    /// Sends inside librdkafka's produce call right now; shutdown waits for them before purging.
+    let activeEnqueues = Atomic<Int>(0)
+    /// Records enqueued (or being enqueued) without a delivery report yet.
+    let unacknowledged = Atomic<Int>(0)
+    /// Whether the last delivery report was a failure: records failed by a delivery timeout and sent again
+    /// have waited all along, so the enqueue of those does not restart the clock.
+    let failedSinceProgress = Atomic<Bool>(false)
+    /// Whether a delivery succeeded since the poll thread last looked (`checkWaiting`), which then reads the
+    /// clock once for all of them.
+    let acknowledgedSinceCheck = Atomic<Bool>(false)
+
     init(waitThreshold: Duration = .seconds(5), statusHandler: KafkaProducerStatusHandler? = nil) {
         self.waitThreshold = waitThreshold
         self.statusHandler = statusHandler
     }
 
     func beginEnqueue() throws(KafkaError) {
-        try state.withLock { state throws(KafkaError) in
-            if let fatal = state.fatal { throw fatal }
-            guard state.lifecycle == .running else {
-                throw KafkaError(code: .closed, message: "the producer is closed")
-            }
-            state.activeEnqueues += 1
-            // Counted before librdkafka holds it: its report may come before the produce call returns.
-            if state.unacknowledged == 0, !state.failedSinceProgress { state.lastProgress = .now }
-            state.unacknowledged += 1
+        // Counted before the check, as shutdown stops accepting before it waits for the count: one of the
+        // two sees the other.
+        activeEnqueues.add(1, ordering: .sequentiallyConsistent)
+        guard accepting.load(ordering: .sequentiallyConsistent) else {
+            activeEnqueues.subtract(1, ordering: .sequentiallyConsistent)
+            throw state.withLock { $0.fatal } ?? KafkaError(code: .closed, message: "the producer is closed")
+        }
+        // Counted before librdkafka holds it: its report may come before the produce call returns.
+        if unacknowledged.wrappingAdd(1, ordering: .relaxed).oldValue == 0,
+            !failedSinceProgress.load(ordering: .relaxed)
+        {
+            let now = ContinuousClock.now
+            state.withLock { $0.lastProgress = now }
         }
     }
 
     func endEnqueue(accepted: Bool) {
+        if !accepted { unacknowledged.subtract(1, ordering: .relaxed) }
+        activeEnqueues.subtract(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// A fatal error: no send is accepted from now on.
+    func noteFatal(_ error: KafkaError) {
         state.withLock { state in
-            state.activeEnqueues -= 1
-            if !accepted { state.unacknowledged -= 1 }
+            state.fatal = error
+            accepting.store(false, ordering: .sequentiallyConsistent)
         }
     }
 
@@ -75,6 +97,7 @@ final class ProducerCore: Sendable {
         let closed = state.withLock { state in
             if state.lifecycle == .closed { return true }
             state.lifecycle = .closing
+            accepting.store(false, ordering: .sequentiallyConsistent)
             if let continuation { state.closeWaiters.append(continuation) }
             return false
         }
