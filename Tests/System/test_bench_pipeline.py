@@ -67,7 +67,10 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
         # (a count of the simulator's requests found none when a short backlog's all went out before the window).
         window_start, window_end = number(r"steady state \(records (\d+)-(\d+) finishing", out)
         assert abs(steady_notifications - (window_end - window_start) * notifications / events) <= 1
-        assert steady_loops > 0 and steady_kafka > 0 and steady_simulator > 0
+        # The window is records finishing, that is acknowledged by Kafka, and the results producer lingers 20 ms:
+        # in a short backlog the window can be one batch of acknowledgements, for pushes the loops and the
+        # simulator finished before it began (CI27 printed a 0.0). Only the acknowledgements surely ran in it.
+        assert steady_worker > 0 and min(steady_loops, steady_kafka, steady_simulator) >= 0
         assert steady_loops + steady_kafka <= steady_worker + 0.1
     p50, p99 = number(r"event → outcome p50 ([\d.]+) ms, p99 ([\d.]+) ms", out)
     assert 0 < p50 <= p99 < 30_000
