@@ -14,11 +14,14 @@ extension ProducerCore {
     }
 
     /// Counts a delivery report. On the poll thread, inside the poll: the clock is read, and the lock taken,
-    /// once per poll by `checkWaiting`, not once per report.
+    /// once per poll by `checkWaiting`, not once per report; only while records wait for the brokers does an
+    /// acknowledgement look at once, so that the wait ends with it.
     func noteDelivery(succeeded: Bool) {
         unacknowledged.subtract(1, ordering: .relaxed)
         failedSinceProgress.store(!succeeded, ordering: .relaxed)
-        if succeeded { acknowledgedSinceCheck.store(true, ordering: .relaxed) }
+        guard succeeded else { return }
+        acknowledgedSinceCheck.store(true, ordering: .relaxed)
+        if waitingForBrokers.load(ordering: .relaxed) { checkWaiting() }
     }
 
     /// Keeps librdkafka's last connection error, the likely cause of a wait.
@@ -39,6 +42,7 @@ extension ProducerCore {
                 state.lastConnectionError = nil
                 guard state.isWaiting else { return nil }
                 state.isWaiting = false
+                waitingForBrokers.store(false, ordering: .relaxed)
                 return status(of: state, now: now)
             }
             guard !state.isWaiting, unacknowledged.load(ordering: .relaxed) > 0,
@@ -47,6 +51,7 @@ extension ProducerCore {
                 return nil
             }
             state.isWaiting = true
+            waitingForBrokers.store(true, ordering: .relaxed)
             return status(of: state, now: now)
         }
         if let changed { statusHandler?(changed) }

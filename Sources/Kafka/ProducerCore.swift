@@ -40,6 +40,9 @@ final class ProducerCore: Sendable {
     /// Whether a delivery succeeded since the poll thread last looked (`checkWaiting`), which then reads the
     /// clock once for all of them.
     let acknowledgedSinceCheck = Atomic<Bool>(false)
+    /// `state.isWaiting`, readable without the lock: while records wait, an acknowledgement ends the wait
+    /// at once, not after the poll (or a shutdown's flush) that served it.
+    let waitingForBrokers = Atomic<Bool>(false)
 
     init(waitThreshold: Duration = .seconds(5), statusHandler: KafkaProducerStatusHandler? = nil) {
         self.waitThreshold = waitThreshold
