@@ -148,9 +148,7 @@ public struct JSONNode {
     /// Whether the UTF-8 `bytes` and `text` are one name, as `JSONObject.isSameName` compares names.
     @inline(__always)
     static func isSameName(_ bytes: UnsafeBufferPointer<UInt8>, _ text: String) -> Bool {
-        guard text.utf8.count == bytes.count else { return false }
-        return text.utf8.withContiguousStorageIfAvailable { isSameName(bytes, $0) }
-            ?? (text == String(decoding: bytes, as: UTF8.self))
+        text.withUTF8Bytes { isSameName(bytes, $0) }
     }
 
     /// Whether two UTF-8 texts are one name, as `JSONObject.isSameName` compares names: of one length, and

@@ -1,6 +1,7 @@
 // Small value types for the apns-expiration, apns-collapse-id and apns-id headers, each checked
 // when made so that a request holding them renders valid headers.
 
+import Platform
 import Synchronization
 
 /// The apns-expiration header: until when APNs keeps trying to deliver.
@@ -93,8 +94,7 @@ public struct CollapseID: Sendable, Hashable, CustomStringConvertible {
         }
         // Over the contiguous bytes rather than stepping through `value.utf8`, which checks the string's form
         // at every byte: every request with a collapse id passes here.
-        let control = value.utf8.withContiguousStorageIfAvailable { bytes in bytes.first { $0 < 0x20 || $0 == 0x7F } }
-        if let byte = control ?? value.utf8.first(where: { $0 < 0x20 || $0 == 0x7F }) {
+        if let byte = value.withUTF8Bytes({ bytes in bytes.first { $0 < 0x20 || $0 == 0x7F } }) {
             throw APNsRequestError(
                 .collapseIDInvalidCharacter, field: "apns-collapse-id",
                 "the collapse id holds the control character 0x\(String(byte, radix: 16)), which cannot go "
