@@ -8,13 +8,13 @@ import Testing
 
 @Suite struct PushEventDecoderTests {
     static let tokenA = String(repeating: "ab", count: 32)
+    static let tokenB = String(repeating: "CD", count: 32)
 
     /// A check of the schema's over the UTF-8 of `text`, as it checks an event's texts where they lie.
     static func utf8(_ text: String, _ check: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
         var text = text
         return text.withUTF8(check)
     }
-    static let tokenB = String(repeating: "CD", count: 32)
 
     @Test func decodesAFullEvent() throws {
         let text = """

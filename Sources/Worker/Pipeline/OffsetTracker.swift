@@ -132,7 +132,7 @@ public struct OffsetTracker: Sendable {
 
     /// Whether `generation` is the partition's current one (it was not forgotten since the record was taken).
     public func isCurrent(_ partition: TopicPartition, generation: UInt64) -> Bool {
-        reading(partition) { $0.generation } == generation
+        self.generation(of: partition) == generation
     }
 
     /// Records of `partition` taken and not yet committable (finished ones waiting behind an unfinished one
