@@ -6,11 +6,13 @@ extension ProducerCore {
         state.withLock { status(of: $0, now: now) }
     }
 
+    /// Under `state`'s lock.
     func status(of state: State, now: ContinuousClock.Instant) -> KafkaProducerStatus {
-        KafkaProducerStatus(
-            unacknowledged: max(0, unacknowledged.load(ordering: .relaxed)), isWaitingForBrokers: state.isWaiting,
-            waitingFor: state.isWaiting ? now - state.lastProgress : nil,
-            cause: state.isWaiting ? state.lastConnectionError : nil)
+        let isWaiting = waitingForBrokers.load(ordering: .relaxed)
+        return KafkaProducerStatus(
+            unacknowledged: max(0, unacknowledged.load(ordering: .relaxed)), isWaitingForBrokers: isWaiting,
+            waitingFor: isWaiting ? now - state.lastProgress : nil,
+            cause: isWaiting ? state.lastConnectionError : nil)
     }
 
     /// Counts a delivery report. On the poll thread, inside the poll: the clock is read, and the lock taken,
@@ -40,17 +42,14 @@ extension ProducerCore {
             if acknowledged {
                 state.lastProgress = now
                 state.lastConnectionError = nil
-                guard state.isWaiting else { return nil }
-                state.isWaiting = false
-                waitingForBrokers.store(false, ordering: .relaxed)
+                guard waitingForBrokers.exchange(false, ordering: .relaxed) else { return nil }
                 return status(of: state, now: now)
             }
-            guard !state.isWaiting, unacknowledged.load(ordering: .relaxed) > 0,
+            guard !waitingForBrokers.load(ordering: .relaxed), unacknowledged.load(ordering: .relaxed) > 0,
                 now - state.lastProgress >= waitThreshold
             else {
                 return nil
             }
-            state.isWaiting = true
             waitingForBrokers.store(true, ordering: .relaxed)
             return status(of: state, now: now)
         }

@@ -15,7 +15,6 @@ final class ProducerCore: Sendable {
         /// The last acknowledgement (as of the poll that served it), or the enqueue that ended a time with
         /// nothing unacknowledged.
         var lastProgress = ContinuousClock.now
-        var isWaiting = false
         var lastConnectionError: String?
     }
 
@@ -40,7 +39,8 @@ final class ProducerCore: Sendable {
     /// Whether a delivery succeeded since the poll thread last looked (`checkWaiting`), which then reads the
     /// clock once for all of them.
     let acknowledgedSinceCheck = Atomic<Bool>(false)
-    /// `state.isWaiting`, readable without the lock: while records wait, an acknowledgement ends the wait
+    /// Whether records wait for the brokers (see ``KafkaProducerStatus``). Changed under `state`'s lock, with
+    /// `lastProgress`; read without it by `noteDelivery`: while records wait, an acknowledgement ends the wait
     /// at once, not after the poll (or a shutdown's flush) that served it.
     let waitingForBrokers = Atomic<Bool>(false)
 
