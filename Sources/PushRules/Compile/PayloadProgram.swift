@@ -112,8 +112,10 @@ struct PayloadProgram: Sendable {
         var output = Output(bytes: [], shape: 0, leaves: [])
         output.bytes.reserveCapacity(256)
         output.leaves.reserveCapacity(leafCount)
-        for step in steps {
-            switch step {
+        // By index, where the steps lie: `for step in steps` copied each step, a retain and a release for
+        // every array and template in it.
+        for index in steps.indices {
+            switch steps[index] {
             case .bytes(let chunk):
                 output.bytes.append(contentsOf: chunk)
             case .separator(let opening):

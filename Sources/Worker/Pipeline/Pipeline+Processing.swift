@@ -39,7 +39,11 @@ extension Pipeline {
         case .deadLetter(let output):
             publishDeadLetter(output, of: record, generation: generation)
         case .ready(let prepared):
-            transport.beginDeliverAll(prepared.plan.pushes[...], withdrawal: taken.withdrawal) { [self] sent in
+            // Moved into the completion, not copied: capturing the prepared event copied it, a retain and a
+            // release for each field of the event and its plan.
+            let pushes = prepared.plan.pushes[...]
+            transport.beginDeliverAll(pushes, withdrawal: taken.withdrawal) {
+                [self, prepared = consume prepared, record = consume record] sent in
                 publishResults(of: prepared, sent: sent, source: record, generation: generation)
             }
         }
@@ -75,7 +79,12 @@ extension Pipeline {
         of prepared: PreparedEvent, sent: [DeliveryResult], source record: SourceRecord, generation: UInt64
     ) {
         // A record with a withdrawn push publishes nothing, not even the outcomes of its other pushes.
-        if sent.contains(where: { $0.status == .withdrawn }) { return recordWithdrawn(record, generation: generation) }
+        // The statuses read where the results lie: `contains(where:)` copied each result to its predicate, a
+        // retain and a release for every field of the result, its response and its attempts.
+        let anyWithdrawn = sent.withUnsafeBufferPointer { results in
+            results.indices.contains { results[$0].status == .withdrawn }
+        }
+        if anyWithdrawn { return recordWithdrawn(record, generation: generation) }
         let (outputs, outcomes) = results(of: prepared, sent: sent, source: record)
         publish(outputs, of: record, generation: generation, outcomes: outcomes, eventTime: prepared.eventTime)
     }
