@@ -212,8 +212,9 @@ public final class APNsClient: Sendable {
         /// The client that sent the first attempt, which `settledResult` and `finishSend` go on with.
         public let client: APNsClient
         let request: APNsRequest
-        /// Nil when nothing was sent yet: the pool's breaker was holding its pushes. Written only
-        /// before the object is handed to `beginSend`'s receiver, never after.
+        /// Nil when nothing was sent yet: the pool's breaker was holding its pushes. Written before the
+        /// object is handed to `beginSend`'s receiver, and after only by `settledResult`, which takes a
+        /// delivered attempt out as the send's last reader.
         fileprivate(set) var first: RecordedAttempt?
         let firstStart: ContinuousClock.Instant
         /// Told when the first attempt has ended, with `slot`.
@@ -314,12 +315,15 @@ public final class APNsClient: Sendable {
     /// The result when the first attempt settled the send: accepted, or refused in a way `policy` does not
     /// retry (an unregistered token, a bad topic...). Nil when the policy retries: `finishSend` then does.
     public func settledResult(_ progress: SendInProgress, policy: RetryPolicy) -> DeliveryResult? {
-        guard let first = progress.first else { return nil }
-        if progress.isDelivered, let response = first.response {
+        if progress.isDelivered {
+            // The send ends here: its attempt is moved out of it, not copied (a retain and a release for
+            // every field of the attempt, its response and its outcome).
+            var first = progress.first.take()!
             return DeliveryResult(
-                status: .delivered, response: response, attempts: [first.record],
+                status: .delivered, response: first.response.take()!, attempts: [first.record],
                 summary: "accepted by APNs")
         }
+        guard let first = progress.first else { return nil }
         if isHeldByBreaker(first, environment: progress.request.environment) { return nil }
         let decision = policy.decide(
             after: first.outcome, attempts: 1,
