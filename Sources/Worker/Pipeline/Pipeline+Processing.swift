@@ -159,17 +159,16 @@ extension Pipeline {
                     }
                     let push = pushes.baseAddress! + pushIndex
                     let result = sent.baseAddress! + pushIndex
-                    let outcome = Self.outcome(
-                        sentTo: device, push, result, event: prepared.event, source: source, completedAt: now)
-                    outputs.append(
-                        OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome.jsonBytes))
+                    let outcome = Self.writeOutcome(
+                        sentTo: device, push, result, event: prepared.event, source: source, completedAt: now,
+                        into: &outcomes)
+                    outputs.append(OutboundRecord(topic: configuration.outcomesTopic, key: key, value: outcome))
                     if let invalid = invalidTokenRecord(push, result, event: prepared.event, observedAt: now) {
                         invalidTokens.append(
                             OutboundRecord(
                                 topic: configuration.invalidTokensTopic, key: Array(invalid.deviceToken.utf8),
                                 value: invalid.json.compactBytes))
                     }
-                    outcomes.append(outcome)
                 }
             }
         }
@@ -178,36 +177,44 @@ extension Pipeline {
         return (outputs, outcomes)
     }
 
-    /// The outcome of a push sent to `device`, from the push and its result.
+    /// The outcome of a push sent to `device`, from the push and its result: its JSON, counted in
+    /// `outcomes` (with its record, when they keep records).
     ///
     /// Both are read through pointers, field by field: a push or result passed by value (or borrowed from
-    /// an array) was copied whole first, a retain and a release for every field of both.
+    /// an array) was copied whole first, a retain and a release for every field of both. The JSON is
+    /// written from those fields where they lie, without a record to hold them.
     @inline(never)
-    static func outcome(
+    static func writeOutcome(
         sentTo device: EventDevice, _ push: UnsafePointer<PlannedPush>, _ result: UnsafePointer<DeliveryResult>,
-        event: PushEvent, source: RecordSource, completedAt now: Double
-    ) -> OutcomeRecord {
-        let attempts = result.pointee.attempts
-        let last = attempts.last
+        event: PushEvent, source: RecordSource, completedAt now: Double, into outcomes: inout PublishedOutcomes
+    ) -> [UInt8] {
+        let last = result.pointee.attempts.last
         // Only a push sent again in the other environment (more than one attempt) answers from elsewhere.
         var environment = device.environment
         var fellBack = false
-        if attempts.count > 1 {
+        if result.pointee.attempts.count > 1 {
             let asked = EnvironmentsAsked(result.pointee, sentTo: push.pointee.request.environment)
             if asked.fellBack {
                 environment = asked.final.rawValue
                 fellBack = true
             }
         }
-        // Made in one expression and returned as it is: a record built and then changed was copied whole.
-        return OutcomeRecord(
-            eventID: event.id, deviceToken: device.token, environment: environment,
-            topic: push.pointee.request.topic, pushType: push.pointee.request.pushType.rawValue,
-            ruleID: push.pointee.ruleID, status: OutcomeStatus(result.pointee.status),
-            httpStatus: result.pointee.response?.status ?? last?.httpStatus,
-            reason: result.pointee.expiryReason ?? result.pointee.response?.reason?.rawValue ?? last?.reason,
-            apnsID: result.pointee.finalAPNsID, apnsUniqueID: result.pointee.response?.apnsUniqueID, attempts: attempts,
-            source: source, completedAt: now, environmentFallback: fellBack, channelID: device.channelID)
+        let status = OutcomeStatus(result.pointee.status)
+        var kept: OutcomeRecord?
+        let bytes = withUnsafeMutablePointer(to: &kept) { kept in
+            OutcomeRecord.jsonBytes(
+                eventID: event.id, deviceToken: device.token, environment: environment,
+                topic: push.pointee.request.topic, pushType: push.pointee.request.pushType.rawValue,
+                ruleID: push.pointee.ruleID, status: status,
+                httpStatus: result.pointee.response?.status ?? last?.httpStatus,
+                reason: result.pointee.expiryReason ?? result.pointee.response?.reason?.rawValue ?? last?.reason,
+                apnsID: result.pointee.finalAPNsID, apnsUniqueID: result.pointee.response?.apnsUniqueID,
+                attempts: result.pointee.attempts, source: source, completedAt: now,
+                environmentFallback: fellBack, channelID: device.channelID,
+                keeping: outcomes.keepsRecords ? kept : nil)
+        }
+        if let kept { outcomes.append(kept) } else { outcomes.count(status) }
+        return bytes
     }
 
     /// The outcome of a device's delivery that sent nothing: its skip or rejection.
@@ -235,7 +242,7 @@ extension Pipeline {
 
     /// The invalid-token event for a push whose final answer proves its token invalid
     /// (`InvalidTokenRecord.invalidatingReason`), naming every environment that was asked. Read through
-    /// pointers, as `outcome(sentTo:_:_:event:source:completedAt:)` reads them.
+    /// pointers, as `writeOutcome(sentTo:_:_:event:source:completedAt:into:)` reads them.
     @inline(never)
     func invalidTokenRecord(
         _ push: UnsafePointer<PlannedPush>, _ result: UnsafePointer<DeliveryResult>, event: PushEvent,

@@ -36,16 +36,24 @@ public struct PublishedOutcomes: Sendable {
     /// Every outcome, whatever its status.
     public var count: Int { delivered + rejected + failed + expired + skipped }
 
+    /// Whether the records are kept (`append(_:)` then needs each one; `count(_:)` is for the others).
+    var keepsRecords: Bool { records != nil }
+
     /// Counts `outcome`, and keeps it when records are kept.
     mutating func append(_ outcome: OutcomeRecord) {
-        switch outcome.status {
+        count(outcome.status)
+        records?.append(outcome)
+    }
+
+    /// Counts an outcome of `status` whose record is not kept.
+    mutating func count(_ status: OutcomeStatus) {
+        switch status {
         case .delivered: delivered += 1
         case .rejected: rejected += 1
         case .failed: failed += 1
         case .expired: expired += 1
         case .skipped: skipped += 1
         }
-        records?.append(outcome)
     }
 
     /// The outcomes that ended in `status`.
@@ -95,45 +103,66 @@ public struct OutcomeRecord: Sendable {
 
     /// `json.compactBytes`, written directly (one per notification, so it skips the value tree).
     public var jsonBytes: [UInt8] {
-        // An outcome with one attempt is about 600 bytes: room for that, and for a retry or two, on the
-        // stack, so that the record's one allocation is the array of its bytes.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { scratch in
-            var writer = JSONObjectWriter(scratch: scratch)
-            write(into: &writer)
-            return writer.finish()
-        }
+        Self.jsonBytes(
+            eventID: eventID, deviceToken: deviceToken, environment: environment, topic: topic, pushType: pushType,
+            ruleID: ruleID, status: status, httpStatus: httpStatus, reason: reason, apnsID: apnsID,
+            apnsUniqueID: apnsUniqueID, attempts: attempts, source: source, completedAt: completedAt,
+            environmentFallback: environmentFallback, channelID: channelID)
     }
 
-    private func write(into writer: inout JSONObjectWriter) {
-        writer.string("event_id", eventID)
-        if let channelID {
-            writer.string("channel_id", channelID)
-        } else {
-            writer.string("device_token", deviceToken)
+    /// The `jsonBytes` of an outcome with these fields, written from them where they lie; and the record,
+    /// made only when `keeping` asks for it.
+    ///
+    /// The pipeline writes each sent push's outcome this way: making the record first retained every one
+    /// of its strings and its attempts, and released them again, once per notification. Never inlined:
+    /// called once per outcome, it is what `scripts/bench-counts.sh` counts outcomes by.
+    @inline(never)
+    static func jsonBytes(
+        eventID: String, deviceToken: String, environment: String, topic: String?, pushType: String?,
+        ruleID: String?, status: OutcomeStatus, httpStatus: Int?, reason: String?, apnsID: APNsID?,
+        apnsUniqueID: String?, attempts: [DeliveryAttempt], source: RecordSource, completedAt: Double,
+        environmentFallback: Bool, channelID: String?, keeping record: UnsafeMutablePointer<OutcomeRecord?>? = nil
+    ) -> [UInt8] {
+        record?.pointee = OutcomeRecord(
+            eventID: eventID, deviceToken: deviceToken, environment: environment, topic: topic, pushType: pushType,
+            ruleID: ruleID, status: status, httpStatus: httpStatus, reason: reason, apnsID: apnsID,
+            apnsUniqueID: apnsUniqueID, attempts: attempts, source: source, completedAt: completedAt,
+            environmentFallback: environmentFallback, channelID: channelID)
+        // An outcome with one attempt is about 600 bytes: room for that, and for a retry or two, on the
+        // stack, so that the record's one allocation is the array of its bytes.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { scratch in
+            var writer = JSONObjectWriter(scratch: scratch)
+            writer.string("event_id", eventID)
+            if let channelID {
+                writer.string("channel_id", channelID)
+            } else {
+                writer.string("device_token", deviceToken)
+            }
+            writer.string("environment", environment)
+            writer.string("topic", topic)
+            writer.string("push_type", pushType)
+            writer.string("rule_id", ruleID)
+            writer.string("status", status.rawValue)
+            writer.integer("http_status", httpStatus.map(Int64.init))
+            writer.string("reason", reason)
+            writer.apnsID("apns_id", apnsID)
+            writer.string("apns_unique_id", apnsUniqueID)
+            writer.objects("attempts", attempts) { object, attempt in
+                object.apnsID("apns_id", attempt.apnsID)
+                object.integer("http_status", attempt.httpStatus.map(Int64.init))
+                object.string("reason", attempt.reason)
+                object.timestamp("started_at", attempt.startedAt.timeIntervalSince1970)
+                object.double("latency_ms", attempt.roundedLatencyMilliseconds)
+            }
+            writer.object("source") { object in
+                object.string("topic", source.topic)
+                object.integer("partition", Int64(source.partition))
+                object.integer("offset", source.offset)
+            }
+            writer.timestamp("completed_at", completedAt)
+            writer.bool("environment_fallback", environmentFallback)
+            return writer.finish()
         }
-        writer.string("environment", environment)
-        writer.string("topic", topic)
-        writer.string("push_type", pushType)
-        writer.string("rule_id", ruleID)
-        writer.string("status", status.rawValue)
-        writer.integer("http_status", httpStatus.map(Int64.init))
-        writer.string("reason", reason)
-        writer.apnsID("apns_id", apnsID)
-        writer.string("apns_unique_id", apnsUniqueID)
-        writer.objects("attempts", attempts) { object, attempt in
-            object.apnsID("apns_id", attempt.apnsID)
-            object.integer("http_status", attempt.httpStatus.map(Int64.init))
-            object.string("reason", attempt.reason)
-            object.timestamp("started_at", attempt.startedAt.timeIntervalSince1970)
-            object.double("latency_ms", attempt.roundedLatencyMilliseconds)
-        }
-        writer.object("source") { object in
-            object.string("topic", source.topic)
-            object.integer("partition", Int64(source.partition))
-            object.integer("offset", source.offset)
-        }
-        writer.timestamp("completed_at", completedAt)
-        writer.bool("environment_fallback", environmentFallback)
     }
 
     public var json: JSONValue {
