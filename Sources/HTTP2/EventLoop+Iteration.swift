@@ -176,11 +176,11 @@ extension EventLoop {
             // Swap with the spare buffer: resuming callers may add completions (never on this thread, but
             // keep the loop simple) and neither array reallocates.
             swap(&completions, &spareCompletions)
-            for index in spareCompletions.indices {
-                let (ticket, result) = spareCompletions[index]
-                ticket.finish(result)
-            }
-            spareCompletions.removeAll(keepingCapacity: true)
+            // Each response moved out to its ticket, in the order it came (reversed in the buffer, whose swaps
+            // move, then popped from the end): read from the array, each was copied (a retain and a release
+            // for the ticket and for each of the response's buffers) and then destroyed with the array.
+            spareCompletions.withUnsafeMutableBufferPointer { $0.reverse() }
+            while let (ticket, result) = spareCompletions.popLast() { ticket.finish(result) }
         }
     }
 

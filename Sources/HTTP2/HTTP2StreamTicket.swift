@@ -84,7 +84,7 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     }
 
     /// Resumes the caller with `result` unless it was resumed already. Safe from any thread.
-    func finish(_ result: Result<HTTP2Response, any Error>) {
+    func finish(_ result: consuming Result<HTTP2Response, any Error>) {
         if let onFinish {
             guard !finishedFlag.exchange(true, ordering: .acquiringAndReleasing) else { return }
             onFinish(result)

@@ -81,11 +81,12 @@ extension APNsClient {
         let (response, retryAfter) = interpret(httpResponse)
         // Kept only for a rejection: the retry loop invalidates exactly the token APNs refused.
         if response.status != 200 { attempt.token = token }
-        attempt.response = response
         attempt.connectionID = httpResponse.connectionID
-        attempt.outcome = .response(response, retryAfter: retryAfter)
         attempt.record.httpStatus = response.status
         attempt.record.reason = response.reason?.rawValue
+        attempt.response = response
+        // The response's last use, so moved rather than copied.
+        attempt.outcome = .response(response, retryAfter: retryAfter)
     }
 
     /// An attempt that got no response: the request was invalid, no token could be made, the transport
