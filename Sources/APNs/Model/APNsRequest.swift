@@ -329,7 +329,7 @@ public struct APNsRequest: Sendable, Hashable {
         guard lastPartLength < 64, suffixLastPartLengths & (1 << UInt64(lastPartLength)) != 0 else { return }
         // The topic's bytes against the suffixes whose last part is as long as the topic's: a topic such as
         // com.example.chat (whose last part is as long as .voip's) takes this path for every event, and a
-        // walk over every push type released each one's suffix, 20 calls to the runtime per request.
+        // walk over every push type released each one's suffix, a call to the runtime per push type.
         for (other, partLength) in suffixedTypes
         where partLength == lastPartLength && hasASCIISuffix(bytes, other.topicSuffix) {
             let bundle = String(decoding: bytes.dropLast(other.topicSuffix.utf8.count), as: UTF8.self)

@@ -27,7 +27,7 @@ public enum ASCIIBytes {
         let letter = (byte | 0x20) &- UInt8(ascii: "a")  // either case
         // Masks, not a choice between the three: the nested `?:` compiled to a branch per byte, and the
         // digits and letters of an id or a token alternate at random (a mispredicted branch every few
-        // bytes: `APNsID.parse` was 2% of an event loop's samples in `bench pipeline`).
+        // bytes: docs/performance.md, 2026-12-07).
         let isDigit: UInt8 = digit < 10 ? 0xFF : 0
         let isLetter: UInt8 = letter < 6 ? 0xFF : 0
         return (digit & isDigit) | ((letter &+ 10) & isLetter) | ~(isDigit | isLetter)
