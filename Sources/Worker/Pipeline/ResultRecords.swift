@@ -114,9 +114,7 @@ public struct OutcomeRecord: Sendable {
     /// made only when `keeping` asks for it.
     ///
     /// The pipeline writes each sent push's outcome this way: making the record first retained every one
-    /// of its strings and its attempts, and released them again, once per notification. Never inlined:
-    /// called once per outcome, it is what `scripts/bench-counts.sh` counts outcomes by.
-    @inline(never)
+    /// of its strings and its attempts, and released them again, once per notification.
     static func jsonBytes(
         eventID: String, deviceToken: String, environment: String, topic: String?, pushType: String?,
         ruleID: String?, status: OutcomeStatus, httpStatus: Int?, reason: String?, apnsID: APNsID?,
