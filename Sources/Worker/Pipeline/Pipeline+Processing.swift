@@ -200,19 +200,15 @@ extension Pipeline {
             }
         }
         let status = OutcomeStatus(result.pointee.status)
-        var kept: OutcomeRecord?
-        let bytes = withUnsafeMutablePointer(to: &kept) { kept in
-            OutcomeRecord.jsonBytes(
-                eventID: event.id, deviceToken: device.token, environment: environment,
-                topic: push.pointee.request.topic, pushType: push.pointee.request.pushType.rawValue,
-                ruleID: push.pointee.ruleID, status: status,
-                httpStatus: result.pointee.response?.status ?? last?.httpStatus,
-                reason: result.pointee.expiryReason ?? result.pointee.response?.reason?.rawValue ?? last?.reason,
-                apnsID: result.pointee.finalAPNsID, apnsUniqueID: result.pointee.response?.apnsUniqueID,
-                attempts: result.pointee.attempts, source: source, completedAt: now,
-                environmentFallback: fellBack, channelID: device.channelID,
-                keeping: outcomes.keepsRecords ? kept : nil)
-        }
+        let (bytes, kept) = OutcomeRecord.jsonBytes(
+            eventID: event.id, deviceToken: device.token, environment: environment,
+            topic: push.pointee.request.topic, pushType: push.pointee.request.pushType.rawValue,
+            ruleID: push.pointee.ruleID, status: status,
+            httpStatus: result.pointee.response?.status ?? last?.httpStatus,
+            reason: result.pointee.expiryReason ?? result.pointee.response?.reason?.rawValue ?? last?.reason,
+            apnsID: result.pointee.finalAPNsID, apnsUniqueID: result.pointee.response?.apnsUniqueID,
+            attempts: result.pointee.attempts, source: source, completedAt: now,
+            environmentFallback: fellBack, channelID: device.channelID, keepingRecord: outcomes.keepsRecords)
         if let kept { outcomes.append(kept) } else { outcomes.count(status) }
         return bytes
     }

@@ -107,11 +107,12 @@ public struct OutcomeRecord: Sendable {
             eventID: eventID, deviceToken: deviceToken, environment: environment, topic: topic, pushType: pushType,
             ruleID: ruleID, status: status, httpStatus: httpStatus, reason: reason, apnsID: apnsID,
             apnsUniqueID: apnsUniqueID, attempts: attempts, source: source, completedAt: completedAt,
-            environmentFallback: environmentFallback, channelID: channelID)
+            environmentFallback: environmentFallback, channelID: channelID, keepingRecord: false
+        ).bytes
     }
 
     /// The `jsonBytes` of an outcome with these fields, written from them where they lie; and the record,
-    /// made only when `keeping` asks for it.
+    /// made only when `keepingRecord` asks for it.
     ///
     /// The pipeline writes each sent push's outcome this way: making the record first retained every one
     /// of its strings and its attempts, and released them again, once per notification.
@@ -119,16 +120,18 @@ public struct OutcomeRecord: Sendable {
         eventID: String, deviceToken: String, environment: String, topic: String?, pushType: String?,
         ruleID: String?, status: OutcomeStatus, httpStatus: Int?, reason: String?, apnsID: APNsID?,
         apnsUniqueID: String?, attempts: [DeliveryAttempt], source: RecordSource, completedAt: Double,
-        environmentFallback: Bool, channelID: String?, keeping record: UnsafeMutablePointer<OutcomeRecord?>? = nil
-    ) -> [UInt8] {
-        record?.pointee = OutcomeRecord(
-            eventID: eventID, deviceToken: deviceToken, environment: environment, topic: topic, pushType: pushType,
-            ruleID: ruleID, status: status, httpStatus: httpStatus, reason: reason, apnsID: apnsID,
-            apnsUniqueID: apnsUniqueID, attempts: attempts, source: source, completedAt: completedAt,
-            environmentFallback: environmentFallback, channelID: channelID)
+        environmentFallback: Bool, channelID: String?, keepingRecord: Bool
+    ) -> (bytes: [UInt8], record: OutcomeRecord?) {
+        let record =
+            keepingRecord
+            ? OutcomeRecord(
+                eventID: eventID, deviceToken: deviceToken, environment: environment, topic: topic, pushType: pushType,
+                ruleID: ruleID, status: status, httpStatus: httpStatus, reason: reason, apnsID: apnsID,
+                apnsUniqueID: apnsUniqueID, attempts: attempts, source: source, completedAt: completedAt,
+                environmentFallback: environmentFallback, channelID: channelID) : nil
         // An outcome with one attempt is about 600 bytes: room for that, and for a retry or two, on the
         // stack, so that the record's one allocation is the array of its bytes.
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { scratch in
+        let bytes = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { scratch in
             var writer = JSONObjectWriter(scratch: scratch)
             writer.string("event_id", eventID)
             if let channelID {
@@ -161,6 +164,7 @@ public struct OutcomeRecord: Sendable {
             writer.bool("environment_fallback", environmentFallback)
             return writer.finish()
         }
+        return (bytes, record)
     }
 
     public var json: JSONValue {
