@@ -10,8 +10,11 @@ import Synchronization
 /// the hot path costs this one object rather than a chain of closures built on a sender's thread and
 /// freed on the poll thread.
 ///
-/// - Important: ``delivered(_:)`` runs on the poll thread, exactly once per accepted send, and must return
-///   quickly. A subclass is shared between the sending thread and the poll thread: keep its stored
+/// A failed report comes to ``failed(_:record:)`` with librdkafka's copy of the record, so a sender need
+/// not keep its own copy until the report: it is freed on the thread that made it, not the poll thread.
+///
+/// - Important: ``delivered(_:)`` (or ``failed(_:record:)``) runs on the poll thread, exactly once per
+///   accepted send, and must return quickly. A subclass is shared between the sending thread and the poll thread: keep its stored
 ///   properties immutable (`let`) or otherwise safe to share.
 open class KafkaDelivery: @unchecked Sendable {
     public init() {}
@@ -19,22 +22,23 @@ open class KafkaDelivery: @unchecked Sendable {
     /// Where the record landed, or why it failed.
     open func delivered(_ result: Result<KafkaDeliveryReport, KafkaError>) {}
 
-    /// librdkafka's report as a result.
-    static func result(of raw: RDKafkaDelivery) -> Result<KafkaDeliveryReport, KafkaError> {
+    /// Why the record failed, with librdkafka's copy of it: a sender that keeps no copy of its own can send
+    /// it again, or say what it was. Called instead of ``delivered(_:)`` for every failed report; the
+    /// default passes the error on to ``delivered(_:)``.
+    open func failed(_ error: KafkaError, record: KafkaUndeliveredRecord) { delivered(.failure(error)) }
+
+    /// Why librdkafka could not deliver a record.
+    static func error(of raw: RDKafkaDelivery) -> KafkaError {
         let topic = raw.topic
-        if raw.response.isSuccess {
-            return .success(
-                KafkaDeliveryReport(topic: topic, partition: raw.partition, offset: raw.offset >= 0 ? raw.offset : nil))
-        } else if raw.response == .messageSizeTooLarge {
+        if raw.response == .messageSizeTooLarge {
             // The broker's limit (its message.max.bytes, or the topic's max.message.bytes) is below the producer's.
             let size = RecordSize(keyBytes: raw.keyBytes, valueBytes: raw.valueBytes)
-            return .failure(
-                KafkaError(
-                    .messageTooLarge, "the broker refused a record of \(size) for \(place(topic, raw.partition))",
-                    response: raw.response))
+            return KafkaError(
+                .messageTooLarge, "the broker refused a record of \(size) for \(place(topic, raw.partition))",
+                response: raw.response)
         } else {
-            return .failure(
-                KafkaError(.delivery, "delivering a record to \(place(topic, raw.partition))", response: raw.response))
+            return KafkaError(
+                .delivery, "delivering a record to \(place(topic, raw.partition))", response: raw.response)
         }
     }
 

@@ -100,6 +100,25 @@ public struct KafkaDeliveryReport: Hashable, Sendable {
     }
 }
 
+/// A record librdkafka could not deliver, copied from its delivery report: what a sender that keeps no copy
+/// of its own needs to send it again, or to say what it was (see ``KafkaDelivery/failed(_:record:)``).
+public struct KafkaUndeliveredRecord: Sendable {
+    public var topic: String
+    /// The partition it went to, or -1 when librdkafka had not chosen one.
+    public var partition: Int32
+    public var key: [UInt8]?
+    public var value: [UInt8]?
+    public var headers: [KafkaHeader]
+
+    public init(topic: String, partition: Int32, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader]) {
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.headers = headers
+    }
+}
+
 /// How far a consumer is behind in one partition, from librdkafka's local view (no broker call).
 public struct KafkaPartitionLag: Hashable, Sendable {
     public var topicPartition: KafkaTopicPartition

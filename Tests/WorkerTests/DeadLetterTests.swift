@@ -27,7 +27,9 @@ import Testing
     }
 
     static func refusal(limit: Int?) -> RecordTooLargeError {
-        RecordTooLargeError(topic: "push.dlq", limitBytes: limit, detail: "a record of many bytes is too large")
+        RecordTooLargeError(
+            record: OutboundRecord(topic: "push.dlq", key: nil, value: nil), limitBytes: limit,
+            detail: "a record of many bytes is too large")
     }
 
     @Test func theWorkersHeadersComeFirstAndNameTheErrorTheSourceAndTheTime() {
@@ -152,7 +154,7 @@ import Testing
         let outcome = OutboundRecord(
             topic: "push.outcomes", key: Array("evt-1".utf8),
             value: [UInt8](repeating: UInt8(ascii: "a"), count: 300_000))
-        let refusal = RecordTooLargeError(topic: "push.outcomes", limitBytes: 100_000, detail: "refused: 300000 bytes")
+        let refusal = RecordTooLargeError(record: outcome, limitBytes: 100_000, detail: "refused: 300000 bytes")
         let letter = try #require(
             DeadLetter(result: outcome, of: Self.source(value: Array("{}".utf8)), refusal: refusal)
                 .smaller(after: refusal))

@@ -143,7 +143,7 @@ final class InMemoryResultSink: ResultSink {
         let tooLarge = maximumBytes.flatMap { limit in
             record.byteCount > limit
                 ? RecordTooLargeError(
-                    topic: record.topic, limitBytes: limit,
+                    record: record, limitBytes: limit,
                     detail: "a record of \(record.byteCount) bytes for \(record.topic) is over \(limit) bytes")
                 : nil
         }

@@ -80,11 +80,20 @@ import Testing
         #expect(try (await Self.publish(record, to: sink)).get() == ())
 
         try cluster.refuseNextProduceRequestsAsTooLarge(1)
-        let result = await Self.publish(record, to: sink)
+        let refused = OutboundRecord(
+            topic: "push.outcomes", key: Array("evt-2".utf8), value: Array("{}".utf8),
+            headers: [RecordHeader(name: "traceparent", value: Array("00-aa-bb-01".utf8))])
+        let result = await Self.publish(refused, to: sink)
         let refusal = try #require(result.failure as? RecordTooLargeError)
         #expect(refusal.detail.contains("the broker refused a record of 7 bytes"))
         #expect(refusal.detail.contains("push.outcomes[0]"))
         #expect(reports.lines.withLock { $0.count } == 1)
+        // The sink keeps no copy of what it sends: the refusal hands back librdkafka's, for the dead letter.
+        #expect(refusal.record.topic == "push.outcomes")
+        #expect(refusal.record.key == Array("evt-2".utf8))
+        #expect(refusal.record.value == Array("{}".utf8))
+        #expect(refusal.record.headers.map(\.name) == ["traceparent"])
+        #expect(refusal.record.headers.map(\.value) == [Array("00-aa-bb-01".utf8)])
 
         // Not fatal for the idempotent producer: the next record is delivered.
         #expect(try (await Self.publish(record, to: sink)).get() == ())

@@ -78,11 +78,9 @@ extension RDKafkaClient {
             rd_kafka_conf_set_dr_msg_cb(conf) { _, message, opaque in
                 guard let message, let messageOpaque = message.pointee._private else { return }
                 let delivery = Unmanaged<KafkaDelivery>.fromOpaque(messageOpaque).takeRetainedValue()
-                let result = KafkaDelivery.result(of: RDKafkaDelivery(message))
-                if let callbacks = RDKafkaCallbacks.from(opaque) {
-                    callbacks.onDelivery?((try? result.get()) != nil)
-                }
-                delivery.delivered(result)
+                let raw = RDKafkaDelivery(message)
+                RDKafkaCallbacks.from(opaque)?.onDelivery?(raw.response.isSuccess)
+                delivery.report(raw, of: message)
             }
         }
         if kind == .consumer {

@@ -34,6 +34,20 @@ struct RDKafkaDelivery {
     }
 }
 
+extension KafkaDelivery {
+    /// Tells this object of librdkafka's report: where the record landed, or why it failed with its copy.
+    func report(_ raw: RDKafkaDelivery, of message: UnsafePointer<rd_kafka_message_t>) {
+        if raw.response.isSuccess {
+            delivered(
+                .success(
+                    KafkaDeliveryReport(
+                        topic: raw.topic, partition: raw.partition, offset: raw.offset >= 0 ? raw.offset : nil)))
+        } else {
+            failed(Self.error(of: raw), record: KafkaUndeliveredRecord(copying: message))
+        }
+    }
+}
+
 extension RDKafkaClient {
     /// Enqueues one record (key, value and headers are copied) with `delivery` as its message opaque,
     /// retained once; the delivery report releases it, and so does this call when librdkafka refuses.

@@ -1,4 +1,5 @@
-// Copies a received rd_kafka_message_t into a KafkaConsumerMessage (the C message is freed after).
+// Copies a received rd_kafka_message_t into a KafkaConsumerMessage, and a produced one that failed into a
+// KafkaUndeliveredRecord (librdkafka frees the C message after).
 
 internal import CRdKafka
 
@@ -9,8 +10,8 @@ extension KafkaConsumerMessage {
         topic = String(cString: rd_kafka_topic_name(raw.rkt))
         partition = raw.partition
         offset = raw.offset
-        key = raw.key.map { Array(UnsafeRawBufferPointer(start: $0, count: raw.key_len)) }
-        value = raw.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: raw.len)) }
+        key = copiedBytes(raw.key, raw.key_len)
+        value = copiedBytes(raw.payload, raw.len)
 
         var kind = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let milliseconds = rd_kafka_message_timestamp(message, &kind)
@@ -23,9 +24,14 @@ extension KafkaConsumerMessage {
             timestamp = nil
         }
 
-        headers = []
+        headers = Self.headers(of: message)
+    }
+
+    /// The message's headers, copied: a consumed message's, or a produced one's in its delivery report.
+    static func headers(of message: UnsafePointer<rd_kafka_message_t>) -> [KafkaHeader] {
+        var headers: [KafkaHeader] = []
         var list: OpaquePointer?
-        guard rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return }
+        guard rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return [] }
         var index = 0
         var name: UnsafePointer<CChar>?
         var bytes: UnsafeRawPointer?
@@ -38,5 +44,22 @@ extension KafkaConsumerMessage {
                 ))
             index += 1
         }
+        return headers
     }
+}
+
+extension KafkaUndeliveredRecord {
+    /// Copies the record out of a failed delivery report (librdkafka frees the message after the callback).
+    init(copying message: UnsafePointer<rd_kafka_message_t>) {
+        let raw = message.pointee
+        self.init(
+            topic: raw.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? "", partition: raw.partition,
+            key: copiedBytes(raw.key, raw.key_len), value: copiedBytes(raw.payload, raw.len),
+            headers: KafkaConsumerMessage.headers(of: message))
+    }
+}
+
+/// A message's key or value, copied; nil when it has none.
+private func copiedBytes(_ start: UnsafeMutableRawPointer?, _ count: Int) -> [UInt8]? {
+    start.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) }
 }

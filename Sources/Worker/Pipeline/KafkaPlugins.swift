@@ -215,13 +215,14 @@ public final class KafkaResultSink: ResultSink {
     ) {
         outstanding.add(records.count, ordering: .relaxed)
         for index in records.indices {
-            send(ResultDelivery(sink: self, record: records[index], index: index, acknowledged: acknowledged))
+            send(records[index], ResultDelivery(sink: self, index: index, acknowledged: acknowledged))
         }
     }
 
     /// Hands the record to librdkafka, its delivery object as the message's opaque: one object per record.
-    fileprivate func send(_ delivery: ResultDelivery) {
-        let record = delivery.record
+    /// librdkafka copies the record; the delivery keeps none, so the caller's copy is freed on the event
+    /// loop that made it, and a failed report brings librdkafka's copy back.
+    fileprivate func send(_ record: OutboundRecord, _ delivery: ResultDelivery) {
         let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
         // Enqueued at once when librdkafka's queue has room (the common case: no task per record); only a
         // full queue makes a task that waits for room, until there is some or the producer closes.
@@ -256,7 +257,7 @@ public final class KafkaResultSink: ResultSink {
     fileprivate func translated(_ error: KafkaError, _ record: OutboundRecord) -> any Error {
         guard error.code == .messageTooLarge else { return error }
         let refusal = RecordTooLargeError(
-            topic: record.topic, limitBytes: producer.maximumMessageBytes, detail: error.description)
+            record: record, limitBytes: producer.maximumMessageBytes, detail: error.description)
         if !DeadLetterHeader.isReducedDeadLetter(record) {
             report(
                 "a record for \(record.topic) is too large for Kafka\(DeadLetterHeader.sourceText(of: record)): "
@@ -276,20 +277,19 @@ public final class KafkaResultSink: ResultSink {
 }
 
 /// One result record on its way to Kafka: librdkafka holds it as the message's opaque and hands it back
-/// with the delivery report, on the producer's poll thread.
+/// with the delivery report, on the producer's poll thread. It holds no copy of the record: librdkafka's
+/// copy comes back with a failed report, the only one that needs it.
 private final class ResultDelivery: KafkaDelivery, @unchecked Sendable {
     let sink: KafkaResultSink
-    let record: OutboundRecord
     /// The record's index among its source record's results, for `acknowledged`.
     let index: Int
     let acknowledged: @Sendable (_ index: Int, Result<Void, any Error>) -> Void
 
     init(
-        sink: KafkaResultSink, record: OutboundRecord, index: Int,
+        sink: KafkaResultSink, index: Int,
         acknowledged: @escaping @Sendable (_ index: Int, Result<Void, any Error>) -> Void
     ) {
         self.sink = sink
-        self.record = record
         self.index = index
         self.acknowledged = acknowledged
     }
@@ -298,16 +298,26 @@ private final class ResultDelivery: KafkaDelivery, @unchecked Sendable {
         switch result {
         case .success:
             finish(.success(()))
-        case .failure(let error) where error.producerFailureKind == .transient:
-            // librdkafka gave up after a finite message.timeout.ms while the brokers were away; librdkafka has
-            // consumed this object, so the record goes again with a fresh one.
-            let again = ResultDelivery(sink: sink, record: record, index: index, acknowledged: acknowledged)
-            Task {
-                try? await Task.sleep(for: KafkaResultSink.resendPause)
-                again.sink.send(again)
-            }
         case .failure(let error):
+            // librdkafka's failed reports come to `failed(_:record:)`, with the record; this is for any other.
+            finish(.failure(error))
+        }
+    }
+
+    override func failed(_ error: KafkaError, record copy: KafkaUndeliveredRecord) {
+        let record = OutboundRecord(
+            topic: copy.topic, key: copy.key, value: copy.value,
+            headers: copy.headers.map { RecordHeader(name: $0.name, value: $0.value) })
+        guard error.producerFailureKind == .transient else {
             finish(.failure(sink.translated(error, record)))
+            return
+        }
+        // librdkafka gave up after a finite message.timeout.ms while the brokers were away; librdkafka has
+        // consumed this object, so the record goes again with a fresh one.
+        let again = ResultDelivery(sink: sink, index: index, acknowledged: acknowledged)
+        Task {
+            try? await Task.sleep(for: KafkaResultSink.resendPause)
+            again.sink.send(record, again)
         }
     }
 

@@ -32,19 +32,24 @@ public struct OffsetTracker: Sendable {
 
         var lastTaken: Int64?
 
-        mutating func take(_ offset: Int64) -> Bool {
-            if let lastTaken, offset <= lastTaken { return false }
+        /// Takes `offset`; returns the generation it belongs to, or nil when it is not past the last one taken.
+        mutating func take(_ offset: Int64) -> UInt64? {
+            if let lastTaken, offset <= lastTaken { return nil }
             lastTaken = offset
             offsets.append(offset)
             finished.append(false)
             unfinished += 1
-            return true
+            return generation
         }
 
-        /// Marks `offset` finished; returns the new committable offset when it moved forward, and how
-        /// many records that released (this one and finished ones that were waiting behind it).
-        mutating func finish(_ offset: Int64) -> (committable: Int64?, released: Int) {
-            guard let index = indexOf(offset), !finished[index] else { return (nil, 0) }
+        /// Marks `offset` finished; returns the new committable offset when it moved forward, how many
+        /// records that released (this one and finished ones that were waiting behind it), and whether
+        /// it was unfinished until now. Nil when the record is of another generation than `generation`.
+        mutating func finish(_ offset: Int64, generation: UInt64) -> (
+            committable: Int64?, released: Int, wasUnfinished: Bool
+        )? {
+            guard generation == self.generation else { return nil }
+            guard let index = indexOf(offset), !finished[index] else { return (nil, 0, false) }
             finished[index] = true
             unfinished -= 1
             let before = head
@@ -54,7 +59,7 @@ public struct OffsetTracker: Sendable {
             }
             let released = head - before
             compactIfWorthwhile()
-            return (released > 0 ? committable : nil, released)
+            return (released > 0 ? committable : nil, released, true)
         }
 
         /// Records taken and not yet committable: what a crash now would make the next owner redo.
@@ -102,9 +107,11 @@ public struct OffsetTracker: Sendable {
             nextGeneration += 1
             slot = ledgers.index(forKey: partition)
         }
-        guard let slot, ledgers.values[slot].take(offset) else { return nil }
+        // A mutating call changes the ledger where it lies; reading a field through `ledgers.values[slot]`
+        // copies the whole ledger out, retaining and releasing its two arrays.
+        guard let slot, let generation = ledgers.values[slot].take(offset) else { return nil }
         unfinishedCount += 1
-        return ledgers.values[slot].generation
+        return generation
     }
 
     /// Marks a record finished. Returns the offset to store (next offset to read) when the
@@ -118,16 +125,15 @@ public struct OffsetTracker: Sendable {
     public mutating func finishReleasing(_ partition: TopicPartition, offset: Int64, generation: UInt64)
         -> (committable: Int64?, released: Int)
     {
-        guard let slot = ledgers.index(forKey: partition), ledgers.values[slot].generation == generation else {
-            return (nil, 1)
-        }
-        // Changed in place, found by one lookup: a ledger copied out of the dictionary shares its arrays
-        // with the stored one, so marking a record finished copied them whole, every offset the partition
-        // held, per record.
-        let before = ledgers.values[slot].unfinished
-        let result = ledgers.values[slot].finish(offset)
-        unfinishedCount -= before - ledgers.values[slot].unfinished
-        return result
+        // Changed in place by one mutating call, found by one lookup: a ledger copied out of the dictionary
+        // shares its arrays with the stored one, so marking a record finished copied them whole, every
+        // offset the partition held, per record; and each field read through `ledgers.values[slot]` copies
+        // the ledger out, retaining and releasing both arrays.
+        guard let slot = ledgers.index(forKey: partition),
+            let result = ledgers.values[slot].finish(offset, generation: generation)
+        else { return (nil, 1) }
+        if result.wasUnfinished { unfinishedCount -= 1 }
+        return (result.committable, result.released)
     }
 
     /// Whether `generation` is the partition's current one (it was not forgotten since the record was taken).

@@ -19,7 +19,7 @@ extension Pipeline {
         }
         let invalidTokens = outputs.reduce(0) { $0 + ($1.topic == configuration.invalidTokensTopic ? 1 : 0) }
         let publication = RecordPublication(
-            pipeline: self, record: record, generation: generation, outputs: outputs, outcomes: outcomes,
+            pipeline: self, record: record, generation: generation, outputs: outputs.count, outcomes: outcomes,
             invalidTokens: invalidTokens, parked: outputs.last?.topic == configuration.retryTopic,
             eventTime: eventTime)
         if outputs.isEmpty {
@@ -80,7 +80,6 @@ final class RecordPublication: Sendable {
     let pipeline: Pipeline
     let record: SourceRecord
     let generation: UInt64
-    let outputs: [OutboundRecord]
     let outcomes: PublishedOutcomes
     let invalidTokens: Int
     let parked: Bool
@@ -89,22 +88,23 @@ final class RecordPublication: Sendable {
     private let failed = Atomic<Bool>(false)
 
     init(
-        pipeline: Pipeline, record: SourceRecord, generation: UInt64, outputs: [OutboundRecord],
-        outcomes: PublishedOutcomes, invalidTokens: Int, parked: Bool, eventTime: Double?
+        pipeline: Pipeline, record: SourceRecord, generation: UInt64, outputs: Int, outcomes: PublishedOutcomes,
+        invalidTokens: Int, parked: Bool, eventTime: Double?
     ) {
         self.pipeline = pipeline
         self.record = record
         self.generation = generation
-        self.outputs = outputs
         self.outcomes = outcomes
         self.invalidTokens = invalidTokens
         self.parked = parked
         self.eventTime = eventTime
-        remaining = Atomic(outputs.count)
+        remaining = Atomic(outputs)
     }
 
-    /// The sink's answer for `outputs[index]`. A record Kafka can never take (too large) is replaced by a
-    /// smaller dead letter, so that the partition moves on instead of stopping the worker for good.
+    /// The sink's answer for the record's output number `index`. A record Kafka can never take (too large)
+    /// is replaced by a smaller dead letter, so that the partition moves on instead of stopping the worker for
+    /// good. The refusal hands the output back: this object keeps no copy of the outputs, which are freed
+    /// on the event loop that made them rather than on the producer's poll thread.
     func acknowledged(_ index: Int, _ result: Result<Void, any Error>) {
         guard case .failure(let refusal as RecordTooLargeError) = result else {
             acknowledge(result)
@@ -112,7 +112,7 @@ final class RecordPublication: Sendable {
         }
         let deadLetters = DeadLetterReplacement(
             sink: pipeline.sink, topic: pipeline.configuration.deadLetterTopic)
-        deadLetters.publish(replacing: outputs[index], of: record, after: refusal) { [self] replaced in
+        deadLetters.publish(replacing: refusal.record, of: record, after: refusal) { [self] replaced in
             switch replaced {
             case .success(let letter):
                 if letter.resultTopic != nil {

@@ -21,7 +21,7 @@ extension Pipeline {
                 continue
             }
             let refusal = RecordTooLargeError(
-                topic: output.topic, limitBytes: limit,
+                record: output, limitBytes: limit,
                 detail: "\(output.byteCount) bytes, more than message.max.bytes (\(limit))")
             let replaced = Mutex<Result<DeadLetter, any Error>?>(nil)
             deadLetters.publish(replacing: output, of: record, after: refusal) { result in
@@ -107,7 +107,7 @@ final class HeldOutputs: ResultSink {
             acknowledged(
                 .failure(
                     RecordTooLargeError(
-                        topic: record.topic, limitBytes: limitBytes,
+                        record: record, limitBytes: limitBytes,
                         detail: "\(record.byteCount) bytes, more than message.max.bytes (\(limitBytes))")))
             return
         }

@@ -110,8 +110,8 @@ extension EventSource {
 public protocol ResultSink: Sendable {
     /// Publishes a record; `acknowledged` runs exactly once, when the record is durably written or
     /// has definitively failed. A record the sink can never take because of its size fails with
-    /// ``RecordTooLargeError`` (the pipeline then publishes a smaller dead letter in its place); any
-    /// other error is a failure of the sink itself.
+    /// ``RecordTooLargeError``, which carries the record (the pipeline then publishes a smaller dead letter
+    /// in its place); any other error is a failure of the sink itself.
     func publish(_ record: OutboundRecord, acknowledged: @escaping @Sendable (Result<Void, any Error>) -> Void)
     /// Publishes a source record's results, in order; `acknowledged` runs exactly once per record, with its
     /// index in `records`, as for ``publish(_:acknowledged:)``. One call and one closure per source record
@@ -132,18 +132,22 @@ extension ResultSink {
 
 /// A record larger than the sink takes (Kafka's `message.max.bytes`): publishing it again cannot succeed.
 public struct RecordTooLargeError: Error, Sendable, CustomStringConvertible {
-    /// The topic the record was for.
-    public var topic: String
+    /// The refused record, handed back: the pipeline keeps no copy of what it published, and replaces this
+    /// one with a smaller dead letter.
+    public var record: OutboundRecord
     /// The most the sink takes, in bytes (key, value and headers together), when it knows.
     public var limitBytes: Int?
     /// The sink's own account, naming the size, the limit and where it was refused.
     public var detail: String
 
-    public init(topic: String, limitBytes: Int?, detail: String) {
-        self.topic = topic
+    public init(record: OutboundRecord, limitBytes: Int?, detail: String) {
+        self.record = record
         self.limitBytes = limitBytes
         self.detail = detail
     }
+
+    /// The topic the record was for.
+    public var topic: String { record.topic }
 
     public var description: String { detail }
 }
