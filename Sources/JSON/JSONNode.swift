@@ -45,11 +45,17 @@ public struct JSONNode {
 
     /// The value of the member named `key`, for an object that has one.
     public subscript(key: String) -> JSONNode? {
+        key.withUTF8Bytes { member(named: $0) }
+    }
+
+    /// The value of the member named by the UTF-8 bytes `name`, for an object that has one: `subscript(_:)`
+    /// for a caller that holds its names as bytes.
+    public func member(named name: UnsafeBufferPointer<UInt8>) -> JSONNode? {
         guard entry.kind == .object else { return nil }
         var position = index + 1
         for _ in 0..<Int(entry.count) {
             let value = JSONNode(entries: entries, bytes: bytes, index: position + 1)
-            if JSONNode(entries: entries, bytes: bytes, index: position).isName(key) { return value }
+            if JSONNode(entries: entries, bytes: bytes, index: position).isName(name) { return value }
             position = value.next
         }
         return nil
@@ -77,7 +83,9 @@ public struct JSONNode {
 
     /// `isName(_:)` for a name given as its UTF-8 bytes.
     func isName(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        withUTF8 { JSONNode.isSameName($0, name) } ?? false
+        let entry = self.entry
+        if entry.isPlain, name.count != Int(entry.end - entry.start) { return false }
+        return withUTF8 { JSONNode.isSameName($0, name) } ?? false
     }
 
     // MARK: - Arrays
@@ -139,10 +147,15 @@ public struct JSONNode {
     /// text, such as a precomposed and a decomposed accent, are equal): the bytes first, which settle it
     /// for text that is all ASCII.
     public func isText(_ text: String) -> Bool {
+        text.withUTF8Bytes { isText(utf8: $0) }
+    }
+
+    /// `isText(_:)` for text given as its UTF-8 bytes.
+    public func isText(utf8 text: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let sameBytes = withUTF8({ bytes in JSONNode.isSameName(bytes, text) }) else { return false }
         if sameBytes { return true }
-        let isASCII = text.utf8.allSatisfy { $0 < 0x80 } && withUTF8 { $0.allSatisfy { $0 < 0x80 } } == true
-        return !isASCII && stringValue == text
+        let isASCII = text.allSatisfy { $0 < 0x80 } && withUTF8 { $0.allSatisfy { $0 < 0x80 } } == true
+        return !isASCII && stringValue == String(decoding: text, as: UTF8.self)
     }
 
     /// Whether the UTF-8 `bytes` and `text` are one name, as `JSONObject.isSameName` compares names.

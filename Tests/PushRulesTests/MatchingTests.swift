@@ -53,6 +53,19 @@ import Testing
         #expect(try Self.matches(#"{data: {count: "3"}}"#, data: #"{"count": "3"}"#))
     }
 
+    @Test func textAndNamesCompareAsSwiftStringsWhateverTheirEscapesOrLength() throws {
+        // An escaped name and text in the event, a precomposed accent in the pattern against a decomposed one.
+        #expect(try Self.matches("{data: {kind: café}}", data: #"{"k\u0069nd": "cafe\u0301"}"#))
+        #expect(try !Self.matches("{data: {kind: café}}", data: #"{"kind": "cafe"}"#))
+        // Names and texts longer than Swift keeps inline (15 bytes), and numbers the other way round.
+        #expect(
+            try Self.matches(
+                "{data: {conversation_participant_kind: direct_message_thread}}",
+                data: #"{"conversation_participant_kind": "direct_message_thread"}"#))
+        #expect(try Self.matches("{data: {count: 3.0}}", data: #"{"count": 3}"#))
+        #expect(try !Self.matches("{data: {count: 3.5}}", data: #"{"count": 3}"#))
+    }
+
     @Test func booleansAndNullMatchTheirJSONValues() throws {
         #expect(try Self.matches("{data: {urgent: true}}", data: #"{"urgent": true}"#))
         #expect(try !Self.matches("{data: {urgent: true}}", data: #"{"urgent": "true"}"#))

@@ -140,8 +140,9 @@ public final class RuleSet: Sendable {
         let rules = self.rules
         var matched: [CompiledRule] = []
         for ruleIndex in index.candidates(for: event) {
+            // The trivial conditions read out of the rule: matching copies nothing (rule and pattern included).
+            guard rules[ruleIndex].pattern.matching.matches(event) else { continue }
             let rule = rules[ruleIndex]
-            guard rule.pattern.matches(event) else { continue }
             matched.append(rule)
             if !rule.continues { break }
         }

@@ -8,18 +8,20 @@ import JSON
 /// A compiled pattern: every condition must hold.
 struct EventPattern: Sendable {
     let conditions: [MatchCondition]
+    /// The conditions as trivial values, for matching without copying them; valid while `memory` lives.
+    let matching: MatchingConditions
+    private let memory: MatchingMemory
 
-    func matches(_ event: JSONNode) -> Bool {
-        // By index, where the conditions lie: `for condition in conditions` copied each one it passed (its
-        // path and tests retained and released for every event).
-        conditions.withUnsafeBufferPointer { conditions in
-            for index in conditions.indices where !conditions[index].matches(event) { return false }
-            return true
-        }
+    init(conditions: [MatchCondition]) {
+        self.conditions = conditions
+        memory = MatchingMemory(conditions)
+        matching = memory.conditions
     }
 
+    func matches(_ event: JSONNode) -> Bool { matching.matches(event) }
+
     func explain(_ event: JSONNode) -> [ConditionExplanation] {
-        conditions.map { $0.explain(event) }
+        conditions.indices.map { conditions[$0].explain(event, matched: matching.conditionHolds($0, event)) }
     }
 }
 
@@ -36,43 +38,6 @@ struct MatchCondition: Sendable {
     let test: Test
     let position: SourcePosition
 
-    func matches(_ event: JSONNode) -> Bool {
-        switch test {
-        case .anyOf(let alternatives):
-            for alternative in alternatives where alternative.matches(event) { return true }
-            return false
-        case .values(let tests):
-            var found = false
-            if Self.anyValue(at: path, from: 0, in: event, found: &found, where: tests) { return true }
-            if !found {
-                for test in tests { if case .exists(false) = test { return true } }
-            }
-            return false
-        }
-    }
-
-    /// Walks `path` from `step`, descending into every element of any array on the way (and at the
-    /// end), as EventBridge does; true when some value there passes one of `tests`.
-    private static func anyValue(
-        at path: [String], from step: Int, in value: JSONNode, found: inout Bool,
-        where tests: [ValueTest]
-    ) -> Bool {
-        if value.isArray {
-            for element in value.elements where anyValue(at: path, from: step, in: element, found: &found, where: tests)
-            {
-                return true
-            }
-            return false
-        }
-        if step < path.count {
-            guard let next = value[path[step]] else { return false }
-            return anyValue(at: path, from: step + 1, in: next, found: &found, where: tests)
-        }
-        found = true
-        for test in tests where test.matches(value) { return true }
-        return false
-    }
-
     /// Every value at the path, for explanations.
     func values(in event: JSONNode) -> [JSONValue] {
         var output: [JSONValue] = []
@@ -88,8 +53,8 @@ struct MatchCondition: Sendable {
         return output
     }
 
-    func explain(_ event: JSONNode) -> ConditionExplanation {
-        let matched = matches(event)
+    /// Why the condition did or did not match `event`; `matched` is the matcher's answer.
+    func explain(_ event: JSONNode, matched: Bool) -> ConditionExplanation {
         switch test {
         case .anyOf(let alternatives):
             return ConditionExplanation(
@@ -124,36 +89,6 @@ enum ValueTest: Sendable, CustomStringConvertible {
     case anythingBut([ValueTest])
     case numeric([NumericBound])
     case exists(Bool)
-
-    func matches(_ value: JSONNode) -> Bool {
-        switch self {
-        case .equals(let expected):
-            switch (expected, value.kind) {
-            case (.string(let text), .string): return value.isText(text)
-            case (.int(let a), .int): return a == value.intValue
-            case (.int, .double), (.double, .int), (.double, .double): return expected.doubleValue == value.doubleValue
-            case (.bool(let a), .bool): return a == value.boolValue
-            case (.null, .null): return true
-            default: return false
-            }
-        case .prefix(let prefix):
-            return value.withUTF8 { $0.starts(with: prefix.utf8) } ?? false
-        case .suffix(let suffix):
-            return value.withUTF8 { $0.reversed().starts(with: suffix.utf8.reversed()) } ?? false
-        case .equalsIgnoreCase(let lowered):
-            guard let string = value.stringValue else { return false }
-            return string.lowercased() == lowered
-        case .anythingBut(let tests):
-            for test in tests where test.matches(value) { return false }
-            return true
-        case .numeric(let bounds):
-            guard let number = value.doubleValue else { return false }
-            for bound in bounds where !bound.admits(number) { return false }
-            return true
-        case .exists(let shouldExist):
-            return shouldExist
-        }
-    }
 
     var description: String {
         switch self {
