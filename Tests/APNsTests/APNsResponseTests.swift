@@ -3,6 +3,7 @@
 
 import APNs
 import Foundation
+import JSON
 import Testing
 
 @Suite struct ErrorReasonTests {
@@ -103,6 +104,22 @@ import Testing
         #expect(response.reason == nil)
         #expect(response.reasonClass == nil)
         #expect(response.timestamp == nil)
+    }
+
+    @Test func aUniqueIDIsWrittenBackExactlyAsItCameWhateverItsForm() {
+        // A canonical lowercase UUID (as APNs sends it) is kept as 16 bytes; anything else as its text.
+        for text in [
+            "a8f0c1b2-0000-4000-8000-000000000001", "A8F0C1B2-0000-4000-8000-000000000001", "not-a-uuid", "",
+        ] {
+            let id = APNsUniqueID(text)
+            #expect(id.description == text)
+            var writer = JSONObjectWriter()
+            writer.apnsUniqueID("apns_unique_id", id)
+            #expect(String(decoding: writer.finish(), as: UTF8.self) == #"{"apns_unique_id":""# + text + #""}"#)
+        }
+        var writer = JSONObjectWriter()
+        writer.apnsUniqueID("apns_unique_id", nil)
+        #expect(String(decoding: writer.finish(), as: UTF8.self) == #"{"apns_unique_id":null}"#)
     }
 
     @Test func errorBodyGivesTheReasonAndItsClass() {

@@ -161,7 +161,9 @@ public final class APNsClient: Sendable {
                 accepted.apnsID =
                     response.headerFields.withFirstValue(named: "apns-request-id") { APNsID.parse(bytes: $0) } ?? nil
             }
-            accepted.apnsUniqueID = response.header("apns-unique-id")
+            accepted.uniqueID = response.headerFields.withFirstValue(named: "apns-unique-id") {
+                APNsUniqueID(bytes: $0)
+            }
             return (accepted, nil)
         }
         let parsed = APNsResponse(

@@ -19,7 +19,12 @@ public struct APNsResponse: Sendable, Hashable {
     /// The `apns-id` header: the request's id echoed back (APNs answers in upper case; parsed either way).
     public var apnsID: APNsID?
     /// The `apns-unique-id` header (sandbox only), for looking the push up in Apple's delivery log.
-    public var apnsUniqueID: String?
+    public var uniqueID: APNsUniqueID?
+    /// `uniqueID`'s text.
+    public var apnsUniqueID: String? {
+        get { uniqueID?.description }
+        set { uniqueID = newValue.map(APNsUniqueID.init) }
+    }
     /// The error reason from the body; nil on success or when the body held none.
     public var reason: APNsErrorReason?
     /// For 410: when APNs learned the token was no longer valid, in milliseconds since 1970.
@@ -33,7 +38,7 @@ public struct APNsResponse: Sendable, Hashable {
     ) {
         self.status = status
         self.apnsID = apnsID
-        self.apnsUniqueID = apnsUniqueID
+        self.uniqueID = apnsUniqueID.map(APNsUniqueID.init)
         self.reason = reason
         self.timestampMilliseconds = timestampMilliseconds
         self.retryAfterSeconds = retryAfterSeconds
@@ -49,7 +54,7 @@ public struct APNsResponse: Sendable, Hashable {
             // A broadcast's answer echoes its `apns-request-id` (Apple, "Sending broadcast push
             // notification requests to APNs"); it is the id the request was sent with.
             case "apns-request-id": if apnsID == nil { apnsID = try? APNsID(parsing: field.value) }
-            case "apns-unique-id": apnsUniqueID = field.value
+            case "apns-unique-id": uniqueID = APNsUniqueID(field.value)
             case "retry-after":
                 // Only the delay-seconds form; APNs does not send HTTP dates.
                 retryAfterSeconds = Int(field.value.filter { !$0.isWhitespace }).flatMap { $0 >= 0 ? $0 : nil }

@@ -18,18 +18,27 @@ struct PayloadProgram: Sendable {
         case classified
     }
 
-    enum Step: Sendable {
-        case bytes([UInt8])
+    /// A trivial value: bytes are views into the program's `storage`, and leaves are indexes into `values`
+    /// and `texts`, so that reading a step copies nothing (binding an array or a template out of an enum
+    /// case retained it, per step and per render).
+    enum Step: @unchecked Sendable {
+        case bytes(UnsafeBufferPointer<UInt8>)
         /// A `,` unless the byte before is the container's opening bracket (no member or element yet).
         case separator(opening: UInt8)
         /// A member (`key` is `"name":`) or element (`key` is empty) whose value is a template leaf or the
-        /// event time, left out, with its separator, when the value is null.
-        case leaf(key: [UInt8], opening: UInt8, value: ValueTemplate, checked: Checked)
-        /// As `leaf`, for a template whose value is text, written as it renders.
-        case text(key: [UInt8], opening: UInt8, value: TextLeaf, checked: Checked)
+        /// event time (`values[value]`), left out, with its separator, when the value is null.
+        case leaf(key: UnsafeBufferPointer<UInt8>, opening: UInt8, value: Int, checked: Checked)
+        /// As `leaf`, for a template whose value is text (`texts[value]`), written as it renders.
+        case text(key: UnsafeBufferPointer<UInt8>, opening: UInt8, value: Int, checked: Checked)
     }
 
     let steps: [Step]
+    /// The templates of the `leaf` steps.
+    let values: [ValueTemplate]
+    /// The templates of the `text` steps.
+    let texts: [TextLeaf]
+    /// The bytes the steps view.
+    private let storage: TrivialStorage
     /// How many leaves have a class in the shape of a payload (`Checked.typeOnly` or `.classified`).
     let checkedLeafCount: Int
     /// The most checked leaves a program takes: their classes (under 32) fill 60 bits of a shape.
@@ -101,6 +110,9 @@ struct PayloadProgram: Sendable {
         compiler.compile(payload, place: .root)
         compiler.flush()
         steps = compiler.steps
+        values = compiler.values
+        texts = compiler.texts
+        storage = compiler.storage
         checkedLeafCount = compiler.checkedLeafCount
         leafCount = compiler.leafCount
         guard checkedLeafCount <= Self.maximumCheckedLeaves else { return nil }
@@ -121,7 +133,7 @@ struct PayloadProgram: Sendable {
             case .separator(let opening):
                 if output.bytes.last != opening { output.bytes.append(UInt8(ascii: ",")) }
             case .leaf(let key, let opening, let template, let checked):
-                guard let value = try? template.render(context) else { return nil }
+                guard let value = try? values[template].render(context) else { return nil }
                 switch checked {
                 case .unread: break
                 case .typeOnly, .classified:
@@ -142,7 +154,7 @@ struct PayloadProgram: Sendable {
                 if output.bytes.last != opening { output.bytes.append(UInt8(ascii: ",")) }
                 output.bytes.append(contentsOf: key)
                 let valueStart = output.bytes.count
-                switch text.write(context, into: &output.bytes) {
+                switch texts[text].write(context, into: &output.bytes) {
                 case .text:
                     let contents = (valueStart + 1)..<(output.bytes.count - 1)
                     output.leaves.append(.text(contents))
@@ -187,6 +199,9 @@ struct PayloadProgram: Sendable {
 
     private struct Compiler {
         var steps: [Step] = []
+        var values: [ValueTemplate] = []
+        var texts: [TextLeaf] = []
+        let storage = TrivialStorage()
         var chunk: [UInt8] = []
         var checkedLeafCount = 0
         var leafCount = 0
@@ -203,7 +218,7 @@ struct PayloadProgram: Sendable {
         }
 
         mutating func flush() {
-            if !chunk.isEmpty { steps.append(.bytes(chunk)) }
+            if !chunk.isEmpty { steps.append(.bytes(storage.copy(chunk))) }
             chunk = []
         }
 
@@ -277,9 +292,11 @@ struct PayloadProgram: Sendable {
             case .template, .eventTime:
                 flush()
                 if case .template(let template, let type, _) = value, let text = TextLeaf(template, type: type) {
-                    steps.append(.text(key: key, opening: opening, value: text, checked: leaf))
+                    steps.append(.text(key: storage.copy(key), opening: opening, value: texts.count, checked: leaf))
+                    texts.append(text)
                 } else {
-                    steps.append(.leaf(key: key, opening: opening, value: value, checked: leaf))
+                    steps.append(.leaf(key: storage.copy(key), opening: opening, value: values.count, checked: leaf))
+                    values.append(value)
                 }
                 if leaf != .unread { checkedLeafCount += 1 }
                 leafCount += 1

@@ -8,14 +8,14 @@ import JSON
 /// A compiled pattern: every condition must hold.
 struct EventPattern: Sendable {
     let conditions: [MatchCondition]
-    /// The conditions as trivial values, for matching without copying them; valid while `memory` lives.
+    /// The conditions as trivial values, for matching without copying them; valid while `storage` lives.
     let matching: MatchingConditions
-    private let memory: MatchingMemory
+    private let storage: TrivialStorage
 
     init(conditions: [MatchCondition]) {
         self.conditions = conditions
-        memory = MatchingMemory(conditions)
-        matching = memory.conditions
+        storage = TrivialStorage()
+        matching = MatchingConditions(compiling: conditions, into: storage)
     }
 
     func matches(_ event: JSONNode) -> Bool { matching.matches(event) }

@@ -1,35 +1,21 @@
 // An event pattern compiled for matching: its conditions, path names, tests and operands as trivial values in
-// memory that the pattern owns and frees, so that matching an event copies nothing. Matched through the
+// storage that the pattern owns (TrivialStorage), so that matching an event copies nothing. Matched through the
 // pattern's own arrays, strings and enums, every condition's tests, every test's operand and every path name
 // read were retained and released again: about 50 retains and releases per sent record, the event loops'
 // largest cluster of them (docs/performance.md, 2026-12-07, tenth session).
 
 import JSON
 
-/// The memory of one pattern's ``MatchingConditions``, which are valid while this object lives.
-final class MatchingMemory: @unchecked Sendable {
-    // @unchecked: the memory is written in `init` only, and read after; `deinit` frees it.
-    let conditions: MatchingConditions
-    private let blocks: [UnsafeMutableRawPointer]
-
-    init(_ conditions: [MatchCondition]) {
-        var memory = Memory()
-        self.conditions = MatchingConditions(conditions: memory.conditions(conditions))
-        blocks = memory.blocks
-    }
-
-    deinit {
-        for block in blocks { block.deallocate() }
-    }
-}
-
 /// A pattern's conditions as trivial values, matching events as ``MatchCondition`` and ``ValueTest`` define
 /// matching (they stay the pattern's readable form, for explanations and the rule index). A trivial value
-/// itself, so that reading it out of a rule copies nothing; its ``MatchingMemory`` must outlive it.
+/// itself, so that reading it out of a rule copies nothing; the storage it was compiled into must outlive it.
 struct MatchingConditions: @unchecked Sendable {
-    fileprivate typealias Condition = MatchingMemory.Condition
-    fileprivate typealias Check = MatchingMemory.Check
     fileprivate let conditions: UnsafeBufferPointer<Condition>
+
+    /// Compiles `conditions` into `storage`.
+    init(compiling conditions: [MatchCondition], into storage: TrivialStorage) {
+        self.conditions = Self.compile(conditions, into: storage)
+    }
 
     /// Whether every condition holds for `event`.
     func matches(_ event: JSONNode) -> Bool { Self.allHold(conditions, event) }
@@ -120,8 +106,8 @@ struct MatchingConditions: @unchecked Sendable {
     }
 }
 
-extension MatchingMemory {
-    // MARK: - What matching reads
+extension MatchingConditions {
+    // MARK: - Compiling
 
     /// `MatchCondition`, compiled.
     fileprivate struct Condition {
@@ -153,56 +139,44 @@ extension MatchingMemory {
 
     // MARK: - Compiling
 
-    /// Copies of the pattern's parts, each in a block of its own, freed with the matcher. Only trivial values
-    /// go in (`BitwiseCopyable`): the blocks are freed without deinitializing what is in them.
-    private struct Memory {
-        var blocks: [UnsafeMutableRawPointer] = []
-
-        mutating func copy<Element: BitwiseCopyable>(_ elements: [Element]) -> UnsafeBufferPointer<Element> {
-            let block = UnsafeMutableBufferPointer<Element>.allocate(capacity: max(elements.count, 1))
-            _ = block.initialize(from: elements)
-            blocks.append(UnsafeMutableRawPointer(block.baseAddress!))
-            return UnsafeBufferPointer(start: block.baseAddress, count: elements.count)
-        }
-
-        mutating func bytes(_ text: String) -> UnsafeBufferPointer<UInt8> { copy(Array(text.utf8)) }
-
-        mutating func conditions(_ conditions: [MatchCondition]) -> UnsafeBufferPointer<Condition> {
-            copy(
-                conditions.map { condition in
-                    let path = copy(condition.path.map { bytes($0) })
-                    switch condition.test {
-                    case .values(let tests):
-                        return Condition(path: path, test: .values(checks(tests)))
-                    case .anyOf(let alternatives):
-                        return Condition(
-                            path: path, test: .anyOf(copy(alternatives.map { self.conditions($0.conditions) })))
-                    }
-                })
-        }
-
-        mutating func checks(_ tests: [ValueTest]) -> UnsafeBufferPointer<Check> {
-            copy(tests.map { check($0) })
-        }
-
-        mutating func check(_ test: ValueTest) -> Check {
-            switch test {
-            case .equals(let expected):
-                switch expected {
-                case .string(let text): return .equalsText(bytes(text))
-                case .int(let number): return .equalsInt(number)
-                case .double(let number): return .equalsDouble(number)
-                case .bool(let flag): return .equalsBool(flag)
-                case .null: return .equalsNull
-                case .array, .object: return .never
+    private static func compile(_ conditions: [MatchCondition], into storage: TrivialStorage)
+        -> UnsafeBufferPointer<Condition>
+    {
+        storage.copy(
+            conditions.map { condition in
+                let path = storage.copy(condition.path.map { storage.bytes($0) })
+                switch condition.test {
+                case .values(let tests):
+                    return Condition(path: path, test: .values(checks(tests, into: storage)))
+                case .anyOf(let alternatives):
+                    return Condition(
+                        path: path,
+                        test: .anyOf(storage.copy(alternatives.map { compile($0.conditions, into: storage) })))
                 }
-            case .prefix(let prefix): return .prefix(bytes(prefix))
-            case .suffix(let suffix): return .suffix(bytes(suffix))
-            case .equalsIgnoreCase(let lowered): return .equalsIgnoreCase(bytes(lowered))
-            case .anythingBut(let tests): return .anythingBut(checks(tests))
-            case .numeric(let bounds): return .numeric(copy(bounds))
-            case .exists(let shouldExist): return .exists(shouldExist)
+            })
+    }
+
+    private static func checks(_ tests: [ValueTest], into storage: TrivialStorage) -> UnsafeBufferPointer<Check> {
+        storage.copy(tests.map { check($0, into: storage) })
+    }
+
+    private static func check(_ test: ValueTest, into storage: TrivialStorage) -> Check {
+        switch test {
+        case .equals(let expected):
+            switch expected {
+            case .string(let text): return .equalsText(storage.bytes(text))
+            case .int(let number): return .equalsInt(number)
+            case .double(let number): return .equalsDouble(number)
+            case .bool(let flag): return .equalsBool(flag)
+            case .null: return .equalsNull
+            case .array, .object: return .never
             }
+        case .prefix(let prefix): return .prefix(storage.bytes(prefix))
+        case .suffix(let suffix): return .suffix(storage.bytes(suffix))
+        case .equalsIgnoreCase(let lowered): return .equalsIgnoreCase(storage.bytes(lowered))
+        case .anythingBut(let tests): return .anythingBut(checks(tests, into: storage))
+        case .numeric(let bounds): return .numeric(storage.copy(bounds))
+        case .exists(let shouldExist): return .exists(shouldExist)
         }
     }
 }

@@ -206,7 +206,7 @@ extension Pipeline {
             ruleID: push.pointee.ruleID, status: status,
             httpStatus: result.pointee.response?.status ?? last?.httpStatus,
             reason: result.pointee.expiryReason ?? result.pointee.response?.reason?.rawValue ?? last?.reason,
-            apnsID: result.pointee.finalAPNsID, apnsUniqueID: result.pointee.response?.apnsUniqueID,
+            apnsID: result.pointee.finalAPNsID, apnsUniqueID: result.pointee.response?.uniqueID,
             attempts: result.pointee.attempts, source: source, completedAt: now,
             environmentFallback: fellBack, channelID: device.channelID, keepingRecord: outcomes.keepsRecords)
         if let kept { outcomes.append(kept) } else { outcomes.count(status) }

@@ -106,8 +106,9 @@ public struct OutcomeRecord: Sendable {
         Self.jsonBytes(
             eventID: eventID, deviceToken: deviceToken, environment: environment, topic: topic, pushType: pushType,
             ruleID: ruleID, status: status, httpStatus: httpStatus, reason: reason, apnsID: apnsID,
-            apnsUniqueID: apnsUniqueID, attempts: attempts, source: source, completedAt: completedAt,
-            environmentFallback: environmentFallback, channelID: channelID, keepingRecord: false
+            apnsUniqueID: apnsUniqueID.map(APNsUniqueID.init), attempts: attempts, source: source,
+            completedAt: completedAt, environmentFallback: environmentFallback, channelID: channelID,
+            keepingRecord: false
         ).bytes
     }
 
@@ -119,7 +120,7 @@ public struct OutcomeRecord: Sendable {
     static func jsonBytes(
         eventID: String, deviceToken: String, environment: String, topic: String?, pushType: String?,
         ruleID: String?, status: OutcomeStatus, httpStatus: Int?, reason: String?, apnsID: APNsID?,
-        apnsUniqueID: String?, attempts: [DeliveryAttempt], source: RecordSource, completedAt: Double,
+        apnsUniqueID: APNsUniqueID?, attempts: [DeliveryAttempt], source: RecordSource, completedAt: Double,
         environmentFallback: Bool, channelID: String?, keepingRecord: Bool
     ) -> (bytes: [UInt8], record: OutcomeRecord?) {
         let record =
@@ -127,8 +128,8 @@ public struct OutcomeRecord: Sendable {
             ? OutcomeRecord(
                 eventID: eventID, deviceToken: deviceToken, environment: environment, topic: topic, pushType: pushType,
                 ruleID: ruleID, status: status, httpStatus: httpStatus, reason: reason, apnsID: apnsID,
-                apnsUniqueID: apnsUniqueID, attempts: attempts, source: source, completedAt: completedAt,
-                environmentFallback: environmentFallback, channelID: channelID) : nil
+                apnsUniqueID: apnsUniqueID?.description, attempts: attempts, source: source,
+                completedAt: completedAt, environmentFallback: environmentFallback, channelID: channelID) : nil
         // An outcome with one attempt is about 600 bytes: room for that, and for a retry or two, on the
         // stack, so that the record's one allocation is the array of its bytes.
         let bytes = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { scratch in
@@ -147,7 +148,7 @@ public struct OutcomeRecord: Sendable {
             writer.integer("http_status", httpStatus.map(Int64.init))
             writer.string("reason", reason)
             writer.apnsID("apns_id", apnsID)
-            writer.string("apns_unique_id", apnsUniqueID)
+            writer.apnsUniqueID("apns_unique_id", apnsUniqueID)
             writer.objects("attempts", attempts) { object, attempt in
                 object.apnsID("apns_id", attempt.apnsID)
                 object.integer("http_status", attempt.httpStatus.map(Int64.init))
