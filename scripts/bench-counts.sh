@@ -14,20 +14,25 @@
 #
 # --by-site N also lists the event loops' N busiest callers of swift_retain and swift_release (the first
 # caller outside the runtime, per sent record): where the copies are. It records call stacks, a second run.
+# --threads PREFIXES (comma-separated thread-name prefixes) counts other threads than the event loops
+# (h2-loop) in the second line and the site list: kafka-producer is the results producer's poll thread, where
+# delivery reports run; kafka-consumer the consumer's.
 #
-# usage: scripts/bench-counts.sh [BINARY] [--count N] [--by-site N]   (default: .build/release/apns-worker,
-#        3000 events, no site list)
+# usage: scripts/bench-counts.sh [BINARY] [--count N] [--by-site N] [--threads PREFIXES]
+#        (default: .build/release/apns-worker, 3000 events, no site list, h2-loop)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 binary=.build/release/apns-worker
 count=3000
 sites=0
+threads=h2-loop
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --count) count="$2"; shift 2 ;;
         --by-site) sites="$2"; shift 2 ;;
-        -h | --help) sed -n '2,/^#        3000/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --threads) threads="$2"; shift 2 ;;
+        -h | --help) sed -n '2,/^#        (default/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) binary="$1"; shift ;;
     esac
 done
@@ -70,9 +75,10 @@ events="alloc retain release stringretain prespecialized generic switch record"
 perf record -q -o "$data" -e "$(for event in $events; do printf '%s:%s,' "$group" "$event"; done | sed 's/,$//')" \
     -- "$binary" bench pipeline --count "$count" --latency-seconds 1 --idle-seconds 0 >/dev/null
 # Python on stdin's neighbour (fd 3): stdin carries perf's lines.
-perf script -i "$data" -F comm,event 2>/dev/null | python3 /dev/fd/3 "$binary" "$count" 3<<'PY'
+perf script -i "$data" -F comm,event 2>/dev/null | python3 /dev/fd/3 "$binary" "$count" "$threads" 3<<'PY'
 import collections, sys
-binary, count = sys.argv[1], sys.argv[2]
+binary, count, threads = sys.argv[1], sys.argv[2], tuple(sys.argv[3].split(","))
+label = "event loops" if threads == ("h2-loop",) else "threads " + ", ".join(threads)
 process, loops = collections.Counter(), collections.Counter()
 for line in sys.stdin:
     fields = line.split()
@@ -80,7 +86,7 @@ for line in sys.stdin:
         continue
     event = fields[-1].rstrip(":").split(":")[-1]
     process[event] += 1
-    if fields[0].startswith("h2-loop"):
+    if fields[0].startswith(threads):
         loops[event] += 1
 records = process["record"]
 if records == 0:
@@ -91,21 +97,22 @@ def line(what, counts):
 print(f"{binary} (bench pipeline --count {count}): {records} sent records; per sent record,")
 print("  " + line("whole process", process) + f", {(process['prespecialized'] + process['generic']) / records:.2f} "
       f"metadata lookups, {process['switch'] / records:.2f} task switches")
-print("  " + line("event loops", loops))
+print("  " + line(label, loops))
 PY
 
 [[ "$sites" -gt 0 ]] || exit 0
 perf record -q -o "$data" -e "$group:retain,$group:release,$group:record" --call-graph=fp \
     -- "$binary" bench pipeline --count "$count" --latency-seconds 1 --idle-seconds 0 >/dev/null
-perf script -i "$data" -F comm,event,ip,sym 2>/dev/null | python3 /dev/fd/3 "$sites" 3<<'PY'
+perf script -i "$data" -F comm,event,ip,sym 2>/dev/null | python3 /dev/fd/3 "$sites" "$threads" 3<<'PY'
 import collections, subprocess, sys
-limit = int(sys.argv[1])
+limit, threads = int(sys.argv[1]), tuple(sys.argv[2].split(","))
+label = "event loops" if threads == ("h2-loop",) else "threads " + ", ".join(threads)
 sites, records = collections.Counter(), 0
 def flush(event, thread, frames):
     global records
     if event == "record":
         records += 1
-    elif thread.startswith("h2-loop"):
+    elif thread.startswith(threads):
         callers = [f for f in frames if not f.startswith("swift_") and "RefCounts" not in f and f != "[unknown]"]
         sites[(event, callers[0] if callers else "?")] += 1
 event, thread, frames = None, "", []
@@ -128,7 +135,7 @@ symbols = sorted({symbol for _, symbol in sites})
 readable = subprocess.run(["swift", "demangle", "--simplified"], input="\n".join(symbols), capture_output=True,
                           text=True).stdout.split("\n")
 names = dict(zip(symbols, readable))
-print(f"event loops, per sent record, by the first caller outside the runtime ({records} sent records):")
+print(f"{label}, per sent record, by the first caller outside the runtime ({records} sent records):")
 for (event, symbol), calls in sites.most_common(limit):
     print(f"  {calls / max(records, 1):7.2f} {event:8s} {names.get(symbol, symbol)[:110]}")
 PY
