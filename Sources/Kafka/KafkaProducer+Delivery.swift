@@ -14,8 +14,8 @@ import Synchronization
 /// not keep its own copy until the report: it is freed on the thread that made it, not the poll thread.
 ///
 /// - Important: ``delivered(_:)`` (or ``failed(_:record:)``) runs on the poll thread, exactly once per
-///   accepted send, and must return quickly. A subclass is shared between the sending thread and the poll thread: keep its stored
-///   properties immutable (`let`) or otherwise safe to share.
+///   accepted send, and must return quickly. A subclass is shared between the sending thread and the poll
+///   thread: keep its stored properties immutable (`let`) or otherwise safe to share.
 open class KafkaDelivery: @unchecked Sendable {
     public init() {}
 

@@ -19,7 +19,7 @@ extension Pipeline {
         }
         let invalidTokens = outputs.reduce(0) { $0 + ($1.topic == configuration.invalidTokensTopic ? 1 : 0) }
         let publication = RecordPublication(
-            pipeline: self, record: record, generation: generation, outputs: outputs.count, outcomes: outcomes,
+            pipeline: self, record: record, generation: generation, outputCount: outputs.count, outcomes: outcomes,
             invalidTokens: invalidTokens, parked: outputs.last?.topic == configuration.retryTopic,
             eventTime: eventTime)
         if outputs.isEmpty {
@@ -88,7 +88,7 @@ final class RecordPublication: Sendable {
     private let failed = Atomic<Bool>(false)
 
     init(
-        pipeline: Pipeline, record: SourceRecord, generation: UInt64, outputs: Int, outcomes: PublishedOutcomes,
+        pipeline: Pipeline, record: SourceRecord, generation: UInt64, outputCount: Int, outcomes: PublishedOutcomes,
         invalidTokens: Int, parked: Bool, eventTime: Double?
     ) {
         self.pipeline = pipeline
@@ -98,7 +98,7 @@ final class RecordPublication: Sendable {
         self.invalidTokens = invalidTokens
         self.parked = parked
         self.eventTime = eventTime
-        remaining = Atomic(outputs)
+        remaining = Atomic(outputCount)
     }
 
     /// The sink's answer for the record's output number `index`. A record Kafka can never take (too large)
