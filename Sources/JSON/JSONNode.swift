@@ -75,15 +75,13 @@ public struct JSONNode {
     /// Whether this string (or member name) is the name `name`, as `JSONObject.isSameName` compares names.
     @inline(__always)
     func isName(_ name: String) -> Bool {
-        let entry = self.entry
-        // The lengths first: most names a lookup passes differ in length, and a string's is in its bits.
-        if entry.isPlain, name.utf8.count != Int(entry.end - entry.start) { return false }
-        return withUTF8 { JSONNode.isSameName($0, name) } ?? false
+        name.withUTF8Bytes { isName($0) }
     }
 
     /// `isName(_:)` for a name given as its UTF-8 bytes.
     func isName(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
         let entry = self.entry
+        // The lengths first: most names a lookup passes differ in length, and a string's is in its bits.
         if entry.isPlain, name.count != Int(entry.end - entry.start) { return false }
         return withUTF8 { JSONNode.isSameName($0, name) } ?? false
     }
@@ -156,12 +154,6 @@ public struct JSONNode {
         if sameBytes { return true }
         let isASCII = text.allSatisfy { $0 < 0x80 } && withUTF8 { $0.allSatisfy { $0 < 0x80 } } == true
         return !isASCII && stringValue == String(decoding: text, as: UTF8.self)
-    }
-
-    /// Whether the UTF-8 `bytes` and `text` are one name, as `JSONObject.isSameName` compares names.
-    @inline(__always)
-    static func isSameName(_ bytes: UnsafeBufferPointer<UInt8>, _ text: String) -> Bool {
-        text.withUTF8Bytes { isSameName(bytes, $0) }
     }
 
     /// Whether two UTF-8 texts are one name, as `JSONObject.isSameName` compares names: of one length, and

@@ -4,6 +4,7 @@
 // loop and freed when the outcome was written (docs/performance.md, 2026-12-07, tenth session).
 
 public import JSON
+import Platform
 
 /// The id a sandbox answer gives a push, for looking it up in Apple's delivery log.
 public struct APNsUniqueID: Sendable, Hashable, CustomStringConvertible {
@@ -17,8 +18,7 @@ public struct APNsUniqueID: Sendable, Hashable, CustomStringConvertible {
 
     /// The id as the header's text.
     public init(_ text: String) {
-        var text = text
-        self = text.withUTF8 { Self(bytes: $0) }
+        self = text.withUTF8Bytes { Self(bytes: $0) }
     }
 
     /// The id as the header's bytes.

@@ -107,7 +107,7 @@ struct MatchingConditions: @unchecked Sendable {
 }
 
 extension MatchingConditions {
-    // MARK: - Compiling
+    // MARK: - The compiled forms
 
     /// `MatchCondition`, compiled.
     fileprivate struct Condition {

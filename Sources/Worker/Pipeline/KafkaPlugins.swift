@@ -223,7 +223,7 @@ public final class KafkaResultSink: ResultSink {
     /// librdkafka copies the record; the delivery keeps none, so the caller's copy is freed on the event
     /// loop that made it, and a failed report brings librdkafka's copy back.
     fileprivate func send(_ record: OutboundRecord, _ delivery: ResultDelivery) {
-        let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
+        let headers = record.headers.map { KafkaHeader($0) }
         // Enqueued at once when librdkafka's queue has room (the common case: no task per record); only a
         // full queue makes a task that waits for room, until there is some or the producer closes.
         do throws(KafkaError) {
@@ -307,7 +307,7 @@ private final class ResultDelivery: KafkaDelivery, @unchecked Sendable {
     override func failed(_ error: KafkaError, record copy: KafkaUndeliveredRecord) {
         let record = OutboundRecord(
             topic: copy.topic, key: copy.key, value: copy.value,
-            headers: copy.headers.map { RecordHeader(name: $0.name, value: $0.value) })
+            headers: copy.headers.map { RecordHeader($0) })
         guard error.producerFailureKind == .transient else {
             finish(.failure(sink.translated(error, record)))
             return
@@ -336,11 +336,19 @@ extension KafkaTopicPartition {
     init(_ partition: TopicPartition) { self.init(topic: partition.topic, partition: partition.partition) }
 }
 
+extension RecordHeader {
+    init(_ header: KafkaHeader) { self.init(name: header.name, value: header.value) }
+}
+
+extension KafkaHeader {
+    init(_ header: RecordHeader) { self.init(name: header.name, value: header.value) }
+}
+
 extension SourceRecord {
     init(_ message: KafkaConsumerMessage) {
         self.init(
             topic: message.topic, partition: message.partition, offset: message.offset, key: message.key,
-            value: message.value, headers: message.headers.map { RecordHeader(name: $0.name, value: $0.value) },
+            value: message.value, headers: message.headers.map { RecordHeader($0) },
             timestamp: message.timestamp.map { Double($0.millisecondsSince1970) / 1000 })
         assignment = message.assignment
     }

@@ -291,7 +291,7 @@ public final class KafkaTransactionalSink: TransactionalResultSink {
 
     /// Enqueues one result in the open transaction, waiting while librdkafka's queue is full.
     private func produce(_ record: OutboundRecord) throws(KafkaTransactionError) {
-        let headers = record.headers.map { KafkaHeader(name: $0.name, value: $0.value) }
+        let headers = record.headers.map { KafkaHeader($0) }
         while true {
             do throws(KafkaError) {
                 // A failed delivery fails the commit (abortable): the report itself needs no handling.
