@@ -174,7 +174,16 @@ public enum PipelineBenchmark {
             // short backlog's requests all went out before the window began (every record in flight at once).
             var steadyStart: (threads: ThreadCPU.Snapshot, finished: Int)?
             var steadyCPU: (parts: ThreadCPU, records: Int)?
+            // The peaks are sampled here too, every 5 ms on the benchmark's own task: the timeline task alone
+            // can be scheduled too late on a loaded machine to see a short run at all (a CI run printed 0
+            // connections), and the last sample, once every record has finished, sees the pools' connections.
+            func observePeaks() {
+                peaks.observe(
+                    connections: runtime.apnsPoolTotals.connectionsOpen, cap: runtime.pipeline.recordsInFlightLimit,
+                    inFlight: runtime.pipeline.recordsInFlight)
+            }
             try await waitUntilFinished(options.events, runtime.pipeline) { finished in
+                observePeaks()
                 switch steady.observe(finished: finished) {
                 case .started:
                     steadyStart = (ThreadCPU.snapshot(), finished)
@@ -187,6 +196,7 @@ public enum PipelineBenchmark {
                 }
             }
             let elapsed = (ContinuousClock.now - started).seconds
+            observePeaks()
             sampling.cancel()
             // Threads first, the process last: the threads' window then lies within the process's, so
             // their sum (exact clocks) never exceeds the process's CPU.
