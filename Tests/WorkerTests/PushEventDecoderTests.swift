@@ -35,6 +35,19 @@ import Testing
         #expect(event.document.value["data"]?["text"] == "hi")
     }
 
+    /// Member names are names, however the producer spelled them: an escaped name is read as the name it
+    /// spells, and a name that only resembles one (another case, a trailing space) is another member.
+    @Test func escapedMemberNamesAreTheNamesTheySpell() throws {
+        let text =
+            #"{"\u0069d":"e","typ\u0065":"t","\u0061pp":"com.example.chat","#
+            + #""occurred_\u0061t":"2026-11-29T12:00:00Z","Type":"other","type ":"x","#
+            + #""devices":[{"token":"\#(Self.tokenA)","environment":"production"}]}"#
+        let event = try PushEventDecoder.decode(Array(text.utf8))
+        #expect(event.id == "e" && event.type == "t" && event.app == "com.example.chat")
+        #expect(event.occurredAt == 1_795_953_600)
+        #expect(event.devices.map(\.token) == [Self.tokenA])
+    }
+
     /// maxLength counts characters, not bytes: 256 two-byte characters fit, 257 one-byte ones do not.
     @Test func lengthLimitsCountCharactersNotBytes() throws {
         let id = String(repeating: "é", count: 256)

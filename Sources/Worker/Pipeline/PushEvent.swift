@@ -77,8 +77,7 @@ public enum PushEventDecoder {
     public static func decode(document: JSONTape) throws(EventDecodingError) -> PushEvent {
         // The schema decides what is an event (README, "Dead letters"); what follows only reads it.
         let event = document.withRoot { root -> Result<PushEvent?, EventDecodingError> in
-            if let problem = PushEventSchema.violation(in: root) { return .failure(violation(problem)) }
-            return .success(read(root, document: document))
+            PushEventSchema.checked(root).map { read($0, document: document) }
         }
         guard let event = try event.get() else {
             // The schema and these reads disagree: a bug, and the record goes to the dead-letter topic
@@ -91,15 +90,14 @@ public enum PushEventDecoder {
     /// The most channels one event may name (schemas/push-request.schema.json).
     static let maximumChannels = 100
 
-    /// The event in a document the input schema accepted: id, type and app are non-empty strings, and
-    /// occurred_at is absent or a time that parses. Nil for a document that breaks any of that (never, after
-    /// the schema). Devices and channels are read from the document when asked for (`PushEvent.devices`).
-    static func read(_ event: JSONNode, document: JSONTape) -> PushEvent? {
-        guard let id = nonEmptyString(event["id"]), let type = nonEmptyString(event["type"]),
-            let app = nonEmptyString(event["app"])
+    /// The event whose members the input schema accepted: id, type and app are non-empty strings, and
+    /// occurred_at is absent or a time it parsed. Nil for members that break any of that (never, after the
+    /// schema). Devices and channels are read from the document when asked for (`PushEvent.devices`).
+    static func read(_ members: EventMembers, document: JSONTape) -> PushEvent? {
+        guard let id = nonEmptyString(members.id), let type = nonEmptyString(members.type),
+            let app = nonEmptyString(members.app), (members.occurredAt == nil) == (members.occurredAtSeconds == nil)
         else { return nil }
-        let occurredAt = event["occurred_at"]?.withUTF8 { RFC3339.parse(utf8: $0) } ?? nil
-        return PushEvent(id: id, type: type, occurredAt: occurredAt, app: app, document: document)
+        return PushEvent(id: id, type: type, occurredAt: members.occurredAtSeconds, app: app, document: document)
     }
 
     /// `devices` or `channels` (none when absent): each entry's target (under `key`) and environment,

@@ -18,35 +18,50 @@ enum PushEventSchema {
         "relevance_score",
     ]
 
-    /// The first violation of the schema in `document`, as "what is wrong at $.path; what would be right".
+    /// The event's members, when the event is one by the schema; otherwise its first violation, as "what is
+    /// wrong at $.path; what would be right".
     ///
     /// Members are read where they lie in the event's tape, texts as their bytes: every event passes here.
-    static func violation(in event: JSONNode) -> String? {
-        guard event.isObject else { return "the event must be a JSON object at $, found \(event.typeName)" }
-        if let problem = requiredString(event, "id", path: "$", maximumLength: maximumIDLength) { return problem }
-        if let problem = requiredString(event, "type", path: "$", maximumLength: maximumTypeLength) {
+    static func checked(_ event: JSONNode) -> Result<EventMembers, EventDecodingError> {
+        guard event.isObject else {
+            return .failure(PushEventDecoder.violation("the event must be a JSON object at $, found \(event.typeName)"))
+        }
+        var members = EventMembers(of: event)
+        if let problem = violation(in: &members) { return .failure(PushEventDecoder.violation(problem)) }
+        return .success(members)
+    }
+
+    /// The first violation of the schema in an object's members; `occurredAtSeconds` is set when the
+    /// timestamp is valid (it is parsed once, here).
+    static func violation(in members: inout EventMembers) -> String? {
+        if let problem = requiredString(members.id, "id", path: "$", maximumLength: maximumIDLength) {
             return problem
         }
-        if let occurredAt = event["occurred_at"], let problem = timestamp(occurredAt, path: "$.occurred_at") {
+        if let problem = requiredString(members.type, "type", path: "$", maximumLength: maximumTypeLength) {
             return problem
         }
-        guard let app = event["app"] else {
+        if let occurredAt = members.occurredAt {
+            guard let seconds = timestamp(occurredAt) else {
+                return "occurred_at at $.occurred_at must be an RFC 3339 timestamp like 2026-11-29T12:00:00Z, "
+                    + "found \(describe(occurredAt))"
+            }
+            members.occurredAtSeconds = seconds
+        }
+        guard let app = members.app else {
             return "app is missing at $; an event names the bundle id of the app to notify (com.example.chat)"
         }
         if let problem = bundleID(app, path: "$.app") { return problem }
-        if let recipient = event["recipient"], let problem = Self.recipient(recipient) { return problem }
-        let devices = event["devices"]
-        let channels = event["channels"]
-        guard devices != nil || channels != nil else {
+        if let recipient = members.recipient, let problem = Self.recipient(recipient) { return problem }
+        guard members.devices != nil || members.channels != nil else {
             return "devices is missing at $; an event lists at least one device ({\"token\": ..., \"environment\": "
                 + "...}) or broadcast channel (channels: [{\"id\": ..., \"environment\": ...}])"
         }
-        if let devices, let problem = deviceList(devices) { return problem }
-        if let channels, let problem = channelList(channels) { return problem }
-        if let data = event["data"], !data.isObject {
+        if let devices = members.devices, let problem = deviceList(devices) { return problem }
+        if let channels = members.channels, let problem = channelList(channels) { return problem }
+        if let data = members.data, !data.isObject {
             return "data at $.data must be an object, found \(data.typeName)"
         }
-        if let apns = event["apns"], let problem = overrides(apns) { return problem }
+        if let apns = members.apns, let problem = overrides(apns) { return problem }
         return nil
     }
 
@@ -181,8 +196,8 @@ enum PushEventSchema {
 
     // MARK: - Values
 
-    static func requiredString(_ object: JSONNode, _ key: String, path: String, maximumLength: Int) -> String? {
-        guard let value = object[key] else { return "\(key) is missing at \(path)" }
+    static func requiredString(_ value: JSONNode?, _ key: String, path: String, maximumLength: Int) -> String? {
+        guard let value else { return "\(key) is missing at \(path)" }
         if value.withUTF8({ !$0.isEmpty && fits($0, maximumLength) }) == true { return nil }
         return "\(key) at \(path).\(key) must be a string of 1 to \(maximumLength) characters, found \(describe(value))"
     }
@@ -195,12 +210,9 @@ enum PushEventSchema {
         text.count <= maximumLength || text.lazy.filter { $0 & 0xC0 != 0x80 }.count <= maximumLength
     }
 
-    static func timestamp(_ value: JSONNode, path: String) -> String? {
-        guard value.withUTF8({ isTimestampShape($0) && RFC3339.parse(utf8: $0) != nil }) == true else {
-            return "occurred_at at \(path) must be an RFC 3339 timestamp like 2026-11-29T12:00:00Z, "
-                + "found \(describe(value))"
-        }
-        return nil
+    /// The seconds since 1970 of a timestamp the schema's pattern allows; nil for anything else.
+    static func timestamp(_ value: JSONNode) -> Double? {
+        value.withUTF8 { isTimestampShape($0) ? RFC3339.parse(utf8: $0) : nil } ?? nil
     }
 
     static func bundleID(_ value: JSONNode, path: String) -> String? {
