@@ -233,18 +233,13 @@ enum PushEventSchema {
     static func isDeviceToken(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
         let count = text.count
         guard count % 2 == 0, (64...200).contains(count) else { return false }
-        // One bit test per byte against the set of hex digits (0x30-0x39, 0x41-0x46, 0x61-0x66, all below
-        // 0x80), instead of three range checks: every device of every event passes here.
-        func isHex(_ byte: UInt8) -> Bool {
-            byte < 0x80 && (byte < 0x40 ? hexDigitsBelow0x40 >> byte : hexDigitsFrom0x40 >> (byte - 0x40)) & 1 == 1
-        }
-        return text.allSatisfy(isHex)
+        // Every byte's digit value OR-ed together, tested once at the end: a hex digit's is 0-15 and any other
+        // byte's 0xFF (`ASCIIBytes.hexValue`, branch-free), so the loop has no branch per byte. Every device
+        // of every event passes here; a test per byte was 0.6% of the event loops' CPU.
+        var values: UInt8 = 0
+        for byte in text { values |= ASCIIBytes.hexValue(byte) }
+        return values & 0xF0 == 0
     }
-
-    /// Bit n set for each hex digit n (below 0x40: `0`-`9`).
-    private static let hexDigitsBelow0x40: UInt64 = 0x03FF_0000_0000_0000
-    /// Bit n set for each hex digit 0x40 + n (`A`-`F` and `a`-`f`).
-    private static let hexDigitsFrom0x40: UInt64 = 0x0000_007E_0000_007E
 
     /// `^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`, in one pass over the bytes (every event has an app).
     static func isBundleID(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
