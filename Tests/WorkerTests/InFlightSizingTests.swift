@@ -65,6 +65,32 @@ import Testing
         #expect(FlowControl.defaultLowWaterMark(capacity: 1) == 0)
     }
 
+    /// A pipeline paused at its cap, its pushes all waiting (a long round trip: nothing is taken or finishes),
+    /// still follows the pools as they connect and grow: at start-up the cap is sized before any connection
+    /// is open, and stayed at that size for the whole first round trip.
+    @Test func aPausedPipelineWhoseRecordsAllWaitStillFollowsTheTransport() async throws {
+        let token = String(repeating: "ab", count: 32)
+        let records = (Int64(0)..<1200).map { makeRecord(partition: Int32($0 % 4), offset: $0, devices: [token]) }
+        let source = InMemoryEventSource(records: records)
+        let transport = GatedTransport()
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: source, sink: InMemoryResultSink(),
+            planner: OnePushPerDevicePlanner(), transport: transport)
+        try pipeline.start()
+        #expect(await eventually(timeout: .seconds(30)) { pipeline.recordsInFlight == 300 && pipeline.isPaused })
+
+        // Nothing finishes, and yet the pipeline takes what the larger pools carry: 1.5 × 600 streams.
+        transport.streams.store(600, ordering: .relaxed)
+        #expect(await eventually(timeout: .seconds(30)) { pipeline.recordsInFlight == 900 })
+        #expect(pipeline.recordsInFlightLimit == 900 && pipeline.counters.recordsFinished == 0)
+        // Every one of them waiting at the transport at once.
+        #expect(await eventually(timeout: .seconds(30)) { transport.concurrent.load(ordering: .relaxed) == 900 })
+
+        transport.open.store(true, ordering: .relaxed)
+        #expect(await eventually(timeout: .seconds(60)) { pipeline.counters.recordsFinished == 1200 })
+        #expect(pipeline.counters.outcomes == 1200)
+    }
+
     @Test func pipelineCapFollowsTheTransportsCapacity() async throws {
         let token = String(repeating: "ab", count: 32)
         let records = (Int64(0)..<1200).map { makeRecord(partition: Int32($0 % 4), offset: $0, devices: [token]) }

@@ -17,6 +17,8 @@ struct InFlightSizing: Sendable {
     /// Recomputed every this many records taken or finished (reading the pools' statistics takes their
     /// locks); finishes count too, so that a paused pipeline, which takes none, still resizes.
     static let interval = 64
+    /// How often the cap is resized while the pipeline is paused at it, taking and finishing nothing.
+    static let pausedInterval = Duration.milliseconds(25)
 
     /// Pushes per finished record: the mean of the first 64 records, then smoothed over roughly the last 64.
     private(set) var pushesPerRecord = 1.0

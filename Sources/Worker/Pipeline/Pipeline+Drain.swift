@@ -18,6 +18,7 @@ extension Pipeline {
             return Array(state.withdrawals.values)
         }
         for withdrawal in withdrawals { withdrawal.withdraw() }
+        stopResizingWhilePaused()
         source.stopReceiving()
         let deadline = MonotonicClock.seconds() + timeout
         // A transactional sink that stopped for good commits nothing more: waiting would only delay the exit.

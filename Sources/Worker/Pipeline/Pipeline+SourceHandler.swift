@@ -49,6 +49,29 @@ extension Pipeline {
         if resizeDue { resizeInFlightCap() }
     }
 
+    /// Resizes the in-flight cap every `InFlightSizing.pausedInterval` while the pipeline is paused at it.
+    /// Records taken and finished resize it otherwise, and a pipeline at its cap whose pushes wait out a long
+    /// round trip takes and finishes none: at start-up the cap was sized before any connection was open (its
+    /// lower bound, 256 records) and stayed there for the whole first round trip, 300 ms of 256 records in
+    /// flight where the pools could carry thousands (docs/performance.md, 2026-12-07, eleventh session).
+    func startResizingWhilePaused() {
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: InFlightSizing.pausedInterval)
+                guard let self else { return }
+                if isPaused { resizeInFlightCap() }
+            }
+        }
+        pausedResizer.withLock { $0 = task }
+    }
+
+    func stopResizingWhilePaused() {
+        pausedResizer.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+    }
+
     /// Sizes the in-flight cap from what the transport can carry now (read outside the lock: it takes the
     /// pools' locks), pausing or resuming consumption when the new cap calls for it.
     func resizeInFlightCap() {

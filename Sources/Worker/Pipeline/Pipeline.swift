@@ -164,6 +164,8 @@ public final class Pipeline: SourceHandler {
     let lanes: RecordLanes<TakenRecord>
     /// Set when records run as event-loop work rather than on lanes: hands a record's start to a loop.
     let recordRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
+    /// Resizes the in-flight cap while the pipeline is paused at it (`startResizingWhilePaused`).
+    let pausedResizer = Mutex<Task<Void, Never>?>(nil)
 
     /// A record the pipeline took, with the assignment generation it was taken in and its partition's
     /// withdrawal.
@@ -225,11 +227,13 @@ public final class Pipeline: SourceHandler {
     deinit {
         // A pipeline dropped without `drain` (tests, a failed start) must not leave idle lane tasks behind.
         lanes.stop()
+        stopResizingWhilePaused()
     }
 
     /// Starts consuming.
     public func start() throws {
         try source.start(handler: self)
+        startResizingWhilePaused()
     }
 
     public var counters: PipelineCounters { state.withLock { $0.counters } }
