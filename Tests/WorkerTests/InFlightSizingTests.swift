@@ -65,18 +65,23 @@ import Testing
         #expect(FlowControl.defaultLowWaterMark(capacity: 1) == 0)
     }
 
+    /// A started pipeline over `transport`, with 1200 records of one device each to take.
+    static func startedPipeline(over transport: GatedTransport) throws -> Pipeline {
+        let token = String(repeating: "ab", count: 32)
+        let records = (Int64(0)..<1200).map { makeRecord(partition: Int32($0 % 4), offset: $0, devices: [token]) }
+        let pipeline = Pipeline(
+            configuration: PipelineConfiguration(), source: InMemoryEventSource(records: records),
+            sink: InMemoryResultSink(), planner: OnePushPerDevicePlanner(), transport: transport)
+        try pipeline.start()
+        return pipeline
+    }
+
     /// A pipeline paused at its cap, its pushes all waiting (a long round trip: nothing is taken or finishes),
     /// still follows the pools as they connect and grow: at start-up the cap is sized before any connection
     /// is open, and stayed at that size for the whole first round trip.
     @Test func aPausedPipelineWhoseRecordsAllWaitStillFollowsTheTransport() async throws {
-        let token = String(repeating: "ab", count: 32)
-        let records = (Int64(0)..<1200).map { makeRecord(partition: Int32($0 % 4), offset: $0, devices: [token]) }
-        let source = InMemoryEventSource(records: records)
         let transport = GatedTransport()
-        let pipeline = Pipeline(
-            configuration: PipelineConfiguration(), source: source, sink: InMemoryResultSink(),
-            planner: OnePushPerDevicePlanner(), transport: transport)
-        try pipeline.start()
+        let pipeline = try Self.startedPipeline(over: transport)
         #expect(await eventually(timeout: .seconds(30)) { pipeline.recordsInFlight == 300 && pipeline.isPaused })
 
         // Nothing finishes, and yet the pipeline takes what the larger pools carry: 1.5 × 600 streams.
@@ -92,14 +97,8 @@ import Testing
     }
 
     @Test func pipelineCapFollowsTheTransportsCapacity() async throws {
-        let token = String(repeating: "ab", count: 32)
-        let records = (Int64(0)..<1200).map { makeRecord(partition: Int32($0 % 4), offset: $0, devices: [token]) }
-        let source = InMemoryEventSource(records: records)
         let transport = GatedTransport()
-        let pipeline = Pipeline(
-            configuration: PipelineConfiguration(), source: source, sink: InMemoryResultSink(),
-            planner: OnePushPerDevicePlanner(), transport: transport)
-        try pipeline.start()
+        let pipeline = try Self.startedPipeline(over: transport)
         // 200 streams carry 300 records of one push each (1.5 × 200): consumption pauses there.
         #expect(pipeline.recordsInFlightLimit == 300)
         #expect(await eventually(timeout: .seconds(30)) { pipeline.recordsInFlight == 300 && pipeline.isPaused })
