@@ -140,29 +140,28 @@ public enum PipelineBenchmark {
             let cpuBefore = processCPUSeconds()
             let partsBefore = ThreadCPU.snapshot()
             let started = ContinuousClock.now
-            let peaks = PeakSampler()
-            let timelineInterval = options.timelineInterval
             let simulator = stack.simulator
-            let sampling = Task {
-                var nextLine = timelineInterval.map { started + $0 }
-                while !Task.isCancelled {
-                    let pools = runtime.apnsPoolTotals
-                    let cap = runtime.pipeline.recordsInFlightLimit
-                    let inFlight = runtime.pipeline.recordsInFlight
-                    peaks.observe(connections: pools.connectionsOpen, cap: cap, inFlight: inFlight)
-                    if let due = nextLine, let timelineInterval, ContinuousClock.now >= due {
-                        nextLine = due + timelineInterval
-                        print(
-                            String(
-                                format:
-                                    "  %6.2f s: %6d records finished, %5d in flight (cap %5d), %6d notifications "
-                                    + "answered, %2d connections, %5d streams in flight, %5d requests queued, "
-                                    + "%5d results unacknowledged",
-                                (ContinuousClock.now - started).seconds, runtime.pipeline.counters.recordsFinished,
-                                inFlight, cap, simulator.stats.requests, pools.connectionsOpen, pools.streamsInFlight,
-                                pools.requestsQueued, runtime.resultsUnacknowledged))
+            // The timeline (when asked for) prints from a task of its own; the peaks are sampled below.
+            let timeline = options.timelineInterval.map { timelineInterval in
+                Task {
+                    var nextLine = started + timelineInterval
+                    while !Task.isCancelled {
+                        if ContinuousClock.now >= nextLine {
+                            nextLine = nextLine + timelineInterval
+                            let pools = runtime.apnsPoolTotals
+                            print(
+                                String(
+                                    format:
+                                        "  %6.2f s: %6d records finished, %5d in flight (cap %5d), %6d notifications "
+                                        + "answered, %2d connections, %5d streams in flight, %5d requests queued, "
+                                        + "%5d results unacknowledged",
+                                    (ContinuousClock.now - started).seconds, runtime.pipeline.counters.recordsFinished,
+                                    runtime.pipeline.recordsInFlight, runtime.pipeline.recordsInFlightLimit,
+                                    simulator.stats.requests, pools.connectionsOpen, pools.streamsInFlight,
+                                    pools.requestsQueued, runtime.resultsUnacknowledged))
+                        }
+                        try? await Task.sleep(for: .milliseconds(50))
                     }
-                    try? await Task.sleep(for: .milliseconds(50))
                 }
             }
             var steady = SteadyWindow(events: options.events)
@@ -174,9 +173,10 @@ public enum PipelineBenchmark {
             // short backlog's requests all went out before the window began (every record in flight at once).
             var steadyStart: (threads: ThreadCPU.Snapshot, finished: Int)?
             var steadyCPU: (parts: ThreadCPU, records: Int)?
-            // The peaks are sampled here too, every 5 ms on the benchmark's own task: the timeline task alone
-            // can be scheduled too late on a loaded machine to see a short run at all (a CI run printed 0
-            // connections), and the last sample, once every record has finished, sees the pools' connections.
+            // The peaks are sampled on the benchmark's own task, at every 5 ms progress poll and once when every
+            // record has finished (the pools' connections are still open then): a task of their own could be
+            // scheduled too late on a loaded machine to see a short run at all (a CI run printed 0 connections).
+            var peaks = PipelinePeaks()
             func observePeaks() {
                 peaks.observe(
                     connections: runtime.apnsPoolTotals.connectionsOpen, cap: runtime.pipeline.recordsInFlightLimit,
@@ -197,7 +197,7 @@ public enum PipelineBenchmark {
             }
             let elapsed = (ContinuousClock.now - started).seconds
             observePeaks()
-            sampling.cancel()
+            timeline?.cancel()
             // Threads first, the process last: the threads' window then lies within the process's, so
             // their sum (exact clocks) never exceeds the process's CPU.
             let parts = ThreadCPU.since(partsBefore)
@@ -263,7 +263,7 @@ public enum PipelineBenchmark {
             print(
                 "  event loops \(parts.eventLoopThreads) (pipeline.threads "
                     + "\(stack.configuration.pipeline.effectiveThreads))")
-            let peak = peaks.peak
+            let peak = peaks
             print(
                 "  APNs connections at most \(peak.connections) across \(runtime.apnsPoolCount) pools (each: apns.connections "
                     + "\(stack.configuration.apns.connections), max_connections \(stack.configuration.apns.maxConnections)); "

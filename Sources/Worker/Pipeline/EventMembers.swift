@@ -2,6 +2,7 @@
 // them from here. Looking each up by name scanned the members again for every name (nine lookups by the
 // schema, four more by the decoder, on every event: docs/performance.md, 2026-12-07, eleventh session).
 
+import APNs
 import JSON
 
 /// The members of an event object that the input schema names, each the value where it lies in the tape.
@@ -26,15 +27,15 @@ struct EventMembers {
         event.forEachMember { name, value in
             name.withUTF8 { bytes in
                 switch bytes.count {
-                case 2 where Self.matches(bytes, "id"): id = value
-                case 3 where Self.matches(bytes, "app"): app = value
-                case 4 where Self.matches(bytes, "type"): type = value
-                case 4 where Self.matches(bytes, "data"): data = value
-                case 4 where Self.matches(bytes, "apns"): apns = value
-                case 7 where Self.matches(bytes, "devices"): devices = value
-                case 8 where Self.matches(bytes, "channels"): channels = value
-                case 9 where Self.matches(bytes, "recipient"): recipient = value
-                case 11 where Self.matches(bytes, "occurred_at"): occurredAt = value
+                case 2 where ASCIIBytes.equal(bytes, "id"): id = value
+                case 3 where ASCIIBytes.equal(bytes, "app"): app = value
+                case 4 where ASCIIBytes.equal(bytes, "type"): type = value
+                case 4 where ASCIIBytes.equal(bytes, "data"): data = value
+                case 4 where ASCIIBytes.equal(bytes, "apns"): apns = value
+                case 7 where ASCIIBytes.equal(bytes, "devices"): devices = value
+                case 8 where ASCIIBytes.equal(bytes, "channels"): channels = value
+                case 9 where ASCIIBytes.equal(bytes, "recipient"): recipient = value
+                case 11 where ASCIIBytes.equal(bytes, "occurred_at"): occurredAt = value
                 default: break
                 }
             }
@@ -42,11 +43,4 @@ struct EventMembers {
         }
     }
 
-    /// Byte by byte: the names are a few bytes, and the lengths are already equal.
-    @inline(__always)
-    private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
-        let expected = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
-        for offset in 0..<expected.count where bytes[offset] != expected[offset] { return false }
-        return true
-    }
 }
