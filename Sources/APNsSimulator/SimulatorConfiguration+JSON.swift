@@ -27,6 +27,7 @@ extension SimulatorConfiguration {
                       "unregisteredRate": 0.05, "badTokenRate": 0.0},
           "faults": {"failRate": 0.1, "failStatus": 503, "retryAfter": 5, "stallRate": 0, "dropRate": 0,
                      "latency": {"fixedMs": 5, "uniformMs": 10},       // or "exponentialMeanMs"
+                     "handshakeMs": 200,                                // each TLS handshake held this long
                      "goAwayAfterStreams": 100, "maxConcurrentStreams": 1000,
                      "deviceLimit": {"requests": 5, "perMs": 1000},     // then 429 TooManyRequests
                      "script": [{"request": 3, "action": "fail", "status": 503, "retryAfter": 2},
@@ -186,7 +187,7 @@ extension SimulatorConfiguration {
 
     private static func faults(_ object: ConfigObject) throws(SimulatorError) -> SimulatorFaults {
         try object.allowOnly([
-            "failRate", "failStatus", "retryAfter", "stallRate", "dropRate", "latency",
+            "failRate", "failStatus", "retryAfter", "stallRate", "dropRate", "latency", "handshakeMs",
             "goAwayAfterStreams", "maxConcurrentStreams", "script", "deviceLimit",
         ])
         var faults = SimulatorFaults()
@@ -200,6 +201,7 @@ extension SimulatorConfiguration {
         if let rate = try object.number("stallRate") { faults.stallRate = rate }
         if let rate = try object.number("dropRate") { faults.dropConnectionRate = rate }
         if let latency = try object.object("latency") { faults.latency = try Self.latency(latency) }
+        if let handshake = try object.number("handshakeMs") { faults.handshakeMilliseconds = handshake }
         faults.goAwayAfterStreams = try object.integer("goAwayAfterStreams", in: 1...Int.max)
         if let maximum = try object.integer("maxConcurrentStreams", in: 1...Int(UInt32.max)) {
             faults.maxConcurrentStreams = UInt32(maximum)

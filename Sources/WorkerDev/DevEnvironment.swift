@@ -124,8 +124,9 @@ final class DevStack: Sendable {
     let generator: SampleEventGenerator
 
     init(
-        failureRate: Double, latency: LatencyDistribution, metricsListen: String, group: String,
-        maxInFlight: Int? = nil, threads: Int? = nil, maxConnections: Int? = nil, unregisteredEvery: Int = 25,
+        failureRate: Double, latency: LatencyDistribution, handshakeMilliseconds: Double = 0, metricsListen: String,
+        group: String, maxInFlight: Int? = nil, threads: Int? = nil, maxConnections: Int? = nil,
+        unregisteredEvery: Int = 25,
         malformedEvery: Int = 50,
         keepsAcceptedNotifications: Bool = true, exactlyOnce: Bool = false, outsideBrokers: String? = nil,
         kafkaProperties: [String: String] = [:]
@@ -154,6 +155,7 @@ final class DevStack: Sendable {
         simulatorConfiguration.faults.failureRate = failureRate
         simulatorConfiguration.faults.failure = .serviceUnavailable(retryAfterSeconds: nil)
         simulatorConfiguration.faults.latency = latency
+        simulatorConfiguration.faults.handshakeMilliseconds = handshakeMilliseconds
         // The benchmark reads only the simulator's counters; copying every accepted push would be its cost.
         if !keepsAcceptedNotifications { simulatorConfiguration.acceptedCapacity = 0 }
         simulator = try APNsSimulator(simulatorConfiguration)

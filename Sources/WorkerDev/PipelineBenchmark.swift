@@ -30,6 +30,14 @@ public enum PipelineBenchmark {
         public var idleSeconds = 12.0
         /// How long the simulator waits before answering each request. Default: none.
         public var apnsLatency = LatencyDistribution.none
+        /// How long the simulator holds each new connection's TLS handshake; nil: two round trips of the
+        /// latency's fixed part (TCP's and TLS 1.3's), what a connection to a server that far costs before its
+        /// first request. Default: nil.
+        public var apnsHandshakeMilliseconds: Double?
+        /// The handshake hold in force: `apnsHandshakeMilliseconds`, else two of the latency's round trips.
+        public var effectiveHandshakeMilliseconds: Double {
+            apnsHandshakeMilliseconds ?? 2 * apnsLatency.fixedMilliseconds
+        }
         /// Prints a line every this often while the backlog drains: records finished and in flight, the cap,
         /// and where the records are (streams at APNs, requests queued, results unacknowledged). Default: never.
         public var timelineInterval: Duration?
@@ -68,29 +76,6 @@ public enum PipelineBenchmark {
         public var cpuMicrosecondsPerRequest: Double { Double(cpuMicroseconds) / Double(max(1, requests)) }
     }
 
-    /// What APNs' latency allows, by Little's law (in flight = rate × latency): the streams bound is what
-    /// the pool's connections can carry (connections × the peer's SETTINGS_MAX_CONCURRENT_STREAMS ÷
-    /// latency), the in-flight bound what the pipeline's record cap can (records × notifications per
-    /// record ÷ latency). Connections and cap are those in force at the end of the backlog (both follow
-    /// the load). The measured rate can reach neither when the machine's CPU is the limit.
-    static func describeBounds(
-        latency: LatencyDistribution, connections: Int, maximumConcurrentStreams: Int, maxInFlightRecords: Int,
-        notificationsPerEvent: Double, measured: Double
-    ) -> String {
-        let seconds = latency.meanMilliseconds / 1000
-        guard seconds > 0 else {
-            return "  APNs answers at once (no --apns-latency-ms): the rate is bounded by CPU, not by streams"
-        }
-        let streamsBound = Double(connections * maximumConcurrentStreams) / seconds
-        let inFlightBound = Double(maxInFlightRecords) * notificationsPerEvent / seconds
-        return String(
-            format:
-                "  at %.1f ms mean APNs latency: streams bound %.0f/s (%d connections × %d streams), in-flight "
-                + "bound %.0f/s (%d records × %.2f notifications); measured %.2f of the lower",
-            latency.meanMilliseconds, streamsBound, connections, maximumConcurrentStreams, inFlightBound,
-            maxInFlightRecords, notificationsPerEvent, measured / min(streamsBound, inFlightBound))
-    }
-
     /// The largest backlog the mock cluster holds whole: librdkafka's mock keeps about 5 MB per partition
     /// and drops the oldest records beyond it, so a larger pre-fill would lose records before the worker
     /// reads them (6 partitions of about 400-byte sample events).
@@ -103,7 +88,9 @@ public enum PipelineBenchmark {
         defer { writer.close() }
         do {
             let stack = try DevStack(
-                failureRate: 0, latency: options.apnsLatency, metricsListen: "127.0.0.1:0", group: "bench",
+                failureRate: 0, latency: options.apnsLatency,
+                handshakeMilliseconds: options.effectiveHandshakeMilliseconds, metricsListen: "127.0.0.1:0",
+                group: "bench",
                 maxInFlight: options.maxInFlight, threads: options.threads,
                 maxConnections: options.maxConnections, unregisteredEvery: 0, malformedEvery: 0,
                 keepsAcceptedNotifications: false, exactlyOnce: options.exactlyOnce,
@@ -180,7 +167,7 @@ public enum PipelineBenchmark {
             func observePeaks() {
                 peaks.observe(
                     connections: runtime.apnsPoolTotals.connectionsOpen, cap: runtime.pipeline.recordsInFlightLimit,
-                    inFlight: runtime.pipeline.recordsInFlight)
+                    inFlight: runtime.pipeline.recordsInFlight, at: (ContinuousClock.now - started).seconds)
             }
             try await waitUntilFinished(options.events, runtime.pipeline) { finished in
                 observePeaks()
@@ -270,6 +257,10 @@ public enum PipelineBenchmark {
                     + "in-flight cap at most \(peak.cap), "
                     + "records in flight at most \(peak.inFlight) (max_in_flight_records "
                     + "\(stack.configuration.pipeline.maxInFlightRecords))")
+            print(
+                Self.describeGrowth(
+                    connections: peak.connections, reachedAfter: peak.connectionsReachedAt,
+                    handshakeMilliseconds: options.effectiveHandshakeMilliseconds))
             print(
                 Self.describeBounds(
                     latency: options.apnsLatency, connections: peak.connections,

@@ -3,11 +3,16 @@
 
 struct PipelinePeaks {
     var connections = 0
+    /// Seconds into the backlog when the pools first had `connections` open: how fast they grew.
+    var connectionsReachedAt = 0.0
     var cap = 0
     var inFlight = 0
 
-    mutating func observe(connections: Int, cap: Int, inFlight: Int) {
-        self.connections = max(self.connections, connections)
+    mutating func observe(connections: Int, cap: Int, inFlight: Int, at seconds: Double) {
+        if connections > self.connections {
+            self.connections = connections
+            connectionsReachedAt = seconds
+        }
         self.cap = max(self.cap, cap)
         self.inFlight = max(self.inFlight, inFlight)
     }

@@ -34,7 +34,8 @@ import Testing
                          "bad": ["\(other)"], "owners": {"\(token)": "com.example.app"},
                          "unregisteredRate": 0.05, "badTokenRate": 0.01},
              "faults": {"failRate": 0.1, "failStatus": 429, "retryAfter": 7, "stallRate": 0.01, "dropRate": 0.02,
-                        "latency": {"fixedMs": 5, "exponentialMeanMs": 2}, "goAwayAfterStreams": 100,
+                        "latency": {"fixedMs": 5, "exponentialMeanMs": 2}, "handshakeMs": 250,
+                        "goAwayAfterStreams": 100,
                         "maxConcurrentStreams": 8,
                         "script": [{"request": 3, "action": "fail", "status": 500},
                                    {"stream": 5, "action": "goaway", "processThisStream": false},
@@ -58,6 +59,7 @@ import Testing
         #expect(
             config.faults.latency
                 == LatencyDistribution(fixedMilliseconds: 5, jitter: .exponential(meanMilliseconds: 2)))
+        #expect(config.faults.handshakeMilliseconds == 250)
         #expect(config.faults.goAwayAfterStreams == 100)
         #expect(config.faults.maxConcurrentStreams == 8)
         #expect(
@@ -82,6 +84,7 @@ import Testing
         #expect(configurationError(#"{"port": 70000}"#)?.contains("port: must be between 0 and 65535") == true)
         #expect(configurationError(#"{"faults": {"failStatus": 502}}"#)?.contains("429, 500 or 503") == true)
         #expect(configurationError(#"{"faults": {"failRate": 2}}"#)?.contains("failureRate") == true)
+        #expect(configurationError(#"{"faults": {"handshakeMs": -5}}"#)?.contains("faults.handshakeMs") == true)
         #expect(configurationError(#"{"devices": {"bad": ["xyz"]}}"#)?.contains("devices.bad[0]") == true)
         #expect(configurationError(#"{"auth": {"mode": "token"}}"#)?.contains("auth.keys") == true)
         #expect(configurationError(#"{"auth": {"mode": "oauth"}}"#)?.contains("token, certificate or none") == true)

@@ -83,6 +83,8 @@ def test_bench_pipeline_reports_throughput_cpu_by_part_latency_and_memory():
         r"APNs connections at most (\d+) across (\d+) pools \(each: apns.connections (\d+), max_connections (\d+)\); "
         r"in-flight cap at most (\d+), records in flight at most (\d+) \(max_in_flight_records (\d+)\)", out)
     assert (initial, ceiling, bound) == (2, 24, 12000)
+    (reached,) = number(r"the pools reached (\d+) connections [\d.]+ s into the backlog, TLS handshakes not held", out)
+    assert reached == connections
     # The dev stack's devices are in both environments: a pool each, each within its own limits.
     assert pools >= 1 and initial <= connections <= ceiling * pools
     assert 256 <= cap <= bound and 0 < in_flight <= cap
@@ -109,6 +111,12 @@ def test_bench_pipeline_prints_the_rate_apns_latency_allows():
     assert latency == 50.0  # uniform 40-60 ms
     (pools,) = number(r"APNs connections at most \d+ across (\d+) pools", out)
     assert 2 <= connections <= 24 * pools and streams == 1000 and 256 <= records <= 1000
+    # Each new connection's handshake is held two round trips of the latency's fixed part (40 ms), and the
+    # report says when the pools first had the most connections it counts.
+    reached, at, handshake = number(
+        r"the pools reached (\d+) connections ([\d.]+) s into the backlog, each TLS handshake held (\d+) ms "
+        r"\(--apns-handshake-ms\)", out)
+    assert reached == connections and handshake == 80 and at >= 0.08
     assert abs(streams_bound - connections * streams / 0.050) <= 1
     assert abs(per_event - notifications / events) <= 0.005
     assert abs(inflight_bound - records * per_event / 0.050) <= records / 0.050 * 0.005 + 1

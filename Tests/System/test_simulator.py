@@ -551,6 +551,20 @@ def test_latency_delays_answers_without_serialising_streams(simulator):
     assert 0.24 <= elapsed < 1.0, f"10 delayed streams took {elapsed:.3f}s; they must wait in parallel"
 
 
+def test_a_held_handshake_delays_each_new_connection_and_not_its_requests(simulator):
+    """--handshake-ms holds every new connection's TLS handshake (what a far server's round trips cost), and
+    only the handshake: the connection's requests are answered at the simulator's own pace."""
+    sim = simulator("--handshake-ms", "300")
+    for _ in range(2):
+        started = time.monotonic()
+        client = H2Client(sim)
+        connected = time.monotonic() - started
+        assert connected >= 0.3, f"the handshake took {connected:.3f} s"
+        started = time.monotonic()
+        assert client.request()["status"] == 200
+        assert time.monotonic() - started < connected, "requests on a connected connection are not held"
+
+
 def test_max_concurrent_streams_of_one_then_raised_mid_connection(simulator):
     sim = simulator("--max-concurrent-streams", "1",
                     config={"faults": {"script": [{"stream": 2, "action": "maxConcurrentStreams", "value": 5}]}})
@@ -705,6 +719,7 @@ def run_worker(*args):
     (["--fail-status", "502"], "--fail-status must be 429, 500 or 503"),
     (["--fail-rate", "2"], "--fail-rate needs a number between 0 and 1"),
     (["--latency-ms", "fast"], "--latency-ms takes FIXED"),
+    (["--handshake-ms", "-1"], "--handshake-ms"),
     (["--device-limit", "5"], "--device-limit takes N/MS (requests per window in milliseconds, e.g. 5/1000), got '5'"),
     (["--device-limit", "0/100"], "--device-limit takes N/MS"),
     (["--key-id", KEY_ID], "one --public-key-file per --key-id"),

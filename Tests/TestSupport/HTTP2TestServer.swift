@@ -43,6 +43,9 @@ package final class HTTP2TestServer: @unchecked Sendable {
         /// Connections whose number (1-based) is listed here go silent once the client's SETTINGS
         /// arrive: nothing more is read or written, so neither requests nor PINGs are answered.
         package var silentConnections: Set<Int> = []
+        /// How long each connection's TLS handshake waits before the server takes it: a far server's round
+        /// trips.
+        package var handshakeDelay: Duration = .zero
         package var reply: @Sendable (Request) -> Reply = { _ in .respond(status: 200) }
 
         package init(

@@ -153,6 +153,11 @@ public struct SimulatorFaults: Sendable, Hashable {
     public var dropConnectionRate: Double = 0
     /// Latency of every answer. Default: none.
     public var latency: LatencyDistribution = .none
+    /// How long a new connection's TLS handshake waits before the simulator answers its ClientHello, in
+    /// milliseconds: what a far server's TCP and TLS round trips cost a real connection before its first
+    /// request (a loopback connection costs nothing, which hides how a pool grows against Apple). Read when
+    /// the connection is accepted. Default: 0.
+    public var handshakeMilliseconds: Double = 0
     /// Per connection: after this many streams, send GOAWAY with the last stream's id; later streams
     /// stay unprocessed. Default: nil (never).
     public var goAwayAfterStreams: Int?
@@ -195,6 +200,9 @@ public struct SimulatorFaults: Sendable, Hashable {
                 .configuration,
                 "faults.deviceLimit: requests and perMs must be at least 1, got "
                     + "\(deviceLimit.requests) and \(deviceLimit.windowMilliseconds)")
+        }
+        if !(handshakeMilliseconds >= 0 && handshakeMilliseconds.isFinite) {
+            throw SimulatorError(.configuration, "faults.handshakeMs must be a number of milliseconds, 0 or more")
         }
         if !(latency.fixedMilliseconds >= 0) {
             throw SimulatorError(.configuration, "faults.latency.fixedMs must not be negative")

@@ -62,6 +62,8 @@ final class SimulatorConnection: @unchecked Sendable {
     @exclusivity(unchecked) var goAwayLastStreamID: Int32?
     @exclusivity(unchecked) var announcedMaxConcurrentStreams: UInt32
     @exclusivity(unchecked) var faultsGeneration: UInt64
+    /// The TLS handshake is not answered before this monotonic time (`SimulatorFaults.handshakeMilliseconds`).
+    let handshakeNotBefore: UInt64
 
     /// Takes ownership of `socket` (non-blocking, accepted).
     init(id: Int, socket: Int32, engine: SimulatorEngine, tls: TLSServerContext) throws(SimulatorError) {
@@ -75,6 +77,7 @@ final class SimulatorConnection: @unchecked Sendable {
         let (faults, generation) = engine.currentFaults()
         announcedMaxConcurrentStreams = faults.maxConcurrentStreams
         faultsGeneration = generation
+        handshakeNotBefore = MonotonicClock.now() &+ UInt64(faults.handshakeMilliseconds * 1_000_000)
         context = ConnectionContext(id: id, random: SimulatorRandom(seed: engine.seed &+ UInt64(id) &* 0x9E37_79B9))
     }
 
@@ -107,12 +110,20 @@ final class SimulatorConnection: @unchecked Sendable {
         while !closeNow {
             var events = Int16(0)
             let pendingOutput = outputOffset < output.count
-            if !pendingOutput || !handshakeDone { events |= Int16(POLLIN) }
-            if pendingOutput || sslWantsWrite { events |= Int16(POLLOUT) }
+            let now = MonotonicClock.now()
+            // A held handshake leaves the ClientHello unread until its time (only the wake pipe is watched).
+            let handshakeHeld = !handshakeDone && now < handshakeNotBefore
+            if !handshakeHeld {
+                if !pendingOutput || !handshakeDone { events |= Int16(POLLIN) }
+                if pendingOutput || sslWantsWrite { events |= Int16(POLLOUT) }
+            }
             fds[0].events = events
             fds[0].revents = 0
             fds[1].revents = 0
-            let timeout = readAgain && !pendingOutput ? 0 : timers.millisecondsUntilNext(now: MonotonicClock.now())
+            let timeout =
+                handshakeHeld
+                ? Int32(clamping: (handshakeNotBefore - now + 999_999) / 1_000_000)
+                : readAgain && !pendingOutput ? 0 : timers.millisecondsUntilNext(now: now)
             let ready = poll(&fds, 2, timeout)
             if ready < 0 && errno != EINTR { break }
             if fds[1].revents != 0 { drainWakePipe() }
@@ -120,6 +131,7 @@ final class SimulatorConnection: @unchecked Sendable {
                 shutDownGracefully()
                 break
             }
+            if handshakeHeld { continue }
             if !handshakeDone {
                 guard handshake() else { break }
                 if !handshakeDone { continue }

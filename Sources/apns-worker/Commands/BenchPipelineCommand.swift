@@ -49,6 +49,11 @@ struct BenchPipelineCommand: Command {
             "The simulator's answer latency, as for `simulator --latency-ms`: FIXED, MIN-MAX, exp:MEAN or "
                 + "FIXED+exp:MEAN. Prints the rate the streams and the in-flight cap allow at it. Default: 0."),
         .value(
+            "--apns-handshake-ms", "MS",
+            "How long the simulator holds each new connection's TLS handshake, as for `simulator --handshake-ms`: "
+                + "what connecting to a far server costs. Default: two round trips of --apns-latency-ms's fixed "
+                + "part (TCP and TLS)."),
+        .value(
             "--kafka-brokers", "HOST:PORT[,...]",
             "Run against an outside Kafka cluster instead of librdkafka's mock one: the benchmark creates its "
                 + "topics there (replication factor 1), named with a prefix unique to the run. --count may then go "
@@ -99,6 +104,9 @@ struct BenchPipelineCommand: Command {
         options.exactlyOnce = arguments.has("--exactly-once")
         if let spec = arguments.value("--apns-latency-ms") {
             options.apnsLatency = try SimulatorCommand.latency(spec, option: "--apns-latency-ms")
+        }
+        if let milliseconds = try arguments.integer("--apns-handshake-ms", range: 0...600_000) {
+            options.apnsHandshakeMilliseconds = Double(milliseconds)
         }
         if arguments.has("--compare-h2load") { options.reference = { try await h2loadReference() } }
         FileHandle.standardOutput.write(Data("bench pipeline: memory allocator \(MemoryAllocator.description)\n".utf8))

@@ -46,6 +46,10 @@ struct SimulatorCommand: Command {
         .value("--max-concurrent-streams", "N", "SETTINGS_MAX_CONCURRENT_STREAMS. Default: 1000."),
         .value("--latency-ms", "SPEC", "Answer latency: FIXED, MIN-MAX, exp:MEAN or FIXED+exp:MEAN."),
         .value(
+            "--handshake-ms", "MS",
+            "Hold each new connection's TLS handshake this long (a far server's TCP and TLS round trips). "
+                + "Default: 0."),
+        .value(
             "--device-limit", "N/MS",
             "APNs' per-device limit: after N requests to one device token within MS milliseconds, 429 "
                 + "TooManyRequests for the rest of the window."),
@@ -147,6 +151,9 @@ struct SimulatorCommand: Command {
             configuration.faults.maxConcurrentStreams = UInt32(maximum)
         }
         if let spec = arguments.value("--latency-ms") { configuration.faults.latency = try latency(spec) }
+        if let milliseconds = try arguments.integer("--handshake-ms", range: 0...600_000) {
+            configuration.faults.handshakeMilliseconds = Double(milliseconds)
+        }
         if let spec = arguments.value("--device-limit") {
             let parts = spec.split(separator: "/", omittingEmptySubsequences: false)
             guard parts.count == 2, let requests = Int(parts[0]), let window = Int(parts[1]), requests >= 1,
