@@ -15,9 +15,11 @@ extension ConnectionPool {
         public var proxy: HTTPProxy?
         /// Connections to keep open (opened on first use). Default: 1.
         public var connectionCount: Int = 1
-        /// The pool opens more connections, one at a time and up to this many, while requests wait for a
-        /// stream because every ready connection is at its stream limit; a grown connection that closes is
-        /// not replaced unless requests wait again. Default: nil (exactly `connectionCount`).
+        /// The pool opens more connections, up to this many, while requests wait for a stream because every
+        /// ready connection is at its stream limit: as many at once as the waiting requests need beyond the
+        /// connections still connecting, and none before a first connection is ready (see `growIfSaturated`).
+        /// A grown connection that closes is not replaced unless requests wait again. Default: nil (exactly
+        /// `connectionCount`).
         public var maximumConnectionCount: Int?
         /// The pool grows only once the oldest waiting request has waited this long: a burst that the next
         /// freed streams absorb within a round trip of a nearby server is no reason for another connection;

@@ -1,4 +1,5 @@
-// A pool grows, one connection at a time up to its ceiling, while requests wait for a stream; without a
+// A pool grows up to its ceiling while requests wait for a stream, by what the waiting requests need beyond
+// the connections still connecting, overlapping handshakes, never before a connection is ready; without a
 // ceiling it keeps exactly its connection count. And the capacity it reports for callers to size by.
 
 import TestSupport
@@ -32,10 +33,71 @@ struct HTTP2PoolGrowthTests {
         #expect(statuses == Array(repeating: 200, count: 40))
         let statistics = pool.statistics
         #expect(statistics.targetConnections == 3)
-        #expect(statistics.connectionsOpened == 3, "one connection at a time, up to the ceiling")
+        #expect(statistics.connectionsOpened == 3, "up to the ceiling and no further")
         #expect(server.snapshot.connections == 3)
         #expect(server.snapshot.limitViolations == 0)
         #expect(statistics.streamCapacityWithGrowth == 6, "at its ceiling a pool offers no room to grow")
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    /// A test server whose handshakes and answers take a far server's time, and a pool of one connection that
+    /// may grow to `ceiling`.
+    func farServerAndPool(streams: UInt32, handshake: Duration, answer: Duration, ceiling: Int) throws -> (
+        HTTP2TestServer, ConnectionPool
+    ) {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = streams
+        options.handshakeDelay = handshake
+        options.reply = { _ in .respond(status: 200, delay: answer) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makeTestPool(server, group: Self.group) {
+            $0.connectionCount = 1
+            $0.maximumConnectionCount = ceiling
+        }
+        return (server, pool)
+    }
+
+    /// A server whose handshakes take 300 ms: the pool opens what its queue needs while other connections are
+    /// still connecting (three handshakes at once), where opening one connection per ready one took a
+    /// handshake per connection; and nothing beyond its first connection before that one is ready.
+    @Test func aFarServerGetsItsConnectionsInOverlappingHandshakesNotOneAfterAnother() async throws {
+        let (server, pool) = try farServerAndPool(
+            streams: 2, handshake: .milliseconds(300), answer: .milliseconds(200), ceiling: 4)
+        let sent = Task { try await sendConcurrently(pool, count: 40) }
+        var mostConnecting = 0
+        var grewBlind = false
+        let reachedCeiling = await eventually {
+            let statistics = pool.statistics
+            mostConnecting = max(mostConnecting, statistics.connectingConnections)
+            if statistics.readyConnections == 0 && statistics.connectingConnections > 1 { grewBlind = true }
+            return statistics.readyConnections == 4
+        }
+        #expect(reachedCeiling)
+        let statuses = try await sent.value
+        #expect(statuses == Array(repeating: 200, count: 40))
+        #expect(mostConnecting == 3, "the three connections the queue needed connected side by side")
+        #expect(!grewBlind, "no connection beyond the first before it was ready")
+        #expect(pool.statistics.connectionsOpened == 4)
+        #expect(server.snapshot.limitViolations == 0)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    /// One step opens what the waiting requests need (25 waiting on connections of 10 streams: 3 more, not
+    /// the ceiling of 8), and requests that the connections still connecting will take are no reason for more.
+    @Test func growsByWhatItsQueueNeedsNotToItsCeiling() async throws {
+        let (server, pool) = try farServerAndPool(
+            streams: 10, handshake: .milliseconds(400), answer: .milliseconds(300), ceiling: 8)
+        let first = Task { try await sendConcurrently(pool, count: 35) }
+        #expect(await eventually { pool.statistics.connectingConnections == 3 })
+        // 29 waiting, 30 streams coming.
+        let second = Task { try await sendConcurrently(pool, count: 4) }
+        let statuses = try await first.value + second.value
+        #expect(statuses == Array(repeating: 200, count: 39))
+        #expect(pool.statistics.connectionsOpened == 4)
+        #expect(server.snapshot.connections == 4)
+        #expect(server.snapshot.limitViolations == 0)
         await pool.shutdown()
         await server.stop()
     }
