@@ -164,6 +164,11 @@ extension ConnectionPool {
         guard now &- enqueuedAt >= growthWaitNanoseconds else { return }
         let wanted = (uncovered + perConnection - 1) / perConnection
         state.targetConnections = min(configuration.connectionCeiling, state.targetConnections + wanted)
+        state.underusedSince = now
+        if !state.shrinkCheckScheduled {
+            state.shrinkCheckScheduled = true
+            actions.scheduleShrinkCheck = true
+        }
         openConnectionsIfNeeded(&state, now: now, actions: &actions)
     }
 

@@ -25,6 +25,11 @@ extension ConnectionPool {
         /// freed streams absorb within a round trip of a nearby server is no reason for another connection;
         /// requests that wait a far server's round trip are. Default: 20 ms.
         public var growthWait: Duration = .milliseconds(20)
+        /// A grown pool retires one connection beyond `connectionCount` once its streams in flight have stayed
+        /// at most half of what one connection fewer could carry, with no request waiting, for this long (and
+        /// another after as long again): after a backlog, the connections it grew for are given back, and a
+        /// pool whose load comes back grows again. Checked at a quarter of it. Default: 60 s.
+        public var shrinkAfter: Duration = .seconds(60)
         /// `maximumConnectionCount`, or `connectionCount` when it is not set.
         public var connectionCeiling: Int { max(connectionCount, maximumConnectionCount ?? connectionCount) }
         /// Our cap on concurrent streams per connection, on top of the server's limit. Default: 1000.

@@ -130,14 +130,15 @@ extension ConnectionPool: HTTP2ConnectionDelegate {
         let now = MonotonicClock.now()
         var actions = Actions()
         state.withLock { state in
+            var shrunk = false
             if let index = state.index(of: connection) {
                 state.entries.remove(at: index)
             } else if let index = state.draining.firstIndex(where: { $0.connection === connection }) {
-                state.draining.remove(at: index)
+                shrunk = state.draining.remove(at: index).shrunk
             }
-            // A grown pool shrinks as its connections close (the server closes idle ones); it grows again
-            // when requests wait.
-            if wasReady, state.targetConnections > configuration.connectionCount, state.waiters.isEmpty {
+            // A grown pool shrinks as its connections close (the server closes idle ones; the pool retires
+            // those it no longer needs, already counted out); it grows again when requests wait.
+            if wasReady, !shrunk, state.targetConnections > configuration.connectionCount, state.waiters.isEmpty {
                 state.targetConnections -= 1
             }
             if state.isShutDown {

@@ -26,6 +26,8 @@ public final class ConnectionPool: Sendable {
         var isReady = false
         var inFlight = 0
         var limit = 0
+        /// Retired by the pool's shrinking, which lowered `targetConnections` already: its close must not.
+        var shrunk = false
     }
 
     struct State {
@@ -40,6 +42,10 @@ public final class ConnectionPool: Sendable {
         var lastConnectError: HTTP2ClientError?
         var isShutDown = false
         var expiryScheduled = false
+        /// A grown pool checks now and then whether it can give a connection back (`shrinkIfUnderused`).
+        var shrinkCheckScheduled = false
+        /// Since when the grown pool's streams have fitted in one connection fewer, at every check.
+        var underusedSince: UInt64 = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         var connectFailures = 0
         var connectionsOpened = 0
@@ -79,6 +85,7 @@ public final class ConnectionPool: Sendable {
         var starts: [HTTP2Connection] = []
         var failures: [(HTTP2StreamTicket, any Error)] = []
         var scheduleExpiry = false
+        var scheduleShrinkCheck = false
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -89,6 +96,8 @@ public final class ConnectionPool: Sendable {
     let requestTimeoutNanoseconds: UInt64
     /// `configuration.growthWait`, converted once.
     let growthWaitNanoseconds: UInt64
+    /// `configuration.shrinkAfter`, converted once.
+    let shrinkAfterNanoseconds: UInt64
     let group: EventLoopGroup
     let tls: TLSContext
     let connectionSettings: HTTP2ConnectionSettings
@@ -135,6 +144,7 @@ public final class ConnectionPool: Sendable {
         self.authority = configuration.port == 443 ? bracketed : "\(bracketed):\(configuration.port)"
         requestTimeoutNanoseconds = configuration.requestTimeout.nanosecondsClamped
         growthWaitNanoseconds = configuration.growthWait.nanosecondsClamped
+        shrinkAfterNanoseconds = configuration.shrinkAfter.nanosecondsClamped
         self.state = Mutex(
             State(
                 waiters: BoundedQueue(capacity: configuration.maximumQueuedRequests),
@@ -161,6 +171,7 @@ public final class ConnectionPool: Sendable {
         if actions.scheduleExpiry {
             group.loops[0].schedule(at: MonotonicClock.now() &+ Self.expiryInterval) { [self] in expireWaiters() }
         }
+        if actions.scheduleShrinkCheck { scheduleShrinkCheck() }
         for waiter in actions.shutdownWaiters { waiter.resume() }
     }
 }

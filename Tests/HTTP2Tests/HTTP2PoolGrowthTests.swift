@@ -41,11 +41,12 @@ struct HTTP2PoolGrowthTests {
         await server.stop()
     }
 
-    /// A test server whose handshakes and answers take a far server's time, and a pool of one connection that
-    /// may grow to `ceiling`.
-    func farServerAndPool(streams: UInt32, handshake: Duration, answer: Duration, ceiling: Int) throws -> (
-        HTTP2TestServer, ConnectionPool
-    ) {
+    /// A test server whose handshakes and answers take the given time, and a pool of one connection that may
+    /// grow to `ceiling`.
+    func serverAndPool(
+        streams: UInt32, handshake: Duration = .zero, answer: Duration, ceiling: Int,
+        shrinkAfter: Duration = .seconds(60)
+    ) throws -> (HTTP2TestServer, ConnectionPool) {
         var options = HTTP2TestServer.Options()
         options.maximumConcurrentStreams = streams
         options.handshakeDelay = handshake
@@ -54,6 +55,7 @@ struct HTTP2PoolGrowthTests {
         let pool = try makeTestPool(server, group: Self.group) {
             $0.connectionCount = 1
             $0.maximumConnectionCount = ceiling
+            $0.shrinkAfter = shrinkAfter
         }
         return (server, pool)
     }
@@ -62,7 +64,7 @@ struct HTTP2PoolGrowthTests {
     /// still connecting (three handshakes at once), where opening one connection per ready one took a
     /// handshake per connection; and nothing beyond its first connection before that one is ready.
     @Test func aFarServerGetsItsConnectionsInOverlappingHandshakesNotOneAfterAnother() async throws {
-        let (server, pool) = try farServerAndPool(
+        let (server, pool) = try serverAndPool(
             streams: 2, handshake: .milliseconds(300), answer: .milliseconds(200), ceiling: 4)
         let sent = Task { try await sendConcurrently(pool, count: 40) }
         var mostConnecting = 0
@@ -87,7 +89,7 @@ struct HTTP2PoolGrowthTests {
     /// One step opens what the waiting requests need (25 waiting on connections of 10 streams: 3 more, not
     /// the ceiling of 8), and requests that the connections still connecting will take are no reason for more.
     @Test func growsByWhatItsQueueNeedsNotToItsCeiling() async throws {
-        let (server, pool) = try farServerAndPool(
+        let (server, pool) = try serverAndPool(
             streams: 10, handshake: .milliseconds(400), answer: .milliseconds(300), ceiling: 8)
         let first = Task { try await sendConcurrently(pool, count: 35) }
         #expect(await eventually { pool.statistics.connectingConnections == 3 })
@@ -98,6 +100,42 @@ struct HTTP2PoolGrowthTests {
         #expect(pool.statistics.connectionsOpened == 4)
         #expect(server.snapshot.connections == 4)
         #expect(server.snapshot.limitViolations == 0)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    /// After the burst it grew for, the pool gives its grown connections back one at a time, each after its
+    /// streams fitted in one connection fewer for `shrinkAfter`, down to its connection count and no further;
+    /// the retired connections close cleanly, and the next burst grows it again.
+    @Test func aGrownPoolShrinksBackOnceItsLoadIsGoneAndGrowsAgainWhenItReturns() async throws {
+        let (server, pool) = try serverAndPool(
+            streams: 2, answer: .milliseconds(100), ceiling: 3, shrinkAfter: .milliseconds(200))
+        #expect(try await sendConcurrently(pool, count: 30).allSatisfy { $0 == 200 })
+        #expect(pool.statistics.connectionsOpened == 3)
+        #expect(
+            await eventually {
+                let statistics = pool.statistics
+                return statistics.targetConnections == 1 && statistics.readyConnections == 1
+                    && statistics.drainingConnections == 0
+            })
+        #expect(try await pool.send(HTTP2Request(path: "/after")).status == 200)
+        #expect(pool.statistics.connectionsOpened == 3, "the connection it kept serves, nothing reopened")
+
+        #expect(try await sendConcurrently(pool, count: 30).allSatisfy { $0 == 200 })
+        #expect(pool.statistics.connectionsOpened == 5, "the next burst grew it again")
+        #expect(server.snapshot.limitViolations == 0)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    /// A pool whose streams stay busy keeps what it grew to: four bursts back to back, each longer than
+    /// `shrinkAfter`, retire nothing and reopen nothing.
+    @Test func aPoolWhoseStreamsStayBusyKeepsItsGrownConnections() async throws {
+        let (server, pool) = try serverAndPool(
+            streams: 2, answer: .milliseconds(100), ceiling: 3, shrinkAfter: .milliseconds(100))
+        for _ in 0..<4 { #expect(try await sendConcurrently(pool, count: 30).allSatisfy { $0 == 200 }) }
+        #expect(pool.statistics.connectionsOpened == 3)
+        #expect(pool.statistics.targetConnections == 3)
         await pool.shutdown()
         await server.stop()
     }

@@ -88,7 +88,8 @@ public struct WorkerConfiguration: Sendable {
         public var connections = 2
         /// A pool opens more connections, up to this many, while its pushes wait for a free stream (a long
         /// round trip to APNs needs more streams for the same rate): as many at once as the waiting pushes need
-        /// beyond the connections still connecting, so that their handshakes overlap. Default: `24`, what a
+        /// beyond the connections still connecting, so that their handshakes overlap; it gives a grown connection
+        /// back once its streams have fitted in one fewer for 60 s. Default: `24`, what a
         /// 300 ms round trip takes at full rate (docs/performance.md).
         public var maxConnections = 24
         /// Streams per connection at most (the server's setting may lower it). Default: `1000`.
