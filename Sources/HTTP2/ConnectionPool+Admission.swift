@@ -138,7 +138,7 @@ extension ConnectionPool {
 
     /// Requests wait with every stream busy: once the oldest has waited `growthWait`, open as many more
     /// connections as the requests waiting need beyond what the connections still connecting will take
-    /// (each counted at the ready connections' average stream limit), up to the ceiling. Not while no
+    /// (each counted at the highest stream limit the pool's connections have had), up to the ceiling. Not while no
     /// connection is ready: until one is, nothing says the server can be reached, nor what it allows.
     ///
     /// Against a far server a connection costs its TCP and TLS round trips before its first stream. A pool
@@ -149,14 +149,9 @@ extension ConnectionPool {
         guard state.targetConnections < configuration.connectionCeiling, state.consecutiveFailures == 0,
             let oldest = state.waiters.first, state.entries.count >= state.targetConnections
         else { return }
-        var ready = 0
-        var limits = 0
-        for entry in state.entries where entry.isReady {
-            ready += 1
-            limits += entry.limit
-        }
+        let ready = state.entries.reduce(0) { $0 + ($1.isReady ? 1 : 0) }
         guard ready > 0 else { return }
-        let perConnection = max(1, limits / ready)
+        let perConnection = max(1, state.highestStreamLimit)
         let uncovered = state.waiters.count - (state.entries.count - ready) * perConnection
         guard uncovered > 0 else { return }
         let now = MonotonicClock.now()

@@ -80,6 +80,7 @@ extension ConnectionPool: HTTP2ConnectionDelegate {
             guard let index = state.index(of: connection) else { return }
             state.entries[index].isReady = true
             state.entries[index].limit = streamLimit
+            state.highestStreamLimit = max(state.highestStreamLimit, streamLimit)
             state.consecutiveFailures = 0
             state.backoffUntil = 0
             state.lastConnectError = nil
@@ -93,6 +94,7 @@ extension ConnectionPool: HTTP2ConnectionDelegate {
         state.withLock { state in
             guard let index = state.index(of: connection) else { return }
             state.entries[index].limit = limit
+            state.highestStreamLimit = max(state.highestStreamLimit, limit)
             dispatchWaiters(&state, actions: &actions)
         }
         perform(actions)

@@ -46,6 +46,11 @@ public final class ConnectionPool: Sendable {
         var shrinkCheckScheduled = false
         /// Since when the grown pool's streams have fitted in one connection fewer, at every check.
         var underusedSince: UInt64 = 0
+        /// The highest stream limit any of its connections has had (capped by ours): what a new connection is
+        /// expected to carry. Not the current limits: APNs drops a connection's limit to 1 after a rejected
+        /// push and raises it again after an accepted one, and sizing growth by that would open a connection
+        /// per waiting request.
+        var highestStreamLimit = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         var connectFailures = 0
         var connectionsOpened = 0

@@ -104,6 +104,30 @@ struct HTTP2PoolGrowthTests {
         await server.stop()
     }
 
+    /// A connection whose limit the server dropped to 1 (APNs does after a rejected push) still counts for what
+    /// the server's connections carry: 28 requests waiting on connections of 10 streams need 3 more, not one
+    /// each up to the ceiling of 8.
+    @Test func aConnectionThrottledToOneStreamDoesNotSizeTheGrowth() async throws {
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 10
+        options.lowerLimit = (afterRequests: 1, to: 1)
+        options.lowerLimitConnections = [1]
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(200)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makeTestPool(server, group: Self.group) {
+            $0.connectionCount = 1
+            $0.maximumConnectionCount = 8
+        }
+        _ = try await pool.send(HTTP2Request(path: "/warm-up"))
+        #expect(await eventually { pool.statistics.streamCapacity == 1 })
+        let statuses = try await sendConcurrently(pool, count: 30)
+        #expect(statuses == Array(repeating: 200, count: 30))
+        #expect(pool.statistics.connectionsOpened == 4)
+        #expect(server.snapshot.limitViolations == 0)
+        await pool.shutdown()
+        await server.stop()
+    }
+
     /// After the burst it grew for, the pool gives its grown connections back one at a time, each after its
     /// streams fitted in one connection fewer for `shrinkAfter`, down to its connection count and no further;
     /// the retired connections close cleanly, and the next burst grows it again.

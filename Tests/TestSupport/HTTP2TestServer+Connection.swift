@@ -231,7 +231,9 @@ final class TestServerConnection {
         let request = HTTP2TestServer.Request(
             connection: number, streamID: streamID, method: stream.method,
             path: stream.path, headers: stream.headers, body: stream.body)
-        if let change = options.lowerLimit, !limitChangeSent, arrivedStreamIDs.count >= change.afterRequests {
+        if let change = options.lowerLimit, options.lowerLimitConnections?.contains(number) ?? true, !limitChangeSent,
+            arrivedStreamIDs.count >= change.afterRequests
+        {
             limitChangeSent = true
             let entry = [
                 nghttp2_settings_entry(

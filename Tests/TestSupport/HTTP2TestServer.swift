@@ -34,6 +34,8 @@ package final class HTTP2TestServer: @unchecked Sendable {
         package var maximumConcurrentStreams: UInt32? = 100
         /// After this many requests on a connection, announce a new limit.
         package var lowerLimit: (afterRequests: Int, to: UInt32)?
+        /// The connections (numbered from 1) whose limit `lowerLimit` lowers; nil: every connection.
+        package var lowerLimitConnections: Set<Int>?
         /// Once this many requests arrived on the first connection, send GOAWAY whose last-stream-id is the
         /// id of the `lastProcessed`-th request; only requests up to it are answered. Later connections
         /// behave normally.
