@@ -47,9 +47,10 @@ public final class ConnectionPool: Sendable {
         /// Since when the grown pool's streams have fitted in one connection fewer, at every check.
         var underusedSince: UInt64 = 0
         /// The highest stream limit any of its connections has had (capped by ours): what a new connection is
-        /// expected to carry. Not the current limits: APNs drops a connection's limit to 1 after a rejected
-        /// push and raises it again after an accepted one, and sizing growth by that would open a connection
-        /// per waiting request.
+        /// expected to carry. Not the current limits: APNs has been seen to drop a connection's limit to 1 after
+        /// a rejected request (a push with a bad token in 2016, openradar 27870881; a rejected provider token
+        /// since) and to raise it after an accepted one, and sizing growth by that would open a connection per
+        /// waiting request.
         var highestStreamLimit = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         var connectFailures = 0

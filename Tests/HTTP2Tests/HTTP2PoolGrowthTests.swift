@@ -104,7 +104,7 @@ struct HTTP2PoolGrowthTests {
         await server.stop()
     }
 
-    /// A connection whose limit the server dropped to 1 (APNs does after a rejected push) still counts for what
+    /// A connection whose limit the server dropped to 1 (APNs has, after a rejected request) still counts for what
     /// the server's connections carry: 28 requests waiting on connections of 10 streams need 3 more, not one
     /// each up to the ceiling of 8.
     @Test func aConnectionThrottledToOneStreamDoesNotSizeTheGrowth() async throws {
