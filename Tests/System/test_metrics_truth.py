@@ -196,12 +196,13 @@ def test_pool_gauges_follow_the_load_and_the_table_matches_what_is_exported(make
 
 
 def test_pools_grow_and_the_in_flight_cap_follows_them_under_a_long_round_trip(make_stack):
-    """A simulator that allows 200 streams per connection and answers after 200-300 ms: one connection
-    cannot carry the pushes the cap lets in, so the pool opens more (never more than max_connections, 24)
-    and the in-flight cap rises with the streams they bring, from its floor of 256 with no pool
-    connected, and never past max_in_flight_records. Every push is delivered once."""
+    """A simulator that allows 200 streams per connection, answers after 200-300 ms and holds each TLS
+    handshake 500 ms: one connection cannot carry the pushes the cap lets in, so the pool opens more (never
+    more than max_connections, 24), several connecting at once (the connecting gauge shows them), and the
+    in-flight cap rises with the streams they bring, from its floor of 256 with no pool connected, and never
+    past max_in_flight_records. Every push is delivered once, and no connection is left connecting."""
     stack = make_stack(latency_ms="200-300", max_in_flight=5000, drain_timeout=10,
-                       simulator_options=["--max-concurrent-streams", "200"])
+                       simulator_options=["--max-concurrent-streams", "200", "--handshake-ms", "500"])
     events = make_events(4000, "grow")
     pairs = expected_pairs(events)
     worker = stack.start_worker("worker")
@@ -209,16 +210,20 @@ def test_pools_grow_and_the_in_flight_cap_follows_them_under_a_long_round_trip(m
     assert scrape(url).value("apns_worker_records_in_flight_limit") == 256
 
     stack.produce(events)
-    peak_open, peak_limit = 0, 0
+    peak_open, peak_limit, peak_connecting = 0, 0, 0
     while len(stack.reader.per_pair) < len(pairs):
         current = scrape(url)
         peak_open = max(peak_open, current.value("apns_worker_apns_connections_open", pool=POOL) or 0)
+        peak_connecting = max(peak_connecting,
+                              current.value("apns_worker_apns_connections_connecting", pool=POOL) or 0)
         peak_limit = max(peak_limit, current.value("apns_worker_records_in_flight_limit"))
         stack.reader.poll(0.2)
         assert worker.process.poll() is None, worker.tail()
     stack.wait_until_all_committed(pairs)
-    print(f"peak connections open {peak_open}, peak in-flight cap {peak_limit}")
+    print(f"peak connections open {peak_open}, connecting {peak_connecting}, peak in-flight cap {peak_limit}")
     assert 1 < peak_open <= 24
+    assert 1 < peak_connecting <= 24, "a growing pool connects several at once"
+    assert scrape(url).value("apns_worker_apns_connections_connecting", pool=POOL) == 0
     assert 256 < peak_limit <= 5000
     assert {outcome["status"] for outcome in stack.reader.outcomes} == {"delivered"}
     assert all(count == 1 for count in stack.reader.per_pair.values())

@@ -205,7 +205,10 @@ public final class WorkerRuntime: Sendable {
         let credentials = self.credentials
         let transport = self.transport
         let pools = Self.poolsByLabel(configuration, transport.clients).map { label, pool in
-            (open: metrics.connectionsOpen.labels(label), pool: pool)
+            (
+                open: metrics.connectionsOpen.labels(label), connecting: metrics.connectionsConnecting.labels(label),
+                pool: pool
+            )
         }
         metrics.registry.onCollect {
             metrics.recordsInFlight.set(pipeline.recordsInFlight)
@@ -223,9 +226,10 @@ public final class WorkerRuntime: Sendable {
             }
             var requestsInFlight = 0
             var requestsQueued = 0
-            for (open, pool) in pools {
+            for (open, connecting, pool) in pools {
                 let statistics = pool.statistics
                 open.set(statistics.readyConnections + statistics.drainingConnections)
+                connecting.set(statistics.connectingConnections)
                 requestsInFlight += statistics.streamsInFlight
                 requestsQueued += statistics.queuedRequests
             }

@@ -50,6 +50,10 @@ public final class WorkerMetrics: Sendable {
     /// `apns_worker_apns_connections_open{pool}`: open HTTP/2 connections per pool (`environment/credential`),
     /// ready or draining; set at scrape time from the pools' statistics.
     public let connectionsOpen: GaugeFamily
+    /// `apns_worker_apns_connections_connecting{pool}`: connections a pool has opened that are not ready yet
+    /// (TCP, proxy tunnel, TLS, the server's first SETTINGS); set at scrape time. A pool that grows opens
+    /// several at once, and against a far APNs each takes its round trips.
+    public let connectionsConnecting: GaugeFamily
     /// `apns_worker_apns_requests_queued`: APNs requests waiting in a pool for a free stream, across every
     /// pool; set at scrape time. Rising while in-flight stays flat means the connections are full.
     public let requestsQueued: Gauge
@@ -165,6 +169,10 @@ public final class WorkerMetrics: Sendable {
         connectionsOpen = try registry.gauge(
             p + "apns_connections_open",
             help: "Open HTTP/2 connections to APNs (ready or draining), by pool (environment/credential).",
+            labelNames: ["pool"])
+        connectionsConnecting = try registry.gauge(
+            p + "apns_connections_connecting",
+            help: "HTTP/2 connections to APNs opened and not ready yet, by pool (environment/credential).",
             labelNames: ["pool"])
         requestsQueued = try registry.gauge(
             p + "apns_requests_queued", help: "APNs requests waiting in a pool for a free HTTP/2 stream."
