@@ -49,7 +49,8 @@ import Testing
             "records_consumed_total", "apns_requests_total", "retries_total", "outcomes_total",
             "dead_letters_total", "invalid_tokens_total", "rule_matches_total", "rules_reloads_total",
             "apns_requests_in_flight", "records_in_flight", "partitions_paused", "consumer_lag_records",
-            "apns_connections_open", "apns_connections_connecting", "provider_token_age_seconds", "certificate_expiry_timestamp_seconds",
+            "apns_connections_open", "apns_connections_connecting", "provider_token_age_seconds",
+            "certificate_expiry_timestamp_seconds",
             "apns_response_duration_seconds", "event_to_outcome_seconds", "apns_requests_queued", "build_info",
             "apns_devices_throttled",
         ] {
