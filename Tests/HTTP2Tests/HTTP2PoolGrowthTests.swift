@@ -2,10 +2,18 @@
 // the connections still connecting, overlapping handshakes, never before a connection is ready; without a
 // ceiling it keeps exactly its connection count. And the capacity it reports for callers to size by.
 
+import Synchronization
 import TestSupport
 import Testing
 
 @testable import HTTP2
+
+/// How many of the test server's connections (numbered from 1) may go on with their TLS handshake.
+final class HandshakesAllowed: Sendable {
+    private let count = Atomic<Int>(0)
+    func allow(upTo number: Int) { count.store(number, ordering: .releasing) }
+    func allows(_ number: Int) -> Bool { number <= count.load(ordering: .acquiring) }
+}
 
 @Suite("HTTP/2 pool growth", .serialized)
 struct HTTP2PoolGrowthTests {
@@ -41,45 +49,49 @@ struct HTTP2PoolGrowthTests {
         await server.stop()
     }
 
-    /// A test server whose handshakes and answers take the given time, and a pool of one connection that may
-    /// grow to `ceiling`.
+    /// A test server whose answers take `answer` and whose connections numbered above `handshakesAllowed`
+    /// hold their TLS handshake, and a pool of one connection that may grow to `ceiling`.
     func serverAndPool(
-        streams: UInt32, handshake: Duration = .zero, answer: Duration, ceiling: Int,
-        shrinkAfter: Duration = .seconds(60)
+        streams: UInt32, handshakesAllowed: HandshakesAllowed? = nil, answer: Duration, ceiling: Int,
+        growthWait: Duration = .milliseconds(20), shrinkAfter: Duration = .seconds(60)
     ) throws -> (HTTP2TestServer, ConnectionPool) {
         var options = HTTP2TestServer.Options()
         options.maximumConcurrentStreams = streams
-        options.handshakeDelay = handshake
+        if let handshakesAllowed {
+            options.handshakeGate = { handshakesAllowed.allows($0) }
+        }
         options.reply = { _ in .respond(status: 200, delay: answer) }
         let server = try HTTP2TestServer(options: options)
         let pool = try makeTestPool(server, group: Self.group) {
             $0.connectionCount = 1
             $0.maximumConnectionCount = ceiling
+            $0.growthWait = growthWait
             $0.shrinkAfter = shrinkAfter
         }
         return (server, pool)
     }
 
-    /// A server whose handshakes take 300 ms: the pool opens what its queue needs while other connections are
-    /// still connecting (three handshakes at once), where opening one connection per ready one took a
-    /// handshake per connection; and nothing beyond its first connection before that one is ready.
+    /// A far server, its handshakes held until the test lets them go: with no connection ready the pool opens
+    /// nothing beyond its first, however many requests wait (growthWait 0, so that every request would be
+    /// reason enough); once the first is ready it opens the three more its queue needs at once, all three
+    /// connecting side by side, where a pool that opened one per ready connection had one at a time.
     @Test func aFarServerGetsItsConnectionsInOverlappingHandshakesNotOneAfterAnother() async throws {
+        let handshakesAllowed = HandshakesAllowed()
         let (server, pool) = try serverAndPool(
-            streams: 2, handshake: .milliseconds(300), answer: .milliseconds(200), ceiling: 4)
+            streams: 2, handshakesAllowed: handshakesAllowed, answer: .milliseconds(50), ceiling: 4,
+            growthWait: .zero)
         let sent = Task { try await sendConcurrently(pool, count: 40) }
-        var mostConnecting = 0
-        var grewBlind = false
-        let reachedCeiling = await eventually {
-            let statistics = pool.statistics
-            mostConnecting = max(mostConnecting, statistics.connectingConnections)
-            if statistics.readyConnections == 0 && statistics.connectingConnections > 1 { grewBlind = true }
-            return statistics.readyConnections == 4
-        }
-        #expect(reachedCeiling)
+        #expect(await eventually { pool.statistics.queuedRequests == 40 })
+        #expect(pool.statistics.connectingConnections == 1, "no connection beyond the first before it is ready")
+        handshakesAllowed.allow(upTo: 1)
+        #expect(
+            await eventually {
+                let statistics = pool.statistics
+                return statistics.readyConnections == 1 && statistics.connectingConnections == 3
+            }, "the three connections the queue needed connect side by side")
+        handshakesAllowed.allow(upTo: 4)
         let statuses = try await sent.value
         #expect(statuses == Array(repeating: 200, count: 40))
-        #expect(mostConnecting == 3, "the three connections the queue needed connected side by side")
-        #expect(!grewBlind, "no connection beyond the first before it was ready")
         #expect(pool.statistics.connectionsOpened == 4)
         #expect(server.snapshot.limitViolations == 0)
         await pool.shutdown()
@@ -89,12 +101,19 @@ struct HTTP2PoolGrowthTests {
     /// One step opens what the waiting requests need (25 waiting on connections of 10 streams: 3 more, not
     /// the ceiling of 8), and requests that the connections still connecting will take are no reason for more.
     @Test func growsByWhatItsQueueNeedsNotToItsCeiling() async throws {
+        let handshakesAllowed = HandshakesAllowed()
         let (server, pool) = try serverAndPool(
-            streams: 10, handshake: .milliseconds(400), answer: .milliseconds(300), ceiling: 8)
+            streams: 10, handshakesAllowed: handshakesAllowed, answer: .milliseconds(50), ceiling: 8,
+            growthWait: .zero)
         let first = Task { try await sendConcurrently(pool, count: 35) }
+        #expect(await eventually { pool.statistics.queuedRequests == 35 })
+        handshakesAllowed.allow(upTo: 1)
         #expect(await eventually { pool.statistics.connectingConnections == 3 })
-        // 29 waiting, 30 streams coming.
+        // 25 waiting, 30 streams coming; 4 more make 29.
         let second = Task { try await sendConcurrently(pool, count: 4) }
+        #expect(await eventually { pool.statistics.queuedRequests == 29 })
+        #expect(pool.statistics.connectionsOpened == 4)
+        handshakesAllowed.allow(upTo: 8)
         let statuses = try await first.value + second.value
         #expect(statuses == Array(repeating: 200, count: 39))
         #expect(pool.statistics.connectionsOpened == 4)

@@ -60,8 +60,9 @@ final class TestServerConnection {
         }
         ssl = SSL_new(server.sslContext)
         SSL_set_fd(ssl, fd)
-        let delay = server.serverOptions.handshakeDelay
-        if delay > .zero { usleep(UInt32(clamping: delay.nanosecondsClamped / 1000)) }
+        if let gate = server.serverOptions.handshakeGate {
+            while !gate(number) && !server.isStopped { usleep(1000) }
+        }
         guard SSL_accept(ssl) == 1 else { return }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

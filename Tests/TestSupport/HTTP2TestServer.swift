@@ -45,9 +45,10 @@ package final class HTTP2TestServer: @unchecked Sendable {
         /// Connections whose number (1-based) is listed here go silent once the client's SETTINGS
         /// arrive: nothing more is read or written, so neither requests nor PINGs are answered.
         package var silentConnections: Set<Int> = []
-        /// How long each connection's TLS handshake waits before the server takes it: a far server's round
-        /// trips.
-        package var handshakeDelay: Duration = .zero
+        /// Whether the connection with this number (from 1) may go on with its TLS handshake: until it says
+        /// yes, the connection's thread holds the handshake (polled every millisecond), as a far server's round
+        /// trips would. Nil: at once.
+        package var handshakeGate: (@Sendable (Int) -> Bool)?
         package var reply: @Sendable (Request) -> Reply = { _ in .respond(status: 200) }
 
         package init(
