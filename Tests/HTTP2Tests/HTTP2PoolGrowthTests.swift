@@ -2,13 +2,15 @@
 // the connections still connecting, overlapping handshakes, never before a connection is ready; without a
 // ceiling it keeps exactly its connection count. And the capacity it reports for callers to size by.
 
+import Glibc
 import Synchronization
 import TestSupport
 import Testing
 
 @testable import HTTP2
 
-/// How many of the test server's connections (numbered from 1) may go on with their TLS handshake.
+/// How many of the test server's connections (numbered from 1) may go on with their TLS handshake (or, as
+/// `answersAllowed`, whether held answers may go: from 1).
 final class HandshakesAllowed: Sendable {
     private let count = Atomic<Int>(0)
     func allow(upTo number: Int) { count.store(number, ordering: .releasing) }
@@ -52,7 +54,8 @@ struct HTTP2PoolGrowthTests {
     /// A test server whose answers take `answer` and whose connections numbered above `handshakesAllowed`
     /// hold their TLS handshake, and a pool of one connection that may grow to `ceiling`.
     func serverAndPool(
-        streams: UInt32, handshakesAllowed: HandshakesAllowed? = nil, answer: Duration, ceiling: Int,
+        streams: UInt32, handshakesAllowed: HandshakesAllowed? = nil, answersAllowed: HandshakesAllowed? = nil,
+        answer: Duration, ceiling: Int,
         growthWait: Duration = .milliseconds(20), shrinkAfter: Duration = .seconds(60)
     ) throws -> (HTTP2TestServer, ConnectionPool) {
         var options = HTTP2TestServer.Options()
@@ -60,7 +63,11 @@ struct HTTP2PoolGrowthTests {
         if let handshakesAllowed {
             options.handshakeGate = { handshakesAllowed.allows($0) }
         }
-        options.reply = { _ in .respond(status: 200, delay: answer) }
+        options.reply = { _ in
+            // Held answers keep their streams busy (the server's connection thread waits).
+            while let answersAllowed, !answersAllowed.allows(1) { usleep(1000) }
+            return .respond(status: 200, delay: answer)
+        }
         let server = try HTTP2TestServer(options: options)
         let pool = try makeTestPool(server, group: Self.group) {
             $0.connectionCount = 1
@@ -102,9 +109,10 @@ struct HTTP2PoolGrowthTests {
     /// the ceiling of 8), and requests that the connections still connecting will take are no reason for more.
     @Test func growsByWhatItsQueueNeedsNotToItsCeiling() async throws {
         let handshakesAllowed = HandshakesAllowed()
+        let answersAllowed = HandshakesAllowed()
         let (server, pool) = try serverAndPool(
-            streams: 10, handshakesAllowed: handshakesAllowed, answer: .milliseconds(50), ceiling: 8,
-            growthWait: .zero)
+            streams: 10, handshakesAllowed: handshakesAllowed, answersAllowed: answersAllowed,
+            answer: .milliseconds(50), ceiling: 8, growthWait: .zero)
         let first = Task { try await sendConcurrently(pool, count: 35) }
         #expect(await eventually { pool.statistics.queuedRequests == 35 })
         handshakesAllowed.allow(upTo: 1)
@@ -114,6 +122,7 @@ struct HTTP2PoolGrowthTests {
         #expect(await eventually { pool.statistics.queuedRequests == 29 })
         #expect(pool.statistics.connectionsOpened == 4)
         handshakesAllowed.allow(upTo: 8)
+        answersAllowed.allow(upTo: 1)
         let statuses = try await first.value + second.value
         #expect(statuses == Array(repeating: 200, count: 39))
         #expect(pool.statistics.connectionsOpened == 4)
