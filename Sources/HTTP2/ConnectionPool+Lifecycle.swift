@@ -13,9 +13,7 @@ extension ConnectionPool {
         // connection; the connection itself stops taking streams on its loop.
         let connection = state.withLock { state -> HTTP2Connection? in
             guard let index = state.entries.firstIndex(where: { $0.connection.id == id }) else { return nil }
-            let entry = state.entries.remove(at: index)
-            state.draining.append(entry)
-            return entry.connection
+            return state.moveToDraining(index)
         }
         guard let connection else { return }
         connection.loop.execute { connection.retireOnRequest(reason) }

@@ -27,12 +27,16 @@ extension ConnectionPool {
             var limits = 0
             var inFlight = 0
             var leastLoaded: Int?
+            var leastLoad = Int.max
             for index in state.entries.indices where state.entries[index].isReady {
                 let entry = state.entries[index]
                 ready += 1
                 limits += entry.limit
                 inFlight += entry.inFlight
-                if leastLoaded.map({ entry.inFlight < state.entries[$0].inFlight }) ?? true { leastLoaded = index }
+                if entry.inFlight < leastLoad {
+                    leastLoaded = index
+                    leastLoad = entry.inFlight
+                }
             }
             let fitsInOneFewer = ready >= 2 && 2 * inFlight <= (ready - 1) * (limits / ready)
             guard fitsInOneFewer, state.waiters.isEmpty else {
@@ -40,12 +44,9 @@ extension ConnectionPool {
                 return true
             }
             if now &- state.underusedSince >= shrinkAfterNanoseconds, let leastLoaded {
-                var entry = state.entries.remove(at: leastLoaded)
-                entry.shrunk = true
-                state.draining.append(entry)
+                retiring = state.moveToDraining(leastLoaded, shrunk: true)
                 state.targetConnections -= 1
                 state.underusedSince = now
-                retiring = entry.connection
             }
             return true
         }

@@ -83,6 +83,15 @@ public final class ConnectionPool: Sendable {
         func index(of connection: HTTP2Connection) -> Int? {
             entries.firstIndex { $0.connection === connection }
         }
+
+        /// Takes the connection at `index` out of the dispatch set into `draining`, where its streams in
+        /// flight still count until they end; the caller tells the connection to stop, on its loop.
+        mutating func moveToDraining(_ index: Int, shrunk: Bool = false) -> HTTP2Connection {
+            var entry = entries.remove(at: index)
+            entry.shrunk = shrunk
+            draining.append(entry)
+            return entry.connection
+        }
     }
 
     /// What to do once the lock is released.

@@ -46,8 +46,7 @@ struct HTTP2PoolConnectFailureTests {
         }
         let second = try #require(duringBackoff, "a request during the back-off fails at once")
         #expect(second.retryAfter != nil)
-        refusing.release()
-        let server = try HTTP2TestServer(certificate: certificate, port: port)
+        let server = try HTTP2TestServer(certificate: certificate, takingOver: refusing)
         // The pool said when its next attempt is due; from then on a request connects again.
         try await Task.sleep(for: try #require(second.retryAfter))
         #expect(try await pool.send(HTTP2Request(path: "/")).status == 200)

@@ -9,9 +9,9 @@ import Testing
 
 @testable import HTTP2
 
-/// How many of the test server's connections (numbered from 1) may go on with their TLS handshake (or, as
-/// `answersAllowed`, whether held answers may go: from 1).
-final class HandshakesAllowed: Sendable {
+/// Lets numbered things through up to a number the test raises: the test server's connections (numbered from 1)
+/// on with their TLS handshake, or, held as a whole (number 1), the server's answers.
+final class NumberedGate: Sendable {
     private let count = Atomic<Int>(0)
     func allow(upTo number: Int) { count.store(number, ordering: .releasing) }
     func allows(_ number: Int) -> Bool { number <= count.load(ordering: .acquiring) }
@@ -54,12 +54,14 @@ struct HTTP2PoolGrowthTests {
     /// A test server whose answers take `answer` and whose connections numbered above `handshakesAllowed`
     /// hold their TLS handshake, and a pool of one connection that may grow to `ceiling`.
     func serverAndPool(
-        streams: UInt32, handshakesAllowed: HandshakesAllowed? = nil, answersAllowed: HandshakesAllowed? = nil,
+        streams: UInt32, handshakesAllowed: NumberedGate? = nil, answersAllowed: NumberedGate? = nil,
         answer: Duration, ceiling: Int,
-        growthWait: Duration = .milliseconds(20), shrinkAfter: Duration = .seconds(60)
+        growthWait: Duration = .milliseconds(20), shrinkAfter: Duration = .seconds(60),
+        adjustServer: (inout HTTP2TestServer.Options) -> Void = { _ in }
     ) throws -> (HTTP2TestServer, ConnectionPool) {
         var options = HTTP2TestServer.Options()
         options.maximumConcurrentStreams = streams
+        adjustServer(&options)
         if let handshakesAllowed {
             options.handshakeGate = { handshakesAllowed.allows($0) }
         }
@@ -83,7 +85,7 @@ struct HTTP2PoolGrowthTests {
     /// reason enough); once the first is ready it opens the three more its queue needs at once, all three
     /// connecting side by side, where a pool that opened one per ready connection had one at a time.
     @Test func aFarServerGetsItsConnectionsInOverlappingHandshakesNotOneAfterAnother() async throws {
-        let handshakesAllowed = HandshakesAllowed()
+        let handshakesAllowed = NumberedGate()
         let (server, pool) = try serverAndPool(
             streams: 2, handshakesAllowed: handshakesAllowed, answer: .milliseconds(50), ceiling: 4,
             growthWait: .zero)
@@ -108,8 +110,8 @@ struct HTTP2PoolGrowthTests {
     /// One step opens what the waiting requests need (25 waiting on connections of 10 streams: 3 more, not
     /// the ceiling of 8), and requests that the connections still connecting will take are no reason for more.
     @Test func growsByWhatItsQueueNeedsNotToItsCeiling() async throws {
-        let handshakesAllowed = HandshakesAllowed()
-        let answersAllowed = HandshakesAllowed()
+        let handshakesAllowed = NumberedGate()
+        let answersAllowed = NumberedGate()
         let (server, pool) = try serverAndPool(
             streams: 10, handshakesAllowed: handshakesAllowed, answersAllowed: answersAllowed,
             answer: .milliseconds(50), ceiling: 8, growthWait: .zero)
@@ -133,22 +135,32 @@ struct HTTP2PoolGrowthTests {
     }
 
     /// A connection whose limit the server dropped to 1 (APNs has, after a rejected request) still counts for what
-    /// the server's connections carry: 28 requests waiting on connections of 10 streams need 3 more, not one
-    /// each up to the ceiling of 8.
+    /// the server's connections carry: 29 requests waiting on connections of 10 streams need 3 more, not one
+    /// each up to the ceiling of 8. The new connections' handshakes and the throttled connection's answer are
+    /// held until the pool has sized its growth (growthWait 0: every waiting request is reason to look), so the
+    /// count does not depend on how fast the test queues its requests.
     @Test func aConnectionThrottledToOneStreamDoesNotSizeTheGrowth() async throws {
-        var options = HTTP2TestServer.Options()
-        options.maximumConcurrentStreams = 10
-        options.lowerLimit = (afterRequests: 1, to: 1)
-        options.lowerLimitConnections = [1]
-        options.reply = { _ in .respond(status: 200, delay: .milliseconds(200)) }
-        let server = try HTTP2TestServer(options: options)
-        let pool = try makeTestPool(server, group: Self.group) {
-            $0.connectionCount = 1
-            $0.maximumConnectionCount = 8
+        let handshakesAllowed = NumberedGate()
+        let answersAllowed = NumberedGate()
+        handshakesAllowed.allow(upTo: 1)
+        answersAllowed.allow(upTo: 1)
+        let (server, pool) = try serverAndPool(
+            streams: 10, handshakesAllowed: handshakesAllowed, answersAllowed: answersAllowed,
+            answer: .zero, ceiling: 8, growthWait: .zero
+        ) {
+            $0.lowerLimit = (afterRequests: 1, to: 1)
+            $0.lowerLimitConnections = [1]
         }
         _ = try await pool.send(HTTP2Request(path: "/warm-up"))
         #expect(await eventually { pool.statistics.streamCapacity == 1 })
-        let statuses = try await sendConcurrently(pool, count: 30)
+        answersAllowed.allow(upTo: 0)
+        let sent = Task { try await sendConcurrently(pool, count: 30) }
+        #expect(await eventually { pool.statistics.queuedRequests == 29 })
+        #expect(pool.statistics.connectingConnections == 3)
+        #expect(pool.statistics.connectionsOpened == 4)
+        handshakesAllowed.allow(upTo: 8)
+        answersAllowed.allow(upTo: 1)
+        let statuses = try await sent.value
         #expect(statuses == Array(repeating: 200, count: 30))
         #expect(pool.statistics.connectionsOpened == 4)
         #expect(server.snapshot.limitViolations == 0)

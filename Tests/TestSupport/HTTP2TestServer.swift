@@ -88,7 +88,22 @@ package final class HTTP2TestServer: @unchecked Sendable {
     private let threads = Mutex(0)
     private let alpnWire: [UInt8]
 
-    package init(options: Options = Options(), certificate: TestCertificate? = nil, port: Int? = nil) throws {
+    /// A server on the port a test had refusing connections until now: it listens on the refusing socket
+    /// itself, so that the port stays the test's throughout.
+    package convenience init(
+        options: Options = Options(), certificate: TestCertificate? = nil, takingOver refusing: RefusingLoopbackPort
+    ) throws {
+        guard let socket = refusing.takeSocket() else { throw TestFailure("the refusing port was already released") }
+        try self.init(options: options, certificate: certificate, port: nil, boundSocket: socket)
+    }
+
+    package convenience init(options: Options = Options(), certificate: TestCertificate? = nil, port: Int? = nil)
+        throws
+    {
+        try self.init(options: options, certificate: certificate, port: port, boundSocket: nil)
+    }
+
+    private init(options: Options, certificate: TestCertificate?, port: Int?, boundSocket: Int32?) throws {
         self.options = options
         self.certificate = try certificate ?? TestCertificate.make()
         alpnWire = options.alpn.map { [UInt8($0.utf8.count)] + Array($0.utf8) } ?? []
@@ -98,13 +113,13 @@ package final class HTTP2TestServer: @unchecked Sendable {
             SSL_CTX_use_PrivateKey_file(context, self.certificate.keyFile, SSL_FILETYPE_PEM) == 1
         else { throw TestFailure("cannot load the test certificate") }
 
-        let listener = closeOnExecSocket()
+        let listener = boundSocket ?? closeOnExecSocket()
         var one: Int32 = 1
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         // Without a port, port 0: the kernel picks one no other socket holds, and nothing can take it between
         // the pick and the bind (a port picked first and bound after was once taken by a test that needed
         // its own port refused).
-        let bound = withLoopbackAddress(port: port ?? 0) { bind(listener, $0, $1) }
+        let bound = boundSocket != nil ? 0 : withLoopbackAddress(port: port ?? 0) { bind(listener, $0, $1) }
         guard bound == 0, listen(listener, 64) == 0 else {
             let reason = String(cString: strerror(errno))
             close(listener)

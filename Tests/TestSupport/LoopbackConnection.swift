@@ -38,7 +38,18 @@ package final class RefusingLoopbackPort: Sendable {
         descriptor = Mutex(socketDescriptor)
     }
 
-    /// Gives the port up, for a server about to listen on it.
+    /// Hands the bound socket over, for a server to listen on: the port never becomes free, so nothing else
+    /// (another test's outgoing connection, given it as its local port) can take it in between. Nil once
+    /// released or taken.
+    package func takeSocket() -> Int32? {
+        descriptor.withLock { descriptor in
+            guard descriptor >= 0 else { return nil }
+            defer { descriptor = -1 }
+            return descriptor
+        }
+    }
+
+    /// Gives the port up.
     package func release() {
         descriptor.withLock { descriptor in
             guard descriptor >= 0 else { return }
