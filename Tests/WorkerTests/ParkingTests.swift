@@ -108,6 +108,16 @@ struct ParkingTests {
         #expect(
             await eventually(timeout: .seconds(60)) { worker.pipeline.counters.parked >= 100 },
             "every A record parked at least once")
+        // Once refused, A's key is asked again by one push at a time, not by every push at every return from
+        // the retry topic: while each A record is parked twice more (a park delay of 500 ms), APNs sees at
+        // most the probes of that time (1 s, then 2 s apart), where it saw every A push again each time.
+        let refusedKind = ResponseKind(status: 403, reason: "InvalidProviderToken")
+        let refusedAfterFirstPark = revoked.stats.responses[refusedKind, default: 0]
+        #expect(
+            await eventually(timeout: .seconds(60)) { worker.pipeline.counters.parked >= 300 },
+            "every A record parked three times")
+        let refusedMeanwhile = revoked.stats.responses[refusedKind, default: 0] - refusedAfterFirstPark
+        #expect(refusedMeanwhile <= 4, "A's pushes sent to APNs while its key was known to be refused")
         let exposition = String(decoding: metrics.registry.exposition(), as: UTF8.self)
         let parkedMetric = exposition.contains(#"apns_worker_records_parked_total{reason="InvalidProviderToken"}"#)
         #expect(parkedMetric)
@@ -129,7 +139,8 @@ struct ParkingTests {
         #expect(bAgain.isEmpty, "a push delivered before its record was parked is never sent again")
         print(
             "parking test: A \(aOutcomes.count) delivered after the key worked again, B \(bDelivered.count) "
-                + "delivered meanwhile, \(worker.pipeline.counters.parked) parks")
+                + "delivered meanwhile, \(worker.pipeline.counters.parked) parks, \(refusedAfterFirstPark) A pushes "
+                + "refused before every A record was parked and \(refusedMeanwhile) while they were parked twice more")
         await worker.shutdown(timeout: 5)
         restored.stop()
         await cluster.stop()

@@ -25,7 +25,7 @@ extension APNsClient {
     nonisolated(nonsending)
         func attemptOnce(
             _ request: APNsRequest, clock: ContinuousClock,
-            start attemptStart: ContinuousClock.Instant, probe: Bool
+            start attemptStart: ContinuousClock.Instant, probe: Bool, credentialProbe: Bool = false
         ) async -> RecordedAttempt
     {
         var attempt = Self.newAttempt(request)
@@ -37,14 +37,19 @@ extension APNsClient {
             Self.record(error, in: &attempt)
         }
         attempt.record.latency = attemptStart.duration(to: clock.now)
-        attemptEnded(request, attempt, probe: probe)
+        attemptEnded(request, attempt, probe: probe, credentialProbe: credentialProbe)
         return attempt
     }
 
     /// Tells what an ended attempt says to those who listen: the metrics, the pool's breaker (with when the
-    /// request was sent: it takes verdicts in send order), and the device's pacing.
-    func attemptEnded(_ request: APNsRequest, _ attempt: RecordedAttempt, probe: Bool) {
+    /// request was sent: it takes verdicts in send order), its credential gate, and the device's pacing.
+    func attemptEnded(_ request: APNsRequest, _ attempt: RecordedAttempt, probe: Bool, credentialProbe: Bool = false) {
         observe(request, attempt)
+        // An acceptance while nothing is refused says nothing new, and is most answers: not looked into.
+        let gate = credentialGate(for: request.environment)
+        if credentialProbe || attempt.record.httpStatus != 200 || gate.isRefusing {
+            gate.record(attempt.outcome, probe: credentialProbe)
+        }
         let now = MonotonicClock.now()
         let sentAt = now &- attempt.record.latency.nanosecondsClamped
         breaker(for: request.environment).record(CircuitBreaker.Verdict(attempt.outcome), probe: probe, sentAt: sentAt)

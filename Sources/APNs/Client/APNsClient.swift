@@ -51,6 +51,10 @@ public final class APNsClient: Sendable {
         public var breaker = CircuitBreaker.Configuration()
         /// How pushes to a device APNs answered 429 TooManyRequests for are paced.
         public var deviceThrottle = DeviceThrottle.Configuration()
+        /// Once APNs refuses the credential, the time between the pushes that ask it again (the others are
+        /// settled `credentialRefused` unsent). Default: 1 s doubling to 10 s with each probe refused, as the
+        /// breaker's probes: a fixed credential is in use again within seconds, at one request per 10 s meanwhile.
+        public var credentialProbeInterval = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(10))
         /// Told when an environment's breaker opens, half-opens or closes (for logs, metrics, readiness).
         public var onBreakerTransition: (@Sendable (APNsEnvironment, CircuitBreaker.Transition) -> Void)?
         /// Told about every attempt once, when it ends: answered, failed, or refused before it was sent.
@@ -98,6 +102,8 @@ public final class APNsClient: Sendable {
     private let productionPool: ConnectionPool
     private let sandboxBreaker: CircuitBreaker
     private let productionBreaker: CircuitBreaker
+    private let sandboxCredentialGate: CredentialGate
+    private let productionCredentialGate: CredentialGate
     /// Paces the devices APNs throttled (429 TooManyRequests), in both environments.
     public let deviceThrottle: DeviceThrottle
     let signer: ProviderTokenSigner?
@@ -116,6 +122,13 @@ public final class APNsClient: Sendable {
         sandboxBreaker = CircuitBreaker(configuration: configuration.breaker) { onTransition?(.sandbox, $0) }
         productionBreaker = CircuitBreaker(configuration: configuration.breaker) { onTransition?(.production, $0) }
         deviceThrottle = DeviceThrottle(configuration: configuration.deviceThrottle)
+        sandboxCredentialGate = CredentialGate(probeInterval: configuration.credentialProbeInterval)
+        productionCredentialGate = CredentialGate(probeInterval: configuration.credentialProbeInterval)
+    }
+
+    /// The credential gate of the pool serving `environment`.
+    public func credentialGate(for environment: APNsEnvironment) -> CredentialGate {
+        environment == .sandbox ? sandboxCredentialGate : productionCredentialGate
     }
 
     /// The circuit breaker of the pool serving `environment`.
@@ -193,9 +206,22 @@ public final class APNsClient: Sendable {
         let firstStart = clock.now
         // While the pool's breaker holds, or APNs throttles the device, the first attempt waits in the
         // retry loop like any other.
-        let first =
+        let sendsNow =
             breaker(for: request.environment).isClosed && !isPaced(request) && withdrawal?.isWithdrawn != true
-            ? await attemptOnce(request, clock: clock, start: firstStart, probe: false) : nil
+        var credentialProbe = false
+        if sendsNow {
+            switch credentialGate(for: request.environment).admitFirstAttempt() {
+            case .send: break
+            case .probe: credentialProbe = true
+            case .refused:
+                if let heldBack = credentialGate(for: request.environment).heldBack() { return heldBack }
+            }
+        }
+        let first =
+            sendsNow
+            ? await attemptOnce(
+                request, clock: clock, start: firstStart, probe: false, credentialProbe: credentialProbe)
+            : nil
         return await finishSend(
             SendInProgress(client: self, request: request, first: first, firstStart: firstStart), policy: policy,
             withdrawal: withdrawal)
@@ -225,6 +251,10 @@ public final class APNsClient: Sendable {
         public let slot: Int
         /// The provider token the first attempt carried, for ExpiredProviderToken.
         fileprivate var token: ProviderToken?
+        /// The first attempt is the one that asks APNs again about a credential it refused.
+        fileprivate var isCredentialProbe = false
+        /// Nothing was sent: APNs refuses the credential (`CredentialGate`), and `settledResult` says so.
+        fileprivate var heldBackByCredentialGate = false
 
         init(
             client: APNsClient, request: APNsRequest, first: RecordedAttempt?, firstStart: ContinuousClock.Instant,
@@ -252,7 +282,7 @@ public final class APNsClient: Sendable {
             }
             token = nil
             attempt.record.latency = firstStart.duration(to: ContinuousClock.now)
-            client.attemptEnded(request, attempt, probe: false)
+            client.attemptEnded(request, attempt, probe: false, credentialProbe: isCredentialProbe)
             first = consume attempt
             receiver?.firstAttemptEnded(self)
         }
@@ -276,6 +306,17 @@ public final class APNsClient: Sendable {
                     slot: slot))
             return
         }
+        var credentialProbe = false
+        switch credentialGate(for: request.environment).admitFirstAttempt() {
+        case .send: break
+        case .probe: credentialProbe = true
+        case .refused:
+            let heldBack = SendInProgress(
+                client: self, request: request, first: nil, firstStart: firstStart, receiver: receiver, slot: slot)
+            heldBack.heldBackByCredentialGate = true
+            receiver.firstAttemptEnded(heldBack)
+            return
+        }
         // Everything that reads the request does so before it moves into the send: read back from the
         // object, it was copied for every call.
         var first = Self.newAttempt(request)
@@ -292,7 +333,9 @@ public final class APNsClient: Sendable {
         let progress = SendInProgress(
             client: self, request: consume request, first: consume first, firstStart: firstStart, receiver: receiver,
             slot: slot)
+        progress.isCredentialProbe = credentialProbe
         guard let prepared else {
+            if credentialProbe { credentialGate(for: progress.request.environment).record(.cancelled, probe: true) }
             receiver.firstAttemptEnded(progress)
             return
         }
@@ -324,6 +367,11 @@ public final class APNsClient: Sendable {
             return DeliveryResult(
                 status: .delivered, response: first.response.take()!, attempts: [first.record],
                 summary: "accepted by APNs")
+        }
+        if progress.heldBackByCredentialGate,
+            let heldBack = credentialGate(for: progress.request.environment).heldBack()
+        {
+            return heldBack
         }
         guard let first = progress.first else { return nil }
         if isHeldByBreaker(first, environment: progress.request.environment) { return nil }
