@@ -104,8 +104,11 @@ class OutageStack:
     """The mock cluster, the worker, and APNs on a fixed port with a fixed certificate, so that what
     answers there can be replaced: a failing simulator, none at all, then a healthy one."""
 
-    def __init__(self, directory, group, events, rules_text=None, simulator_options=None):
-        """`simulator_options`: start a simulator with these before the worker; None: nothing listens."""
+    def __init__(self, directory, group, events, rules_text=None, simulator_options=None, retry=None,
+                 simulator_key_file=None):
+        """`simulator_options`: start a simulator with these before the worker; None: nothing listens.
+        `retry`: more of worker.yaml's `retry`. `simulator_key_file`: the public key that first simulator trusts,
+        if not the worker's (APNs refusing the worker's key)."""
         self.directory = directory
         self.closers = []
         self.simulator = None
@@ -121,7 +124,7 @@ class OutageStack:
         endpoint = type("Endpoint", (), {"url": f"https://127.0.0.1:{self.port}", "ca_file": self.cert})
         # A stranded-partition watch of a second looks a dozen times while the outage holds records, closes
         # the in-flight gate and pauses the partitions: none of that is a partition librdkafka stranded.
-        overrides = {"retry": {"max_attempts": 3, "max_total_time": f"{MAX_TOTAL_TIME}s"},
+        overrides = {"retry": {"max_attempts": 3, "max_total_time": f"{MAX_TOTAL_TIME}s", **(retry or {})},
                      "kafka": {"stranded_partition_after": "1s"}}
         options = {"rules_text": rules_text} if rules_text else {}
         self.config = write_worker_config(
@@ -129,15 +132,15 @@ class OutageStack:
             max_in_flight=1000, drain_timeout=f"{DRAIN_TIMEOUT}s", overrides=overrides, **options)
         self.placed = produce(self.cluster.bootstrap, events)
         if simulator_options is not None:
-            self.start_simulator(*simulator_options)
+            self.start_simulator(*simulator_options, public_key_file=simulator_key_file)
         self.started = time.monotonic()
         self.worker = Worker(self.config, directory, "worker")
         self.closers.append(self.worker.close)
         self.worker.wait_for_log("worker started", 20)
         self.metrics = self.worker.metrics_url()
 
-    def start_simulator(self, *options):
-        self.simulator = Simulator(self.directory, self.public_key_file, "1-5", port=self.port,
+    def start_simulator(self, *options, public_key_file=None):
+        self.simulator = Simulator(self.directory, public_key_file or self.public_key_file, "1-5", port=self.port,
                                    options=["--cert-file", self.cert, "--key-file", self.cert_key, *options])
         self.closers.append(self.simulator.close)
 
@@ -249,6 +252,70 @@ def test_apns_answering_503_longer_than_the_retry_budget_holds_then_delivers_eve
     assert_down_once(outage.worker)
     assert counts["failed"] == 0 and counts["lost"] == 0 and counts["expired"] == 0
     assert counts["delivered"] == len(pairs) and counts["other"] == Counter()
+
+
+def test_a_refused_key_is_asked_again_by_one_push_at_a_time_and_delivers_everything_once_taken(make_outage,
+                                                                                               tmp_path):
+    """APNs refuses the worker's key (revoked, or not yet active) under a backlog, for longer than several
+    park delays. Each push reaches APNs at most once before the worker knows; after that one push at a time
+    asks again, while the others are parked on the retry topic unsent: no outcome, nothing failed. The log,
+    /readyz and /metrics say so. Once APNs takes the key, every push is delivered, none lost, none twice."""
+    events = make_events(1000, "revoked")
+    pairs = expected_pairs(events)
+    other = tmp_path / "other-key"
+    other.mkdir()
+    _, other_public_key = make_token_key(str(other))
+    outage = make_outage(events, simulator_options=[], retry={"park_delay": "1s"},
+                         simulator_key_file=other_public_key)
+    worker = outage.worker
+    refused_line = wait_until(lambda: worker.find_prefix("APNs refuses the credential of pool"), 30,
+                              "the credential-refused log line", worker)[0]
+
+    def not_ready():
+        status, body = http_get(outage.metrics + "/readyz")
+        return (status, body) if status == 503 and "credentials" in body else None
+
+    readiness = wait_until(not_ready, 10, "/readyz 503 naming credentials", worker)
+
+    def parked_three_times():
+        text = http_get(outage.metrics + "/metrics")[1]
+        parked = metric_series(text, "apns_worker_records_parked_total").get('reason="InvalidProviderToken"', 0)
+        refused = metric_value(text, "apns_worker_apns_credentials_refused")
+        return (parked, refused) if parked >= 3 * len(events) and refused == 1 else None
+
+    parked, refused_pools = wait_until(parked_three_times, 60, "every record parked three times", worker)
+    outage.reader.poll_until_quiet()
+    statuses = Counter(outcome["status"] for outcome in outage.reader.outcomes)
+    refusing_stats = outage.stop_simulator()
+    refusal_lasted = time.monotonic() - outage.started
+    outage.start_simulator()
+    recovered = time.monotonic()
+    ends = outage.offsets.ends()
+    outage.reader.wait_for(lambda: len(outage.reader.per_pair) >= len(pairs) and outage.offsets.committed() == ends,
+                           RECOVERY_SECONDS, "every outcome and every offset committed once the key was taken")
+    taken = wait_until(lambda: worker.find_prefix("APNs accepts the credential of pool"), 10,
+                       "the credential-accepted log line", worker)[0]
+    status, body = http_get(outage.metrics + "/readyz")
+    code, _ = worker.terminate(DRAIN_TIMEOUT + 5)
+    assert code == 0, worker.tail()
+    outage.reader.poll_until_quiet()
+    healthy_stats = outage.stop_simulator()
+
+    counts = count(outage.reader, pairs, "a refused key")
+    # Probes come 1, 2, 4, 8 and then 10 s apart: fewer than one a second.
+    probes_at_most = int(refusal_lasted) + 1
+    print(f"refused for {refusal_lasted:.1f} s: {refusing_stats['requests']} requests refused for {len(pairs)} "
+          f"pushes ({probes_at_most} probes allowed), {parked:.0f} parks; delivered "
+          f"{time.monotonic() - recovered:.1f} s after APNs took the key, {healthy_stats['requests']} requests; "
+          f"refused: {refused_line['fields']}; readyz: {readiness[1][:160]}; taken: {taken['fields']}")
+    assert statuses == Counter(), f"outcomes while the key was refused: {statuses}"
+    assert refusing_stats["requests"] <= len(pairs) + probes_at_most, \
+        "pushes sent to APNs again after it had refused their key"
+    assert refused_pools == 1 and status == 200, body
+    assert counts["failed"] == 0 and counts["lost"] == 0 and counts["expired"] == 0
+    assert counts["duplicated"] == 0 and counts["other"] == Counter()
+    assert counts["delivered"] == len(pairs)
+    assert healthy_stats["requests"] == len(pairs), "a push sent twice once the key was taken"
 
 
 def test_apns_unreachable_holds_then_delivers_and_expires_what_passed_its_expiration(make_outage):
