@@ -29,6 +29,7 @@ extension SimulatorConfiguration {
                      "latency": {"fixedMs": 5, "uniformMs": 10},       // or "exponentialMeanMs"
                      "handshakeMs": 200,                                // each TLS handshake held this long
                      "goAwayAfterStreams": 100, "maxConcurrentStreams": 1000,
+                     "streamLimitAfterRefusedToken": 1,                 // a refused token throttles its connection
                      "deviceLimit": {"requests": 5, "perMs": 1000},     // then 429 TooManyRequests
                      "script": [{"request": 3, "action": "fail", "status": 503, "retryAfter": 2},
                                 {"stream": 5, "action": "goaway", "processThisStream": false},
@@ -188,7 +189,7 @@ extension SimulatorConfiguration {
     private static func faults(_ object: ConfigObject) throws(SimulatorError) -> SimulatorFaults {
         try object.allowOnly([
             "failRate", "failStatus", "retryAfter", "stallRate", "dropRate", "latency", "handshakeMs",
-            "goAwayAfterStreams", "maxConcurrentStreams", "script", "deviceLimit",
+            "goAwayAfterStreams", "maxConcurrentStreams", "streamLimitAfterRefusedToken", "script", "deviceLimit",
         ])
         var faults = SimulatorFaults()
         if let rate = try object.number("failRate") { faults.failureRate = rate }
@@ -205,6 +206,9 @@ extension SimulatorConfiguration {
         faults.goAwayAfterStreams = try object.integer("goAwayAfterStreams", in: 1...Int.max)
         if let maximum = try object.integer("maxConcurrentStreams", in: 1...Int(UInt32.max)) {
             faults.maxConcurrentStreams = UInt32(maximum)
+        }
+        if let limit = try object.integer("streamLimitAfterRefusedToken", in: 1...Int(UInt32.max)) {
+            faults.streamLimitAfterRefusedToken = UInt32(limit)
         }
         if let script = try object.objects("script") {
             faults.script = try script.map { entry throws(SimulatorError) in try Self.scriptEntry(entry) }

@@ -19,6 +19,8 @@ struct ConnectionContext: Sendable {
     var streamOrdinal = 0
     var authentication = ConnectionAuthentication()
     var faults = FaultSnapshot()
+    /// A refused provider token lowered this connection's stream limit (`streamLimitAfterRefusedToken`).
+    var throttledByRefusedToken = false
     /// Counted on this connection's thread since its last report to the engine (`report`).
     var tally = LedgerTally()
 }
@@ -103,7 +105,18 @@ final class SimulatorEngine: Sendable {
                 timestampMilliseconds: timestamp, idHeaderName: idHeaderName)
             context.tally.count(ResponseKind(status: status, reason: reason.rawValue))
             plan.answer = .respond(response)
+            if let throttled = context.faults.faults.streamLimitAfterRefusedToken,
+                [.invalidProviderToken, .expiredProviderToken, .missingProviderToken].contains(reason)
+            {
+                plan.newMaxConcurrentStreams = throttled
+                context.throttledByRefusedToken = true
+            }
         case .accepted(let accepted):
+            if context.throttledByRefusedToken {
+                context.throttledByRefusedToken = false
+                plan.newMaxConcurrentStreams =
+                    plan.newMaxConcurrentStreams ?? context.faults.faults.maxConcurrentStreams
+            }
             if let limit = context.faults.faults.deviceLimit, !accepted.deviceToken.isEmpty,
                 deviceRequests.countIsOverLimit(accepted.deviceToken, limit: limit, now: now)
             {

@@ -36,7 +36,7 @@ import Testing
              "faults": {"failRate": 0.1, "failStatus": 429, "retryAfter": 7, "stallRate": 0.01, "dropRate": 0.02,
                         "latency": {"fixedMs": 5, "exponentialMeanMs": 2}, "handshakeMs": 250,
                         "goAwayAfterStreams": 100,
-                        "maxConcurrentStreams": 8,
+                        "maxConcurrentStreams": 8, "streamLimitAfterRefusedToken": 2,
                         "script": [{"request": 3, "action": "fail", "status": 500},
                                    {"stream": 5, "action": "goaway", "processThisStream": false},
                                    {"stream": 6, "action": "delay", "ms": 40},
@@ -62,6 +62,7 @@ import Testing
         #expect(config.faults.handshakeMilliseconds == 250)
         #expect(config.faults.goAwayAfterStreams == 100)
         #expect(config.faults.maxConcurrentStreams == 8)
+        #expect(config.faults.streamLimitAfterRefusedToken == 2)
         #expect(
             config.faults.script == [
                 ScriptedFault(.request(3), .fail(.internalServerError())),
@@ -85,6 +86,9 @@ import Testing
         #expect(configurationError(#"{"faults": {"failStatus": 502}}"#)?.contains("429, 500 or 503") == true)
         #expect(configurationError(#"{"faults": {"failRate": 2}}"#)?.contains("failureRate") == true)
         #expect(configurationError(#"{"faults": {"handshakeMs": -5}}"#)?.contains("faults.handshakeMs") == true)
+        #expect(
+            configurationError(#"{"faults": {"streamLimitAfterRefusedToken": 0}}"#)?
+                .contains("faults.streamLimitAfterRefusedToken") == true)
         #expect(configurationError(#"{"devices": {"bad": ["xyz"]}}"#)?.contains("devices.bad[0]") == true)
         #expect(configurationError(#"{"auth": {"mode": "token"}}"#)?.contains("auth.keys") == true)
         #expect(configurationError(#"{"auth": {"mode": "oauth"}}"#)?.contains("token, certificate or none") == true)

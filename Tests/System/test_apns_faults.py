@@ -105,10 +105,10 @@ class OutageStack:
     answers there can be replaced: a failing simulator, none at all, then a healthy one."""
 
     def __init__(self, directory, group, events, rules_text=None, simulator_options=None, retry=None,
-                 simulator_key_file=None):
+                 simulator_key_file=None, simulator_faults=None):
         """`simulator_options`: start a simulator with these before the worker; None: nothing listens.
         `retry`: more of worker.yaml's `retry`. `simulator_key_file`: the public key that first simulator trusts,
-        if not the worker's (APNs refusing the worker's key)."""
+        if not the worker's (APNs refusing the worker's key); `simulator_faults`: more of its `faults`."""
         self.directory = directory
         self.closers = []
         self.simulator = None
@@ -132,15 +132,16 @@ class OutageStack:
             max_in_flight=1000, drain_timeout=f"{DRAIN_TIMEOUT}s", overrides=overrides, **options)
         self.placed = produce(self.cluster.bootstrap, events)
         if simulator_options is not None:
-            self.start_simulator(*simulator_options, public_key_file=simulator_key_file)
+            self.start_simulator(*simulator_options, public_key_file=simulator_key_file, faults=simulator_faults)
         self.started = time.monotonic()
         self.worker = Worker(self.config, directory, "worker")
         self.closers.append(self.worker.close)
         self.worker.wait_for_log("worker started", 20)
         self.metrics = self.worker.metrics_url()
 
-    def start_simulator(self, *options, public_key_file=None):
+    def start_simulator(self, *options, public_key_file=None, faults=None):
         self.simulator = Simulator(self.directory, public_key_file or self.public_key_file, "1-5", port=self.port,
+                                   faults=faults,
                                    options=["--cert-file", self.cert, "--key-file", self.cert_key, *options])
         self.closers.append(self.simulator.close)
 
@@ -257,16 +258,18 @@ def test_apns_answering_503_longer_than_the_retry_budget_holds_then_delivers_eve
 def test_a_refused_key_is_asked_again_by_one_push_at_a_time_and_delivers_everything_once_taken(make_outage,
                                                                                                tmp_path):
     """APNs refuses the worker's key (revoked, or not yet active) under a backlog, for longer than several
-    park delays. Each push reaches APNs at most once before the worker knows; after that one push at a time
-    asks again, while the others are parked on the retry topic unsent: no outcome, nothing failed. The log,
+    park delays, and throttles the refused connection to one stream. Each push reaches APNs at most once before
+    the worker knows; after that one push at a time asks again, while the others are parked on the retry topic
+    unsent (no outcome, nothing failed), and the pool does not grow on them. The log,
     /readyz and /metrics say so. Once APNs takes the key, every push is delivered, none lost, none twice."""
     events = make_events(1000, "revoked")
     pairs = expected_pairs(events)
     other = tmp_path / "other-key"
     other.mkdir()
     _, other_public_key = make_token_key(str(other))
+    # As APNs has been seen to, a refused token throttles its connection to one stream.
     outage = make_outage(events, simulator_options=[], retry={"park_delay": "1s"},
-                         simulator_key_file=other_public_key)
+                         simulator_key_file=other_public_key, simulator_faults={"streamLimitAfterRefusedToken": 1})
     worker = outage.worker
     refused_line = wait_until(lambda: worker.find_prefix("APNs refuses the credential of pool"), 30,
                               "the credential-refused log line", worker)[0]
@@ -277,13 +280,15 @@ def test_a_refused_key_is_asked_again_by_one_push_at_a_time_and_delivers_everyth
 
     readiness = wait_until(not_ready, 10, "/readyz 503 naming credentials", worker)
 
-    def parked_three_times():
+    def parked_at_least(times):
         text = http_get(outage.metrics + "/metrics")[1]
         parked = metric_series(text, "apns_worker_records_parked_total").get('reason="InvalidProviderToken"', 0)
         refused = metric_value(text, "apns_worker_apns_credentials_refused")
-        return (parked, refused) if parked >= 3 * len(events) and refused == 1 else None
+        connections = metric_series(text, "apns_worker_apns_connections_open").get(f'pool="{POOL}"', 0)
+        return (parked, refused, connections) if parked >= times * len(events) and refused == 1 else None
 
-    parked, refused_pools = wait_until(parked_three_times, 60, "every record parked three times", worker)
+    _, _, connections_after_first_park = wait_until(lambda: parked_at_least(1), 60, "every record parked", worker)
+    parked, refused_pools, connections = wait_until(lambda: parked_at_least(3), 60, "every record parked three times", worker)
     outage.reader.poll_until_quiet()
     statuses = Counter(outcome["status"] for outcome in outage.reader.outcomes)
     refusing_stats = outage.stop_simulator()
@@ -305,12 +310,19 @@ def test_a_refused_key_is_asked_again_by_one_push_at_a_time_and_delivers_everyth
     # Probes come 1, 2, 4, 8 and then 10 s apart: fewer than one a second.
     probes_at_most = int(refusal_lasted) + 1
     print(f"refused for {refusal_lasted:.1f} s: {refusing_stats['requests']} requests refused for {len(pairs)} "
-          f"pushes ({probes_at_most} probes allowed), {parked:.0f} parks; delivered "
+          f"pushes ({probes_at_most} probes allowed) on {refusing_stats['connectionsAccepted']} connections "
+          f"({connections_after_first_park:.0f} open once every record was parked, {connections:.0f} after), "
+          f"{parked:.0f} parks; delivered "
           f"{time.monotonic() - recovered:.1f} s after APNs took the key, {healthy_stats['requests']} requests; "
           f"refused: {refused_line['fields']}; readyz: {readiness[1][:160]}; taken: {taken['fields']}")
     assert statuses == Counter(), f"outcomes while the key was refused: {statuses}"
     assert refusing_stats["requests"] <= len(pairs) + probes_at_most, \
         "pushes sent to APNs again after it had refused their key"
+    # The first wave may queue on the throttled connection and grow the pool (1500 pushes, 1000 streams a
+    # connection); after it, nothing is sent that could. Pushes sent again at every return from the retry
+    # topic grew it to 14 connections in 8 s.
+    assert connections == connections_after_first_park, "the pool grew on pushes APNs would refuse"
+    assert refusing_stats["connectionsAccepted"] <= 5, "the pool grew on pushes APNs would refuse"
     assert refused_pools == 1 and status == 200, body
     assert counts["failed"] == 0 and counts["lost"] == 0 and counts["expired"] == 0
     assert counts["duplicated"] == 0 and counts["other"] == Counter()

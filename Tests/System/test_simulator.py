@@ -391,6 +391,30 @@ def test_token_authentication_rules(simulator, signing_keys):
     other.close()
 
 
+def test_a_refused_token_throttles_its_connection_to_one_stream_until_one_is_accepted(simulator, signing_keys):
+    """`faults.streamLimitAfterRefusedToken`: as APNs has been seen to, a refused provider token drops the
+    connection's SETTINGS_MAX_CONCURRENT_STREAMS; its next accepted request raises it again. Other
+    connections keep theirs."""
+    sim = simulator("--key-id", KEY_ID, "--public-key-file", str(signing_keys / "main.pub"),
+                    config={"faults": {"streamLimitAfterRefusedToken": 1}})
+    code = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+    refused = H2Client(sim)
+    bystander = H2Client(sim)
+    response = refused.request(headers=[("authorization", bearer(signing_keys, "unknown"))] + BASIC)
+    assert (response["status"], reason_of(response)) == (403, "InvalidProviderToken")
+    refused.pump(0.3)
+    assert refused.conn.remote_settings.max_concurrent_streams == 1
+    assert refused.request(headers=[("authorization", bearer(signing_keys))] + BASIC)["status"] == 200
+    refused.pump(0.3)
+    assert refused.conn.remote_settings.max_concurrent_streams == 1000
+    changes = [c.changed_settings[code].new_value for c in refused.settings_changes if code in c.changed_settings]
+    assert changes == [1000, 1, 1000]
+    bystander.pump(0.3)
+    assert bystander.conn.remote_settings.max_concurrent_streams == 1000
+    refused.close()
+    bystander.close()
+
+
 # --------------------------------------------------------------------------------------------------
 # Certificate authentication
 

@@ -214,15 +214,18 @@ class Simulator:
     """`apns-worker simulator` trusting provider tokens of one key, answering after `latency_ms`
     (its --latency-ms syntax)."""
 
-    def __init__(self, directory, public_key_file, latency_ms, script=(), port=0, options=(), devices=None):
-        """`script`: the simulator's scripted faults, e.g. [{"request": 900, "action": "delay", "ms": 8000}].
+    def __init__(self, directory, public_key_file, latency_ms, script=(), port=0, options=(), devices=None,
+                 faults=None):
+        """`script`: the simulator's scripted faults, e.g. [{"request": 900, "action": "delay", "ms": 8000}];
+        `faults`: more of its `faults`, e.g. {"streamLimitAfterRefusedToken": 1}.
         `port`: 0 for a free one; `options`: more of its command line, e.g. ["--go-away-after", "50"];
         `devices`: its device states, e.g. {"unregistered": ["<hex>"]}."""
-        faults = os.path.join(directory, "simulator.json")
-        with open(faults, "w") as file:
-            json.dump({"faults": {"script": list(script)}, **({"devices": devices} if devices else {})}, file)
+        config = os.path.join(directory, "simulator.json")
+        with open(config, "w") as file:
+            json.dump({"faults": {"script": list(script), **(faults or {})},
+                       **({"devices": devices} if devices else {})}, file)
         self.process = subprocess.Popen(
-            [BIN, "simulator", "--config", faults, "--port", str(port), "--environment", "production",
+            [BIN, "simulator", "--config", config, "--port", str(port), "--environment", "production",
              "--key-id", KEY_ID, "--public-key-file", public_key_file, "--latency-ms", latency_ms,
              "--ca-out", os.path.join(directory, "simulator-ca.pem"), *options],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

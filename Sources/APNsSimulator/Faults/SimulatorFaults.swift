@@ -164,6 +164,11 @@ public struct SimulatorFaults: Sendable, Hashable {
     /// SETTINGS_MAX_CONCURRENT_STREAMS announced to every connection; a change is sent to open
     /// connections at once. Default: 1000 (what APNs commonly announces).
     public var maxConcurrentStreams: UInt32 = 1000
+    /// What a connection's SETTINGS_MAX_CONCURRENT_STREAMS drops to after APNs refuses a request's provider
+    /// token on it (403 InvalidProviderToken, ExpiredProviderToken, MissingProviderToken), as APNs has been
+    /// seen to drop it to 1; the connection's next accepted request announces `maxConcurrentStreams` again.
+    /// Default: nil (the limit stays).
+    public var streamLimitAfterRefusedToken: UInt32?
     /// Actions for particular requests or streams, applied before the rates. Default: none.
     public var script: [ScriptedFault] = []
     /// APNs' limit on pushes to one device: a device token that got this many requests within the
@@ -194,6 +199,9 @@ public struct SimulatorFaults: Sendable, Hashable {
         }
         if maxConcurrentStreams == 0 {
             throw SimulatorError(.configuration, "faults.maxConcurrentStreams must be at least 1")
+        }
+        if streamLimitAfterRefusedToken == 0 {
+            throw SimulatorError(.configuration, "faults.streamLimitAfterRefusedToken must be at least 1")
         }
         if let deviceLimit, deviceLimit.requests < 1 || deviceLimit.windowMilliseconds < 1 {
             throw SimulatorError(
