@@ -56,7 +56,7 @@ struct CredentialGateTests {
             intervals.append((next - answeredAt + Self.second / 8) / Self.second)
             probeAt = next
         }
-        #expect(intervals == [2, 4, 8, 10, 10, 10])
+        #expect(intervals == [2, 4, 5, 5, 5, 5])
         let result = try #require(gate.heldBack(now: probeAt))
         #expect(result.status == .credentialRefused)
         #expect(result.attempts.isEmpty, "nothing was sent")
@@ -76,14 +76,32 @@ struct CredentialGateTests {
         #expect(gate.isRefusing)
     }
 
-    /// Any answer that is not a credential refusal means APNs took the credential: an acceptance, or a refusal
-    /// of the push itself (its device token is gone). Everything goes out again.
-    @Test(arguments: [200, 410])
-    func anyOtherAnswerFromAPNsOpensIt(status: Int) {
+    /// An answer that says nothing about the credential (try again later, on a new connection, with a new
+    /// token) leaves the gate closed, and the next push probes, at the same interval.
+    @Test(arguments: [
+        APNsResponse(status: 503, reason: .serviceUnavailable), APNsResponse(status: 429, reason: .tooManyRequests),
+        APNsResponse(status: 403, reason: .expiredProviderToken), APNsResponse(status: 410, reason: .shutdown),
+    ])
+    func anAnswerAboutNeitherTheCredentialNorThePushLeavesItClosed(response: APNsResponse) {
         let gate = CredentialGate()
         gate.record(Self.refused, probe: false, now: 0)
         #expect(isProbe(gate, at: Self.second))
-        gate.record(Self.answer(status, status == 410 ? .unregistered : nil), probe: true, now: Self.second + 1)
+        gate.record(.response(response, retryAfter: nil), probe: true, now: Self.second + 1)
+        #expect(gate.isRefusing)
+        #expect(isProbe(gate, at: Self.second + 2), "the next push probes at once")
+    }
+
+    /// An acceptance, or a verdict on the push itself (its device token is gone, the request is wrong), means
+    /// APNs took the credential. Everything goes out again.
+    @Test(arguments: [
+        APNsResponse(status: 200), APNsResponse(status: 410, reason: .unregistered),
+        APNsResponse(status: 400, reason: .badDeviceToken),
+    ])
+    func anAnswerAboutThePushOpensIt(response: APNsResponse) {
+        let gate = CredentialGate()
+        gate.record(Self.refused, probe: false, now: 0)
+        #expect(isProbe(gate, at: Self.second))
+        gate.record(.response(response, retryAfter: nil), probe: true, now: Self.second + 1)
         #expect(!gate.isRefusing)
         #expect(gate.heldBack(now: Self.second + 2) == nil)
         if case .send = gate.admit(now: Self.second + 2) {} else { Issue.record("a push is sent") }

@@ -307,7 +307,7 @@ def test_a_refused_key_is_asked_again_by_one_push_at_a_time_and_delivers_everyth
     healthy_stats = outage.stop_simulator()
 
     counts = count(outage.reader, pairs, "a refused key")
-    # Probes come 1, 2, 4, 8 and then 10 s apart: fewer than one a second.
+    # Probes come 1, 2, 4 and then 5 s apart: fewer than one a second.
     probes_at_most = int(refusal_lasted) + 1
     print(f"refused for {refusal_lasted:.1f} s: {refusing_stats['requests']} requests refused for {len(pairs)} "
           f"pushes ({probes_at_most} probes allowed) on {refusing_stats['connectionsAccepted']} connections "

@@ -52,9 +52,10 @@ public final class APNsClient: Sendable {
         /// How pushes to a device APNs answered 429 TooManyRequests for are paced.
         public var deviceThrottle = DeviceThrottle.Configuration()
         /// Once APNs refuses the credential, the time between the pushes that ask it again (the others are
-        /// settled `credentialRefused` unsent). Default: 1 s doubling to 10 s with each probe refused, as the
-        /// breaker's probes: a fixed credential is in use again within seconds, at one request per 10 s meanwhile.
-        public var credentialProbeInterval = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(10))
+        /// settled `credentialRefused` unsent). Default: 1 s doubling to 5 s with each probe refused: a credential
+        /// APNs takes again is in use within 5 s (and its parked records once their park delay has passed), at
+        /// one refused request per pool every 5 s meanwhile.
+        public var credentialProbeInterval = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(5))
         /// Told when an environment's breaker opens, half-opens or closes (for logs, metrics, readiness).
         public var onBreakerTransition: (@Sendable (APNsEnvironment, CircuitBreaker.Transition) -> Void)?
         /// Told about every attempt once, when it ends: answered, failed, or refused before it was sent.

@@ -36,13 +36,13 @@ public final class CredentialGate: Sendable {
         var refusedProbes = 0
     }
 
-    /// Time between probes: the first a second after the refusal, doubling with each probe refused, to 10 s:
+    /// Time between probes: the first a second after the refusal, doubling with each probe refused, to 5 s:
     /// how long after a fixed credential (or APNs taking it again) its pushes still go to the retry topic.
     public let probeInterval: ExponentialBackoff
     private let refusing = Atomic<Bool>(false)
     private let refusal = Mutex<Refusal?>(nil)
 
-    public init(probeInterval: ExponentialBackoff = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(10))) {
+    public init(probeInterval: ExponentialBackoff = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(5))) {
         self.probeInterval = probeInterval
     }
 
@@ -90,31 +90,49 @@ public final class CredentialGate: Sendable {
     }
 
     /// What an attempt's answer says about the credential. `probe`: the attempt was admitted as the probe.
-    /// A credential refusal closes the gate (or keeps it closed, a refused probe doubling the interval);
-    /// any other answer from APNs means it took the credential, and opens it. An attempt without an answer
-    /// says nothing, but a probe that got none frees the probe's place for the next push.
+    ///
+    /// A credential refusal closes the gate (or keeps it closed, a refused probe doubling the interval). An
+    /// acceptance, or a verdict on the push itself (its device token is dead, the request is wrong), means
+    /// APNs took the credential, and opens it. Anything else says nothing about the credential: no answer, or
+    /// one to try again later (503, 429), on a new connection or with a new token; a probe that got such an
+    /// answer frees the probe's place for the next push, at the same interval.
     func record(_ outcome: AttemptOutcome, probe: Bool, now: UInt64 = MonotonicClock.now()) {
         guard case .response(let response, _) = outcome else {
             if probe { refusal.withLock { $0?.probeInFlight = false } }
             return
         }
-        let refused = !response.isAccepted && response.reasonClass == .badCredential
-        guard refused || isRefusing else { return }
+        if response.isAccepted {
+            if isRefusing { open() }
+            return
+        }
+        switch response.reasonClass ?? .permanent {
+        case .badCredential:
+            refuse(response, probe: probe, now: now)
+        case .invalidToken, .permanent:
+            if isRefusing { open() }
+        case .retryWithBackoff, .retryOnNewConnection, .refreshProviderToken:
+            if probe { refusal.withLock { $0?.probeInFlight = false } }
+        }
+    }
+
+    private func open() {
         refusal.withLock { refusal in
-            guard refused else {
-                refusal = nil
-                refusing.store(false, ordering: .relaxed)
-                return
-            }
+            refusal = nil
+            refusing.store(false, ordering: .relaxed)
+        }
+    }
+
+    private func refuse(_ response: APNsResponse, probe: Bool, now: UInt64) {
+        refusal.withLock { refusal in
             var current = refusal ?? Refusal(response: response, since: now, nextProbeAt: now)
             current.response = response
+            // Only the probe's answer moves the next probe: refusals of pushes sent before the gate closed
+            // arrive in a burst, and each would otherwise double the interval.
             if probe || refusal == nil {
                 if probe { current.refusedProbes += 1 }
                 current.probeInFlight = false
                 current.nextProbeAt =
-                    now
-                    &+ probeInterval.ceiling(afterFailures: current.refusedProbes + 1)
-                    .nanosecondsClamped
+                    now &+ probeInterval.ceiling(afterFailures: current.refusedProbes + 1).nanosecondsClamped
             }
             refusal = current
             refusing.store(true, ordering: .relaxed)

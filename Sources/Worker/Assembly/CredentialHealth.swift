@@ -45,7 +45,7 @@ final class CredentialHealth: Sendable {
         guard changed else { return }
         logger.error(
             "APNs refuses the credential of pool \(pool): \(reason); its pushes are parked on the retry "
-                + "topic unsent, and one at a time asks APNs again (every 1 s growing to 10 s) until it works",
+                + "topic unsent, and one at a time asks APNs again (every 1 s growing to 5 s) until it works",
             ["pool": .string(pool), "reason": .string(reason)], rateLimitKey: "credential refused \(pool)")
         readiness.setNotReady(Readiness.Condition.credentials, reason: Self.describe(all))
     }
