@@ -301,6 +301,14 @@ struct ClientSendTests {
             result.attempts.map(\.reason) == ["ExpiredProviderToken", "ExpiredProviderToken"],
             "one refresh, then the credential is what is wrong, not the push")
         #expect(result.summary.contains("clock"))
+        // The credential is known to be wrong now: the next pushes are held back unsent, not each sent twice.
+        for _ in 0..<5 {
+            let next = await client.send(try request(), policy: Self.fastRetries)
+            #expect(next.status == .credentialRefused)
+            #expect(next.attempts.isEmpty, "\(next.summary)")
+        }
+        #expect(await eventually { simulator.stats.requests >= 2 })
+        #expect(simulator.stats.requests == 2, "only the first push reached APNs")
         await client.shutdown()
         simulator.stop()
     }

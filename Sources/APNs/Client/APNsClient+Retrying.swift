@@ -193,6 +193,9 @@ extension APNsClient {
                             // the problem (a clock far off, say); the credential is, not the push.
                             tokenRefreshes += 1
                             if tokenRefreshes > 1 {
+                                if let response = attempt.response {
+                                    credentialGate(for: request.environment).expiredAgainAfterRefresh(response)
+                                }
                                 return DeliveryResult(
                                     status: .credentialRefused, response: attempt.response,
                                     attempts: attempts,

@@ -115,6 +115,13 @@ public final class CredentialGate: Sendable {
         }
     }
 
+    /// APNs answered ExpiredProviderToken again to a token signed after its first one: the credential (a clock
+    /// far off, say) is what is wrong, though each answer alone asks only for a new token. Closes the gate as a
+    /// refused probe would, so that the next probe waits its interval rather than going with the next push.
+    func expiredAgainAfterRefresh(_ response: APNsResponse, now: UInt64 = MonotonicClock.now()) {
+        refuse(response, probe: true, now: now)
+    }
+
     private func open() {
         refusal.withLock { refusal in
             refusal = nil
