@@ -102,7 +102,7 @@ extension ConnectionPool: HTTP2ConnectionDelegate {
         var actions = Actions()
         state.withLock { state in
             guard let index = state.index(of: connection) else { return }
-            state.draining.append(state.entries.remove(at: index))
+            _ = state.moveToDraining(index)
             if !state.waiters.isEmpty {
                 openConnectionsIfNeeded(&state, now: MonotonicClock.now(), actions: &actions)
                 dispatchWaiters(&state, actions: &actions)

@@ -155,12 +155,7 @@ class OutageStack:
         worker = self.worker
         down = wait_until(lambda: worker.find_prefix(f"APNs pool {POOL} is down"), 30, "the pool-down log line",
                           worker)[0]
-
-        def not_ready():
-            status, body = http_get(self.metrics + "/readyz")
-            return (status, body) if status == 503 and "apns" in body else None
-
-        readiness = wait_until(not_ready, 10, "/readyz 503 naming apns", worker)
+        readiness = self.wait_until_not_ready("apns")
 
         def held():
             text = http_get(self.metrics + "/metrics")[1]
@@ -171,6 +166,21 @@ class OutageStack:
 
         pushes_held, states = wait_until(held, 10, "held pushes and an open breaker in /metrics", worker)
         return down, readiness, pushes_held, states
+
+    def wait_until_not_ready(self, condition):
+        """/readyz answers 503 naming `condition`; returns (status, body)."""
+
+        def not_ready():
+            status, body = http_get(self.metrics + "/readyz")
+            return (status, body) if status == 503 and condition in body else None
+
+        return wait_until(not_ready, 10, f"/readyz 503 naming {condition}", self.worker)
+
+    def wait_until_all_committed(self, pairs, what):
+        """Every pair has an outcome and the group's committed offsets reached the end of push.requests."""
+        ends = self.offsets.ends()
+        self.reader.wait_for(lambda: len(self.reader.per_pair) >= len(pairs) and self.offsets.committed() == ends,
+                             RECOVERY_SECONDS, what)
 
     def hold_fault(self, seconds, pairs):
         """Keeps the fault for `seconds` (its duration is the point), checking that nothing fails or
@@ -189,9 +199,7 @@ class OutageStack:
         return statuses, committed, ends
 
     def wait_until_recovered(self, pairs):
-        ends = self.offsets.ends()
-        self.reader.wait_for(lambda: len(self.reader.per_pair) >= len(pairs) and self.offsets.committed() == ends,
-                             RECOVERY_SECONDS, "every outcome and every offset committed after the fault")
+        self.wait_until_all_committed(pairs, "every outcome and every offset committed after the fault")
         up = wait_until(lambda: self.worker.find_prefix(f"APNs pool {POOL} is up again"), 10, "the pool-up log line",
                         self.worker)[0]
         status, body = http_get(self.metrics + "/readyz")
@@ -273,12 +281,7 @@ def test_a_refused_key_is_asked_again_by_one_push_at_a_time_and_delivers_everyth
     worker = outage.worker
     refused_line = wait_until(lambda: worker.find_prefix("APNs refuses the credential of pool"), 30,
                               "the credential-refused log line", worker)[0]
-
-    def not_ready():
-        status, body = http_get(outage.metrics + "/readyz")
-        return (status, body) if status == 503 and "credentials" in body else None
-
-    readiness = wait_until(not_ready, 10, "/readyz 503 naming credentials", worker)
+    readiness = outage.wait_until_not_ready("credentials")
 
     def parked_at_least(times):
         text = http_get(outage.metrics + "/metrics")[1]
@@ -295,9 +298,7 @@ def test_a_refused_key_is_asked_again_by_one_push_at_a_time_and_delivers_everyth
     refusal_lasted = time.monotonic() - outage.started
     outage.start_simulator()
     recovered = time.monotonic()
-    ends = outage.offsets.ends()
-    outage.reader.wait_for(lambda: len(outage.reader.per_pair) >= len(pairs) and outage.offsets.committed() == ends,
-                           RECOVERY_SECONDS, "every outcome and every offset committed once the key was taken")
+    outage.wait_until_all_committed(pairs, "every outcome and every offset committed once the key was taken")
     taken = wait_until(lambda: worker.find_prefix("APNs accepts the credential of pool"), 10,
                        "the credential-accepted log line", worker)[0]
     status, body = http_get(outage.metrics + "/readyz")

@@ -98,7 +98,7 @@ public final class CredentialGate: Sendable {
     /// answer frees the probe's place for the next push, at the same interval.
     func record(_ outcome: AttemptOutcome, probe: Bool, now: UInt64 = MonotonicClock.now()) {
         guard case .response(let response, _) = outcome else {
-            if probe { refusal.withLock { $0?.probeInFlight = false } }
+            if probe { probeEndedWithoutVerdict() }
             return
         }
         if response.isAccepted {
@@ -111,8 +111,13 @@ public final class CredentialGate: Sendable {
         case .invalidToken, .permanent:
             if isRefusing { open() }
         case .retryWithBackoff, .retryOnNewConnection, .refreshProviderToken:
-            if probe { refusal.withLock { $0?.probeInFlight = false } }
+            if probe { probeEndedWithoutVerdict() }
         }
+    }
+
+    /// The next push may probe, at the interval already set.
+    private func probeEndedWithoutVerdict() {
+        refusal.withLock { $0?.probeInFlight = false }
     }
 
     /// APNs answered ExpiredProviderToken again to a token signed after its first one: the credential (a clock
