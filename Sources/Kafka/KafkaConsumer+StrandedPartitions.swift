@@ -21,7 +21,10 @@
 // asked for the partitions' latest offsets only for partitions idle that long, one ListOffsets request
 // per leader, at most once per `threshold` for each. A partition counts as stranded only when two such
 // looks, a threshold apart, both found records beyond the same position: records that arrived just
-// before a look, which the fetcher is about to take, are not a stranded partition.
+// before a look, which the fetcher is about to take, are not a stranded partition. Time the poll thread
+// spends in a rebalance callback does not count: it hands over no record of any partition meanwhile (a
+// revoke waits for the owner's handler, in the worker up to `revoke_timeout`), so the partitions kept
+// through it stand still with records beyond them (a storm test saw two named stranded that way).
 
 import Dispatch
 
@@ -46,6 +49,8 @@ struct StrandedPartitionWatch {
     }
     /// Partitions found stranded and not moved since.
     private(set) var stranded: Set<KafkaTopicPartition> = []
+    /// `ConsumerCore.rebalanceCallbackEdges` at the last check.
+    private var rebalanceEdgesSeen: UInt64 = 0
 
     init(threshold: Duration) {
         self.threshold = threshold
@@ -79,6 +84,10 @@ struct StrandedPartitionWatch {
         guard let assignment = try? client.assignment(withPositions: true) else { return [] }
         let (paused, _) = core.pausesAndChanges
         let assigned = core.assignedPartitions
+        // In a rebalance callback now, or in one since the last check: every partition's wait starts again.
+        let rebalanceEdges = core.rebalanceCallbackEdges.load(ordering: .acquiring)
+        let pollThreadWasHeld = rebalanceEdges != rebalanceEdgesSeen || rebalanceEdges % 2 == 1
+        rebalanceEdgesSeen = rebalanceEdges
         var seen: Set<KafkaTopicPartition> = []
         var candidates: [(partition: KafkaTopicPartition, position: Int64, assignment: UInt64)] = []
         for entry in assignment {
@@ -94,8 +103,9 @@ struct StrandedPartitionWatch {
                 stranded.remove(partition)
                 continue
             }
-            // A paused partition is meant not to fetch; its wait starts again when it is resumed.
-            if paused.contains(partition) {
+            // A paused partition is meant not to fetch, and a rebalance callback holds up every partition's
+            // records: the wait starts again when it is resumed, or the callback has returned.
+            if paused.contains(partition) || pollThreadWasHeld {
                 idle[partition] = Idle(position: entry.offset, since: now)
                 continue
             }

@@ -7,6 +7,8 @@ import Dispatch
 extension ConsumerCore {
     /// Serves one rebalance, inside librdkafka's rebalance callback.
     func rebalance(_ rebalance: RDKafkaRebalance) {
+        rebalanceCallbackEdges.add(1, ordering: .releasing)
+        defer { rebalanceCallbackEdges.add(1, ordering: .releasing) }
         let partitions = rebalance.partitions
         switch rebalance.kind {
         case .assign:

@@ -81,6 +81,9 @@ final class ConsumerCore: Sendable {
     /// `takeOfferedStranded`), and whether any waits (read by the poll thread after every poll, without the lock).
     let strandedOffers = Mutex<[(stranded: Set<KafkaTopicPartition>?, restarting: [StrandedPartition])]>([])
     let strandedOffered = Atomic<Bool>(false)
+    /// Rebalance callbacks entered plus those left (odd while the poll thread serves one): the watch does not
+    /// count time the poll thread spent there, when it hands over no record of any partition.
+    let rebalanceCallbackEdges = Atomic<UInt64>(0)
     /// Ends the watch's wait early at close.
     let strandedWatchWake = DispatchSemaphore(value: 0)
     /// Pause and resume requests made to librdkafka so far (`setPaused`): each is an op with a version

@@ -21,13 +21,26 @@ struct KafkaStrandedPartitionTests {
         let changes = Recorder<KafkaConsumerStatusChange>()
         private let cluster: MockKafkaCluster
 
-        init(group: String, threshold: Duration) throws {
+        private let group: String
+
+        init(
+            group: String, threshold: Duration,
+            rebalanceHandler: (@Sendable (KafkaRebalanceEvent) async -> Void)? = nil
+        ) throws {
             cluster = try startCluster(topic: "in", partitions: Int(KafkaStrandedPartitionTests.partitions))
+            self.group = group
             producer = try KafkaProducer(configuration: testProducerConfiguration(cluster))
             var configuration = testConsumerConfiguration(cluster, group: group)
             configuration.strandedPartitionThreshold = threshold
             let changes = changes
-            consumer = try KafkaConsumer(configuration: configuration, statusHandler: { changes.append($0) })
+            consumer = try KafkaConsumer(
+                configuration: configuration, rebalanceHandler: rebalanceHandler,
+                statusHandler: { changes.append($0) })
+        }
+
+        /// Another consumer of the group, without a watch.
+        func joiningConsumer() throws -> KafkaConsumer {
+            try KafkaConsumer(configuration: testConsumerConfiguration(cluster, group: group))
         }
 
         func close() async throws {
@@ -128,6 +141,46 @@ struct KafkaStrandedPartitionTests {
         #expect(await eventually { !core.strandedOffered.load(ordering: .acquiring) })
         try await Self.expectNothingReadAgain(stack)
         #expect(consumer.strandedRestarts == 0)
+        try await stack.close()
+    }
+
+    @Test("partitions kept through a long revoke, with records waiting, are not counted as stranded")
+    func partitionsKeptThroughALongRevokeAreNotStranded() async throws {
+        // While the poll thread waits for a revoke handler (the worker's waits up to `revoke_timeout` for
+        // its in-flight pushes), it hands over no record of any partition: the partitions the consumer keeps
+        // stand still with records beyond them, and librdkafka is not the reason. A storm test saw the
+        // watch name two such partitions.
+        let revoking = Recorder<Bool>()
+        let handOver = Recorder<Bool>()
+        let stack = try Stack(group: "long-revoke", threshold: .milliseconds(500)) { event in
+            guard case .revoked(let revocation) = event else { return }
+            revoking.append(true)
+            while handOver.all.isEmpty, ContinuousClock.now < revocation.deadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        let (producer, consumer, changes) = (stack.producer, stack.consumer, stack.changes)
+        try await produce(producer, topic: "in", count: 20, partitions: Self.partitions, prefix: "before-")
+        try consumer.subscribe(topics: ["in"])
+        #expect(try await receive(20, from: consumer, within: .seconds(30)).count == 20)
+
+        let joining = try stack.joiningConsumer()
+        try joining.subscribe(topics: ["in"])
+        #expect(await eventually { !revoking.all.isEmpty })
+        try await produce(producer, topic: "in", count: 20, partitions: Self.partitions, prefix: "during-")
+        // Enough checks for two looks at the brokers a threshold apart (one every 125 ms), all while the
+        // revoke handler holds the poll thread.
+        let checks = consumer.strandedChecks
+        #expect(await eventually { consumer.strandedChecks >= checks + 16 })
+        handOver.append(true)
+
+        // The kept partition's ten records come once the revoke is over.
+        #expect(try await receive(10, from: consumer, within: .seconds(30)).count == 10)
+        let looks = consumer.strandedChecks
+        #expect(await eventually { consumer.strandedChecks >= looks + 8 })
+        #expect(changes.all.allSatisfy { !$0.strandedPartitionsChanged }, "\(changes.all.map(\.current))")
+        #expect(consumer.strandedRestarts == 0)
+        try await joining.close(deadline: .now + .seconds(10))
         try await stack.close()
     }
 
