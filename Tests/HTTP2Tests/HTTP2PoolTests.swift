@@ -120,9 +120,12 @@ struct HTTP2PoolTests {
 
     @Test func stalledRequestTimesOutAndItsStreamIsReset() async throws {
         var options = HTTP2TestServer.Options()
-        options.reply = { _ in .stall }
+        options.reply = { request in
+            request.path == "/stall" ? .stall : .respond(status: 200, delay: .milliseconds(50))
+        }
         let server = try HTTP2TestServer(options: options)
-        let pool = try makePool(server)
+        // The timeout makes the connection ask with a PING whether it is alive; it answers, so it stays.
+        let pool = try makePool(server) { $0.pingTimeout = .milliseconds(100) }
         let started = ContinuousClock.now
         let error = await #expect(throws: HTTP2ClientError.self) {
             try await pool.send(HTTP2Request(path: "/stall"), timeout: .milliseconds(300))
@@ -130,8 +133,32 @@ struct HTTP2PoolTests {
         #expect(error?.code == .requestTimeout)
         #expect(ContinuousClock.now - started >= .milliseconds(300), "not before the request's own timeout")
         #expect(await eventually { server.snapshot.resetsReceived == 1 })
-        // The connection stays usable for other requests.
-        #expect(pool.statistics.readyConnections == 1)
+        // The connection stays usable for other requests, past the PING's timeout.
+        for _ in 0..<6 { #expect(try await pool.send(HTTP2Request(path: "/next")).status == 200) }
+        #expect(server.snapshot.connections == 1)
+        await pool.shutdown()
+        await server.stop()
+    }
+
+    @Test func aRequestTimeoutOnASilentConnectionFindsItDeadWithoutWaitingForTheIdlePing() async throws {
+        // A path that went dark (no RST, no FIN): the server reads nothing and answers nothing. The idle PING
+        // would ask only after a minute without a read; the request's timeout asks at once.
+        var options = HTTP2TestServer.Options()
+        options.silentConnections = [1]
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server) {
+            $0.pingInterval = .seconds(600)
+            $0.pingTimeout = .milliseconds(300)
+        }
+        let error = await #expect(throws: HTTP2ClientError.self) {
+            try await pool.send(HTTP2Request(path: "/lost"), timeout: .milliseconds(200))
+        }
+        #expect(error?.code == .requestTimeout)
+        // Closed within the PING's timeout, and replaced by the pool before any other request asked.
+        #expect(await eventually { server.snapshot.connections == 2 }, "the silent connection was not replaced")
+        let response = try await pool.send(HTTP2Request(path: "/next"))
+        #expect(response.status == 200)
+        #expect(server.snapshot.connections == 2)
         await pool.shutdown()
         await server.stop()
     }

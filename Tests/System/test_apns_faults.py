@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+from network_faults import BlackHoleRelay
 from worker_process_support import (
     Deadline, GroupOffsets, KafkaMock, OutcomeReader, Simulator, Stack, Worker, close_all, count, expected_pairs,
     free_port, http_get, make_events, make_server_certificate, make_token_key, metric_series, metric_value, produce,
@@ -105,10 +106,11 @@ class OutageStack:
     answers there can be replaced: a failing simulator, none at all, then a healthy one."""
 
     def __init__(self, directory, group, events, rules_text=None, simulator_options=None, retry=None,
-                 simulator_key_file=None, simulator_faults=None):
+                 simulator_key_file=None, simulator_faults=None, apns=None, relay=False):
         """`simulator_options`: start a simulator with these before the worker; None: nothing listens.
-        `retry`: more of worker.yaml's `retry`. `simulator_key_file`: the public key that first simulator trusts,
-        if not the worker's (APNs refusing the worker's key); `simulator_faults`: more of its `faults`."""
+        `retry`, `apns`: more of worker.yaml's `retry` and `apns`. `simulator_key_file`: the public key that
+        first simulator trusts, if not the worker's (APNs refusing the worker's key); `simulator_faults`: more
+        of its `faults`. `relay`: the worker reaches APNs through a `BlackHoleRelay` (`self.relay`)."""
         self.directory = directory
         self.closers = []
         self.simulator = None
@@ -117,6 +119,13 @@ class OutageStack:
         self.key_file, self.public_key_file = make_token_key(directory)
         self.cert, self.cert_key = make_server_certificate(directory)
         self.port = free_port()
+        # Where the simulator listens: the worker's endpoint, or the relay's upstream.
+        self.simulator_port = self.port
+        self.relay = None
+        if relay:
+            self.simulator_port = free_port()
+            self.relay = BlackHoleRelay(self.simulator_port, port=self.port)
+            self.closers.append(self.relay.close)
         self.reader = OutcomeReader(self.cluster.bootstrap)
         self.closers.append(self.reader.close)
         self.offsets = GroupOffsets(self.cluster.bootstrap, group)
@@ -125,7 +134,7 @@ class OutageStack:
         # A stranded-partition watch of a second looks a dozen times while the outage holds records, closes
         # the in-flight gate and pauses the partitions: none of that is a partition librdkafka stranded.
         overrides = {"retry": {"max_attempts": 3, "max_total_time": f"{MAX_TOTAL_TIME}s", **(retry or {})},
-                     "kafka": {"stranded_partition_after": "1s"}}
+                     "kafka": {"stranded_partition_after": "1s"}, "apns": apns or {}}
         options = {"rules_text": rules_text} if rules_text else {}
         self.config = write_worker_config(
             directory, bootstrap=self.cluster.bootstrap, group=group, simulator=endpoint, key_file=self.key_file,
@@ -140,7 +149,8 @@ class OutageStack:
         self.metrics = self.worker.metrics_url()
 
     def start_simulator(self, *options, public_key_file=None, faults=None):
-        self.simulator = Simulator(self.directory, public_key_file or self.public_key_file, "1-5", port=self.port,
+        self.simulator = Simulator(self.directory, public_key_file or self.public_key_file, "1-5",
+                                   port=self.simulator_port,
                                    faults=faults,
                                    options=["--cert-file", self.cert, "--key-file", self.cert_key, *options])
         self.closers.append(self.simulator.close)
@@ -261,6 +271,58 @@ def test_apns_answering_503_longer_than_the_retry_budget_holds_then_delivers_eve
     assert_down_once(outage.worker)
     assert counts["failed"] == 0 and counts["lost"] == 0 and counts["expired"] == 0
     assert counts["delivered"] == len(pairs) and counts["other"] == Counter()
+
+
+def test_apns_behind_a_black_hole_holds_and_delivers_on_a_new_connection_once_the_path_is_back(make_outage):
+    """The path to APNs drops every packet (no RST, no FIN) for longer than the retry budget while an
+    established connection carries pushes: a partition, or a firewall or NAT that lost the connection's
+    state. Only the worker's own timeouts can tell. It holds the pushes (nothing failed), says so, finds the
+    dark connection dead without waiting for its idle PING (a minute without a read), and once the path is
+    back delivers everything on a new connection, each push once: the old one stays dark."""
+    first = make_events(200, "before-dark")
+    outage = make_outage(first, simulator_options=[], relay=True, apns={"request_timeout": "2s"})
+    relay, worker = outage.relay, outage.worker
+    first_pairs = expected_pairs(first)
+    outage.reader.wait_for(lambda: len(outage.reader.per_pair) >= len(first_pairs), 30, "the first pushes")
+    relay.swallow()
+    went_dark = time.monotonic()
+    second = make_events(1000, "in-the-dark")
+    produce(outage.cluster.bootstrap, second)
+    pairs = first_pairs | expected_pairs(second)
+
+    down, readiness, pushes_held, states = outage.wait_until_visibly_down()
+    assert down["fields"]["cause"].startswith("requestTimeout"), down
+    # The connection that went dark is closed by the worker after a PING it sent at the first timeout went
+    # unanswered (2 s + 10 s). The idle PING alone would have asked only after 60 s without a read.
+    wait_until(lambda: relay.dark_connections()[1] >= 1 or None, 45,
+               "the worker closing the connection that went dark", worker)
+    found_dead = time.monotonic() - went_dark
+    # Then the fault lasts a retry budget and more: new connections get nowhere (their TLS handshakes are
+    # never answered) and nothing may fail meanwhile.
+    statuses, committed, ends = outage.hold_fault(2 * MAX_TOTAL_TIME, pairs)
+    assert statuses == Counter({"delivered": len(first_pairs)}), statuses
+    dark_for = time.monotonic() - went_dark
+    relay.restore()
+    restored = time.monotonic()
+    before = len(outage.reader.per_pair)
+    outage.reader.wait_for(lambda: len(outage.reader.per_pair) > before, RECOVERY_SECONDS, "a delivery")
+    first_delivery = time.monotonic() - restored
+    up = outage.wait_until_recovered(pairs)
+    stats = outage.stop_simulator()
+    # Every connection the fault swallowed (the dark one, and those whose handshakes it held) was closed.
+    swallowed, closed = wait_until(lambda: (lambda d: d if d[0] == d[1] else None)(relay.dark_connections()), 30,
+                                   "the worker closing every swallowed connection", worker)
+
+    counts = count(outage.reader, pairs, "APNs behind a black hole")
+    print(f"down {down['fields']}; dark connection closed {found_dead:.1f} s into the fault; dark {dark_for:.1f} s;"
+          f" first delivery {first_delivery:.1f} s after the path was back; relay {relay.counts()}; simulator "
+          f"{stats['requests']} requests on {stats['connectionsAccepted']} connections; up: {up['fields']}")
+    assert counts["failed"] == 0 and counts["lost"] == 0 and counts["expired"] == 0
+    assert counts["delivered"] == len(pairs) and counts["duplicated"] == 0 and counts["other"] == Counter()
+    # Nothing reached APNs in the dark, so each push reached it exactly once.
+    assert stats["requests"] == len(pairs), stats
+    assert swallowed >= 2, f"no new connection was tried during the fault: {relay.counts()}"
+    assert relay.counts()["accepted"] > swallowed, "the pushes after the fault did not go on a new connection"
 
 
 def test_a_refused_key_is_asked_again_by_one_push_at_a_time_and_delivers_everything_once_taken(make_outage,
