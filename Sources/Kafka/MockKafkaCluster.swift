@@ -70,6 +70,15 @@ public final class MockKafkaCluster: Sendable {
         try withCluster("bringing broker \(id) up") { $0.setBroker(id, up: true) }
     }
 
+    /// Makes broker `id` answer every request `delay` late (`.zero`: at once), as a broker behind a path that
+    /// went dark, or one stalled, does to its clients: connections stay up and nothing is refused, but
+    /// nothing is answered. The requests themselves are applied at once (a produced record is appended).
+    public func setBrokerAnswerDelay(_ id: Int32, _ delay: Duration) throws(KafkaError) {
+        try checkBroker(id)
+        let milliseconds = Int32(clamping: delay.wholeMilliseconds)
+        try withCluster("delaying broker \(id)'s answers") { $0.setBroker(id, roundTripMilliseconds: milliseconds) }
+    }
+
     /// Makes the cluster answer its next `count` produce requests with `MSG_SIZE_TOO_LARGE`, as a broker
     /// whose `message.max.bytes` is below the producer's does: the records of those requests fail in their
     /// delivery reports.

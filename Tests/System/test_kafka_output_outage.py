@@ -10,6 +10,10 @@ once the broker is back every (event, device) has an outcome and every offset is
 SIGTERM during the outage still ends within drain_timeout + 3 s and leaves the waiting records
 uncommitted, for a second worker to finish.
 
+Each runs twice: with the broker down (connections refused: librdkafka knows at once) and with the
+broker silent (every answer delayed ten minutes: connections stay up, requests are taken and go
+unanswered, as behind a path that went dark; only librdkafka's timeouts can tell).
+
 Bounds allow CI_SLACK on top of drain_timeout + margin: two cores shared by several builds.
 """
 import json
@@ -53,6 +57,25 @@ def make_stack(tmp_path, request):
         stack.close()
 
 
+class BrokerDown:
+    def start(self, cluster):
+        cluster.down()
+
+    def end(self, cluster):
+        cluster.up()
+
+
+class BrokerSilent:
+    def start(self, cluster):
+        cluster.delay(600_000)
+
+    def end(self, cluster):
+        cluster.delay(0)
+
+
+FAULTS = {"broker-down": BrokerDown(), "broker-silent": BrokerSilent()}
+
+
 def wait_until(condition, seconds, what):
     deadline = Deadline(seconds)
     while not condition():
@@ -94,10 +117,9 @@ def wait_until_all_committed(stack, pairs, ends, seconds=90):
                           seconds, "every outcome and every offset committed")
 
 
-def start_with_results_in_flight(stack, prefix):
-    """Starts a worker, lets it take every event, then takes the broker down before the simulator
-    (2 s latency) has answered any push. Returns (worker, url, pairs, the partitions' ends, time the
-    broker went down)."""
+def start_with_results_in_flight(stack, prefix, fault):
+    """Starts a worker, lets it take every event, then starts `fault` before the simulator (2 s latency)
+    has answered any push. Returns (worker, url, pairs, the partitions' ends, time the fault began)."""
     worker = Worker(stack.config, stack.directory, "worker")
     stack.closers.append(worker.close)
     worker.wait_for_log("worker started", 30)
@@ -109,7 +131,7 @@ def start_with_results_in_flight(stack, prefix):
     ends = stack.offsets.ends()
     wait_until(lambda: metrics_sum(url, "apns_worker_records_consumed_total") >= EVENTS, 30, "every event taken")
     assert metrics_sum(url, "apns_worker_outcomes_total") == 0, "results came before the outage"
-    stack.cluster.down()
+    fault.start(stack.cluster)
     return worker, url, pairs, ends, time.monotonic()
 
 
@@ -126,10 +148,11 @@ def wait_for_results_waiting(worker, url):
     return unacknowledged
 
 
+@pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("properties", [{}, {"message.timeout.ms": 3000}], ids=["default", "message-timeout-3s"])
-def test_results_wait_through_a_broker_outage_and_are_all_delivered(make_stack, properties):
+def test_results_wait_through_a_broker_outage_and_are_all_delivered(make_stack, properties, fault):
     stack = make_stack(properties)
-    worker, url, pairs, ends, went_down = start_with_results_in_flight(stack, "hold")
+    worker, url, pairs, ends, went_down = start_with_results_in_flight(stack, "hold", FAULTS[fault])
     unacknowledged = wait_for_results_waiting(worker, url)
     noticed = time.monotonic() - went_down
 
@@ -138,7 +161,7 @@ def test_results_wait_through_a_broker_outage_and_are_all_delivered(make_stack, 
                OUTAGE_SECONDS + 5, "the outage's end")
     assert worker.process.poll() is None, f"the worker exited during the outage:\n{worker.tail(30)}"
     assert readiness(url)[0] == 503
-    stack.cluster.up()
+    FAULTS[fault].end(stack.cluster)
     came_back = time.monotonic()
 
     wait_until_all_committed(stack, pairs, ends)
@@ -157,14 +180,15 @@ def test_results_wait_through_a_broker_outage_and_are_all_delivered(make_stack, 
     assert len(waits) == 1, [line["message"] for line in waits]
     assert len(worker.find("results acknowledged again")) == 1
     assert not worker.find_prefix("exiting with code 1")
-    print(f"\n{properties or 'default'}: {len(pairs)} pairs held through a {OUTAGE_SECONDS} s outage; "
+    print(f"\n{fault}, {properties or 'default'}: {len(pairs)} pairs held through a {OUTAGE_SECONDS} s outage; "
           f"'{waits[0]['message']}' after {noticed:.1f} s, {unacknowledged:.0f} unacknowledged; all committed "
           f"{delivered:.1f} s after the broker came back; {len(stack.reader.outcomes)} outcomes")
 
 
-def test_sigterm_while_results_wait_ends_in_time_and_leaves_them_uncommitted(make_stack):
+@pytest.mark.parametrize("fault", FAULTS)
+def test_sigterm_while_results_wait_ends_in_time_and_leaves_them_uncommitted(make_stack, fault):
     stack = make_stack({})
-    worker, url, pairs, ends, _ = start_with_results_in_flight(stack, "sigterm")
+    worker, url, pairs, ends, _ = start_with_results_in_flight(stack, "sigterm", FAULTS[fault])
     unacknowledged = wait_for_results_waiting(worker, url)
 
     code, took = worker.terminate(BOUND + 20)
@@ -180,7 +204,7 @@ def test_sigterm_while_results_wait_ends_in_time_and_leaves_them_uncommitted(mak
     problems = unclean[0]["fields"]["problems"] if unclean else []
     assert not [problem for problem in problems if "producer" in problem], problems
 
-    stack.cluster.up()
+    FAULTS[fault].end(stack.cluster)
     committed = answered(stack.committed)
     assert sum(max(0, offset) for offset in committed.values()) < sum(ends.values()), (committed, ends)
 

@@ -178,6 +178,11 @@ class ControlledKafkaMock(KafkaMock):
     def up(self):
         return self.command("up")
 
+    def delay(self, milliseconds):
+        """Every broker answers each request `milliseconds` late (0: at once): connections stay up, requests
+        are applied, answers wait, as behind a path that went dark."""
+        return self.command(f"delay {milliseconds}")
+
     def kill(self):
         self.process.kill()
         return self.process.wait(timeout=10)

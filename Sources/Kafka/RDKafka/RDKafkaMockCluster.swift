@@ -45,6 +45,12 @@ final class RDKafkaMockCluster: @unchecked Sendable {
         RDKafkaResponse(up ? rd_kafka_mock_broker_set_up(cluster, id) : rd_kafka_mock_broker_set_down(cluster, id))
     }
 
+    /// Delays every answer of broker `id` by `milliseconds` (0: answers at once). Requests are still taken
+    /// and applied at once; only their answers wait.
+    func setBroker(_ id: Int32, roundTripMilliseconds milliseconds: Int32) -> RDKafkaResponse {
+        RDKafkaResponse(rd_kafka_mock_broker_set_rtt(cluster, id, milliseconds))
+    }
+
     /// Makes the cluster answer its next `count` produce requests with `MSG_SIZE_TOO_LARGE`.
     func refuseNextProduceRequestsAsTooLarge(_ count: Int) -> RDKafkaResponse {
         let errors = [rd_kafka_resp_err_t](repeating: RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, count: max(0, count))

@@ -23,7 +23,11 @@ struct KafkaMockCommand: Command {
         one line on standard output:
           down [ID ...]   take brokers down (default: all): connections drop, new ones are refused
           up [ID ...]     let them accept connections again
-        answered "brokers down: 1,2,3" / "brokers up: 1,2,3", or "error: ..." for a bad command.
+          delay MS [ID ...]
+                          answer every request MS milliseconds late (0: at once), as a broker behind a
+                          path that went dark does: connections stay up, requests are applied, answers wait
+        answered "brokers down: 1,2,3" / "brokers up: 1,2,3" / "brokers delay 120000: 1,2,3", or
+        "error: ..." for a bad command.
         Topics, records and committed offsets survive a down and up.
 
         example: apns-worker kafka-mock --brokers 3 --topics push.requests:12,push.outcomes:6
@@ -34,7 +38,9 @@ struct KafkaMockCommand: Command {
         .value("--topics", "NAME:PARTITIONS,...", "Topics to create, e.g. push.requests:12,push.outcomes:6."),
         .value("--replication-factor", "N", "Replicas per partition, 1 to the broker count. Default: 1."),
         .value("--port", "PORT", "Also accept bootstrap connections on 127.0.0.1:PORT (1 to 65535)."),
-        .flag("--control-stdin", "Take brokers down and up on commands from standard input (see above)."),
+        .flag(
+            "--control-stdin",
+            "Take brokers down and up, or delay their answers, on commands from standard input (see above)."),
     ]
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
@@ -110,7 +116,7 @@ struct KafkaMockCommand: Command {
     }
 }
 
-/// Reads `down [ID ...]` and `up [ID ...]` commands from standard input on a thread of its own (reading
+/// Reads `down [ID ...]`, `up [ID ...]` and `delay MS [ID ...]` commands from standard input on a thread of its own (reading
 /// blocks), applies them to the cluster and answers each on standard output.
 private enum BrokerControl {
     static func start(cluster: MockKafkaCluster) {
@@ -127,12 +133,21 @@ private enum BrokerControl {
     }
 
     static func apply(_ line: String, to cluster: MockKafkaCluster) -> String {
-        let words = line.split(separator: " ").map(String.init)
-        guard let command = words.first, command == "down" || command == "up" else {
-            return "error: unknown command '\(line)'; use 'down [ID ...]' or 'up [ID ...]'"
+        var words = line.split(separator: " ").map(String.init)
+        guard let command = words.first, ["down", "up", "delay"].contains(command) else {
+            return "error: unknown command '\(line)'; use 'down [ID ...]', 'up [ID ...]' or 'delay MS [ID ...]'"
+        }
+        words.removeFirst()
+        var delay: Int?
+        if command == "delay" {
+            guard let milliseconds = words.first.flatMap({ Int($0) }), (0...3_600_000).contains(milliseconds) else {
+                return "error: 'delay' needs the milliseconds first, 0 to 3600000: 'delay MS [ID ...]'"
+            }
+            delay = milliseconds
+            words.removeFirst()
         }
         var ids: [Int32] = []
-        for word in words.dropFirst() {
+        for word in words {
             guard let id = Int32(word), (1...Int32(cluster.brokerCount)).contains(id) else {
                 return "error: '\(word)' is not a broker id; broker ids are 1...\(cluster.brokerCount)"
             }
@@ -141,11 +156,18 @@ private enum BrokerControl {
         if ids.isEmpty { ids = Array(1...Int32(cluster.brokerCount)) }
         do {
             for id in ids {
-                if command == "down" { try cluster.setBrokerDown(id) } else { try cluster.setBrokerUp(id) }
+                if let delay {
+                    try cluster.setBrokerAnswerDelay(id, .milliseconds(delay))
+                } else if command == "down" {
+                    try cluster.setBrokerDown(id)
+                } else {
+                    try cluster.setBrokerUp(id)
+                }
             }
         } catch {
             return "error: \(error)"
         }
-        return "brokers \(command): " + ids.map(String.init).joined(separator: ",")
+        let what = delay.map { "delay \($0)" } ?? command
+        return "brokers \(what): " + ids.map(String.init).joined(separator: ",")
     }
 }
