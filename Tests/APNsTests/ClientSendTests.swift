@@ -222,6 +222,38 @@ struct ClientSendTests {
         simulator.stop()
     }
 
+    @Test func aProbeThatExpiresWaitingForItsDeviceGivesTheProbeBackAndThePoolRecovers() async throws {
+        // The breaker is open; the oldest waiting push becomes its probe, but APNs paces its device (a
+        // 429 with a 30 s Retry-After) and the push expires in 1 s, before its device's slot. Ending
+        // there, it must give the probe back: another push then probes, is accepted and closes the
+        // breaker. A probe taken and never answered held the pool half-open until the hold limit.
+        let simulator = try makeSimulator()
+        let client = try makeClient(simulator) {
+            $0.breaker.openDuration = ExponentialBackoff(initial: .milliseconds(100), maximum: .milliseconds(100))
+        }
+        let breaker = client.breaker(for: .sandbox)
+        for _ in 0..<5 { breaker.record(.fault("503 ServiceUnavailable")) }
+        client.deviceThrottle.refused(Self.token, retryAfter: .seconds(30))
+        var policy = Self.fastRetries
+        policy.maximumHoldTime = .seconds(20)
+        var paced = try request()
+        paced.expiration = .at(Self.wallClockSeconds + 1)
+        async let first = client.send(paced, policy: policy)
+        #expect(await eventually { breaker.snapshot.waiting == 1 }, "the paced push never waited for the breaker")
+        let other = APNsRequest(
+            deviceToken: try DeviceToken(String(Self.token.reversed())), environment: .sandbox,
+            topic: "com.example.app", payload: ["aps": ["alert": "hi"]])
+        let second = await client.send(other, policy: policy)
+        let expired = await first
+        #expect(expired.status == .expired)
+        #expect(expired.attempts.isEmpty)
+        #expect(second.status == .delivered, "\(second.summary)")
+        #expect(breaker.isClosed)
+        #expect(simulator.stats.requests == 1)
+        await client.shutdown()
+        simulator.stop()
+    }
+
     @Test func aSendWithdrawnWhileItWaitsToRetryIsNotSentAgain() async throws {
         let simulator = try makeSimulator(failingFirst: [.tooManyRequests(retryAfterSeconds: 60)])
         let client = try makeClient(simulator)

@@ -247,12 +247,15 @@ extension APNsClient {
             if let token = request.deviceToken {
                 // The device's slot: time spent waiting for it is APNs' pacing of the device, like the
                 // breaker's hold, not time the push spent failing. A slot voided by a rate cut while the
-                // push waited is taken again at the new rate.
+                // push waited is taken again at the new rate. A push that is the breaker's probe gives the
+                // probe back on every way out that does not send it: a probe taken and never answered
+                // would hold the pool half-open for good.
                 while true {
                     let slot = deviceThrottle.reserveSlot(for: token.hex)
                     let wait = slot.delay
                     if wait == .zero { break }
                     if let left = timeToExpiration(of: request), wait >= left {
+                        if probe { breaker.record(.neutral, probe: true) }
                         return DeliveryResult(
                             status: .expired, response: last?.response, attempts: attempts,
                             summary: "the notification expires before APNs lets another push reach its device "
@@ -264,12 +267,14 @@ extension APNsClient {
                             return Self.withdrawn(last, attempts, "while APNs paced pushes to its device")
                         }
                     } catch {
+                        if probe { breaker.record(.neutral, probe: true) }
                         return DeliveryResult(
                             status: .failed, response: last?.response, attempts: attempts,
                             summary: "cancelled while waiting for APNs to accept pushes to its device again")
                     }
                     excused += wait
                     if excused > policy.maximumHoldTime {
+                        if probe { breaker.record(.neutral, probe: true) }
                         return heldPastLimit(last, attempts, waited: excused, policy: policy)
                     }
                     if deviceThrottle.isCurrent(slot) { break }
