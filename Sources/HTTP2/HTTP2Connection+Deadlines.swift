@@ -51,19 +51,25 @@ extension HTTP2Connection {
             sendPing(session, now: now)
         }
         var timedOut = false
-        for ticket in streams.values where !ticket.resolved && now >= ticket.deadline {
+        for ticket in streams.values where !ticket.resolved && now >= ticket.streamDeadline {
             timedOut = true
             ticket.resolved = true
             nghttp2_submit_rst_stream(
                 session, UInt8(NGHTTP2_FLAG_NONE.rawValue), ticket.streamID,
                 NGHTTP2_CANCEL.rawValue)
-            loop.complete(
-                ticket,
-                .failure(
-                    HTTP2ClientError(
-                        .requestTimeout,
-                        "no response within \(formatNanoseconds(ticket.timeoutNanoseconds)); the stream was reset "
-                            + "(the server may still have processed the request)", endpoint: endpoint)))
+            // HEADERS never written (the connection could not write for that long): the server cannot have
+            // seen the request, which may then go again uncounted, like one refused by a GOAWAY.
+            let error =
+                ticket.headersSent
+                ? HTTP2ClientError(
+                    .requestTimeout,
+                    "no response within \(formatNanoseconds(ticket.timeoutNanoseconds)); the stream was reset "
+                        + "(the server may still have processed the request)", endpoint: endpoint)
+                : HTTP2ClientError(
+                    .unprocessed,
+                    "not written within \(formatNanoseconds(ticket.timeoutNanoseconds)) (the connection could not "
+                        + "send it); the stream was reset", endpoint: endpoint)
+            loop.complete(ticket, .failure(error))
             loop.markDirty(self)
         }
         // A request without an answer is what a connection whose path went dark looks like (a partition, a

@@ -63,6 +63,7 @@ extension HTTP2Connection {
             return
         }
         ticket.streamID = streamID
+        ticket.streamDeadline = loop.iterationTime &+ ticket.timeoutNanoseconds
         streams[streamID] = ticket
         streamsOpened += 1
         loop.markDirty(self)

@@ -25,7 +25,8 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     /// Called once with the result instead of resuming a continuation (`ConnectionPool.start`). Set at
     /// creation, so finishing needs no lock: the flag below makes it exactly once.
     private let onFinish: (@Sendable (Result<HTTP2Response, any Error>) -> Void)?
-    /// MonotonicClock nanoseconds after which the request times out.
+    /// MonotonicClock nanoseconds after which a request still waiting in the pool's queue gives up
+    /// (`poolSaturated`: never sent).
     let deadline: UInt64
     /// The request timeout, for the error message.
     let timeoutNanoseconds: UInt64
@@ -44,6 +45,11 @@ final class HTTP2StreamTicket: @unchecked Sendable {
     @exclusivity(unchecked) var responseHeaders = HTTP2HeaderFields()
     @exclusivity(unchecked) var responseBody: [UInt8] = []
     @exclusivity(unchecked) var headersSent = false
+    /// When the stream times out: `timeoutNanoseconds` after it was opened on its connection. Time spent
+    /// in the pool's queue before that is the worker's own congestion, not the server's silence, and a
+    /// request dispatched with a few milliseconds of its queue deadline left would otherwise time out as
+    /// if the server never answered (an attempt spent, and a fault counted against the pool).
+    @exclusivity(unchecked) var streamDeadline: UInt64 = 0
     @exclusivity(unchecked) var endStreamReceived = false
     /// Set when the loop already resumed the caller (timeout, cancel, oversize) but the stream is
     /// still closing; the close callback then only releases the slot.

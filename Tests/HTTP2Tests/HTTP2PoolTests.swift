@@ -310,6 +310,27 @@ struct HTTP2PoolTests {
         await server.stop()
     }
 
+    @Test func timeSpentInThePoolsQueueIsNotChargedToTheServer() async throws {
+        // One stream: the second request waits in the queue while the first is answered (1.2 s), then is
+        // answered in 1.2 s itself, inside its own 2 s timeout. Measured from when it was queued, it would
+        // time out (2.4 s) as if the server had not answered: an attempt spent and a fault counted against
+        // a pool whose only fault was being busy.
+        var options = HTTP2TestServer.Options()
+        options.maximumConcurrentStreams = 1
+        options.reply = { _ in .respond(status: 200, delay: .milliseconds(1200)) }
+        let server = try HTTP2TestServer(options: options)
+        let pool = try makePool(server) { $0.requestTimeout = .seconds(2) }
+        let first = Task { try await pool.send(HTTP2Request(path: "/first")) }
+        #expect(await eventually { server.snapshot.requests == 1 })
+        let second = Task { try await pool.send(HTTP2Request(path: "/second")) }
+        #expect(await eventually { pool.statistics.queuedRequests == 1 }, "the second request never queued")
+        #expect(try await first.value.status == 200)
+        #expect(try await second.value.status == 200)
+        #expect(server.snapshot.connections == 1)
+        await pool.shutdown()
+        await server.stop()
+    }
+
     @Test func requestsSpreadOverAllConnections() async throws {
         var options = HTTP2TestServer.Options()
         options.reply = { _ in .respond(status: 200, delay: .milliseconds(50)) }
