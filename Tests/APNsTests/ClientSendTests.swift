@@ -357,6 +357,20 @@ struct ClientSendTests {
         simulator.stop()
     }
 
+    @Test func frontEndsShuttingDownOneAfterAnotherSpendNoAttempts() async throws {
+        // Six answers of 503 Shutdown in a row, more than the policy's four attempts: each is about the
+        // connection (APNs did not take the push), so each is resent on a new connection, uncounted.
+        let shutdown = InjectedFailure(status: 503, reason: "Shutdown")
+        let simulator = try makeSimulator(failingFirst: Array(repeating: shutdown, count: 6))
+        let client = try makeClient(simulator)
+        let result = await client.send(try request(), policy: Self.fastRetries)
+        #expect(result.status == .delivered, "\(result.summary)")
+        #expect(result.attempts.map(\.reason) == Array(repeating: "Shutdown", count: 6) + [nil])
+        #expect(simulator.stats.connectionsAccepted == 7, "each resend on a new connection")
+        await client.shutdown()
+        simulator.stop()
+    }
+
     @Test func invalidRequestIsRejectedWithoutBeingSent() async throws {
         let simulator = try makeSimulator()
         let client = try makeClient(simulator)

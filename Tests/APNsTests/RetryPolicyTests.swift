@@ -99,10 +99,12 @@ struct RetryPolicyTests {
         #expect(decide(outcome) == .retry(after: .seconds(7), action: .none))
     }
 
-    @Test func connectionReasonsRetryAtOnceOnANewConnection() {
+    @Test func connectionReasonsAreResentUncountedOnANewConnection() {
         for reason in ["IdleTimeout", "Shutdown", "UnrelatedKeyIdInToken"] {
             let status = APNsErrorReason(reason).httpStatus!
-            #expect(decide(response(status, reason)) == .retry(after: .zero, action: .useNewConnection))
+            #expect(decide(response(status, reason)) == .resend(action: .useNewConnection))
+            // Not an attempt: APNs did not take the push, and the budget does not end it.
+            #expect(decide(response(status, reason), attempts: 5) == .resend(action: .useNewConnection))
         }
     }
 
@@ -114,9 +116,9 @@ struct RetryPolicyTests {
         let unprocessed = HTTP2ClientError(.unprocessed, "GOAWAY", endpoint: "h:1")
         let saturated = HTTP2ClientError(.poolSaturated, "every stream is busy", endpoint: "h:1")
         for error in [unprocessed, saturated] {
-            #expect(decide(.transportFailure(error)) == .resend)
+            #expect(decide(.transportFailure(error)) == .resend(action: .none))
             // Not an attempt: the budget does not end it, however many attempts were counted before.
-            #expect(decide(.transportFailure(error), attempts: 5) == .resend)
+            #expect(decide(.transportFailure(error), attempts: 5) == .resend(action: .none))
             guard case .finish(.expired, _) = decide(.transportFailure(error), expiresIn: .milliseconds(-1)) else {
                 Issue.record("\(error.code) past the expiration is expired, not resent")
                 continue
@@ -199,9 +201,7 @@ struct RetryPolicyTests {
             Issue.record("expiration 0 allows no delayed retry")
             return
         }
-        #expect(
-            decide(response(400, "IdleTimeout"), expiresIn: .zero)
-                == .retry(after: .zero, action: .useNewConnection))
+        #expect(decide(response(400, "IdleTimeout"), expiresIn: .zero) == .resend(action: .useNewConnection))
         // Already expired: nothing more.
         guard case .finish(.expired, let because) = decide(response(400, "IdleTimeout"), expiresIn: .seconds(-1)) else {
             Issue.record("an expired notification is not retried")

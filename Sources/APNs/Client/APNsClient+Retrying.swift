@@ -56,6 +56,13 @@ extension APNsClient {
         pace(request, after: attempt, sentAt: sentAt, now: now)
     }
 
+    /// Stops using the connection that gave `attempt` its answer (IdleTimeout, Shutdown, UnrelatedKeyIdInToken).
+    private func retire(_ attempt: RecordedAttempt, of request: APNsRequest) {
+        pool(for: request.environment).retireConnection(
+            id: attempt.connectionID,
+            reason: "APNs answered \(attempt.response?.reason?.rawValue ?? "a connection error")")
+    }
+
     /// Whether pushes to the request's device are paced (APNs answered it 429 TooManyRequests).
     func isPaced(_ request: APNsRequest) -> Bool {
         guard let token = request.deviceToken else { return false }
@@ -173,7 +180,8 @@ extension APNsClient {
                         return DeliveryResult(
                             status: status, response: attempt.response, attempts: attempts,
                             summary: because)
-                    case .resend:
+                    case .resend(let action):
+                        if action == .useNewConnection { retire(attempt, of: request) }
                         resendsInARow += 1
                         delay = policy.resendDelay(afterResends: resendsInARow)
                         excused += attempt.record.latency + delay
@@ -185,9 +193,7 @@ extension APNsClient {
                         switch action {
                         case .none: break
                         case .useNewConnection:
-                            pool(for: request.environment).retireConnection(
-                                id: attempt.connectionID,
-                                reason: "APNs answered \(attempt.response?.reason?.rawValue ?? "a connection error")")
+                            retire(attempt, of: request)
                         case .refreshProviderToken:
                             // Expired again with a token signed after the first refusal: the token is not
                             // the problem (a clock far off, say); the credential is, not the push.

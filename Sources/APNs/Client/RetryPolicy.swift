@@ -33,20 +33,22 @@ public enum RetryDecision: Sendable, Hashable {
     case finish(DeliveryStatus, because: String)
     /// Try again after `delay`, doing `action` first.
     case retry(after: Duration, action: RetryAction)
-    /// Send again without counting an attempt: the request never reached APNs (a stream the server did
-    /// not process, or the worker's own pool had no room for it). The sender spaces resends with
-    /// `resendBackoff`, so a storm of GOAWAYs never turns into a hot loop.
-    case resend
+    /// Send again without counting an attempt, doing `action` first: APNs did not process the request
+    /// (a stream the server did not process, a connection APNs was closing or had left idle too long), or
+    /// the worker's own pool had no room for it. Nothing was said about the push. The sender spaces
+    /// resends with `resendBackoff`, so a storm of GOAWAYs or of Shutdown answers never turns into a hot
+    /// loop.
+    case resend(action: RetryAction)
 }
 
 /// Which outcomes are retried and when.
 ///
 /// Retried, after exponential back-off with full jitter (and never sooner than `Retry-After`):
 /// 429, 500, 503 ServiceUnavailable, unknown 5xx, lost connections, timeouts and stream resets, failed
-/// connects, TLS handshakes and certificate checks. Retried at once: IdleTimeout / Shutdown /
-/// UnrelatedKeyIdInToken (on a new connection) and ExpiredProviderToken (with a new token). Resent without
-/// counting an attempt: streams the server did not process (GOAWAY, REFUSED_STREAM, never written) and
-/// requests the pool had no room for. Never retried: invalid tokens, bad credentials, permanent request
+/// connects, TLS handshakes and certificate checks. Retried at once: ExpiredProviderToken (with a new
+/// token). Resent without counting an attempt: streams the server did not process (GOAWAY,
+/// REFUSED_STREAM, never written), requests the pool had no room for, and IdleTimeout / Shutdown /
+/// UnrelatedKeyIdInToken (on a new connection). Never retried: invalid tokens, bad credentials, permanent request
 /// errors. Every retry gets a fresh apns-id (the client does that).
 ///
 /// Bounds: at most `maximumAttempts`, no retry that would start after `maximumTotalTime` from the first
@@ -123,7 +125,14 @@ public struct RetryPolicy: Sendable, Hashable {
             what = "\(response.status) \(response.reason?.rawValue ?? "(no reason)")"
             switch response.reasonClass ?? .permanent {
             case .retryWithBackoff: kind = .backoff(minimum: retryAfter)
-            case .retryOnNewConnection: kind = .immediate(.useNewConnection)
+            case .retryOnNewConnection:
+                // IdleTimeout, Shutdown, UnrelatedKeyIdInToken: about the connection, not the push, which
+                // APNs did not take. Counted, a push that met front ends shutting down one after another
+                // five times ended failed.
+                if let timeToExpiration, timeToExpiration < .zero {
+                    return .finish(.expired, because: "the notification has expired; last: \(what)")
+                }
+                return .resend(action: .useNewConnection)
             case .refreshProviderToken: kind = .immediate(.refreshProviderToken)
             case .invalidToken: return .finish(.rejected, because: "\(what): the device token is no longer valid")
             case .badCredential:
@@ -137,7 +146,7 @@ public struct RetryPolicy: Sendable, Hashable {
                 if let timeToExpiration, timeToExpiration < .zero {
                     return .finish(.expired, because: "expired before it could be sent; last: \(what)")
                 }
-                return .resend
+                return .resend(action: .none)
             case .connectFailed, .connectTimeout, .tlsHandshakeFailed, .protocolError,
                 .certificateVerificationFailed, .http2NotNegotiated, .proxyUnreachable, .proxyAuthenticationRequired,
                 .proxyCredentialsRefused, .proxyForbidden, .proxyRefused:
