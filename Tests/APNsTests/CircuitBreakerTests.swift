@@ -42,6 +42,34 @@ struct CircuitBreakerTests {
         #expect(breaker.isClosed, "unsent requests say nothing about the pool")
     }
 
+    @Test func aPoolWhoseOtherPushesFailTooIsToBlameForAPushsFault() {
+        let transitions = Transitions()
+        let breaker = Self.quickBreaker(transitions)
+        // A healthy pool: one push's fault is its own.
+        for _ in 0..<200 { breaker.record(.healthy) }
+        breaker.record(.fault("500 InternalServerError"))
+        #expect(!breaker.faultsAreThePools(ownFaults: 1), "the pool answers everyone else")
+        // The push failing alone, again and again, in a pool that answers others: still its own.
+        for _ in 0..<4 { breaker.record(.fault("500 InternalServerError")) }
+        for _ in 0..<20 { breaker.record(.healthy) }
+        #expect(!breaker.faultsAreThePools(ownFaults: 5), "its own five faults do not make the pool degraded")
+        // A third of everyone's answers are 503, interleaved so that the breaker stays closed.
+        for _ in 0..<30 {
+            breaker.record(.fault("503 ServiceUnavailable"))
+            breaker.record(.healthy)
+            breaker.record(.healthy)
+        }
+        #expect(breaker.isClosed, "a third of faults, never five in a row: under the breaker's thresholds")
+        #expect(breaker.faultsAreThePools(ownFaults: 1), "the pool fails others too: the fault is the pool's")
+        // Few faults among many answers (2 %): the push is judged on its own attempts.
+        let quiet = Self.quickBreaker(transitions)
+        for _ in 0..<10 {
+            quiet.record(.fault("503 ServiceUnavailable"))
+            for _ in 0..<49 { quiet.record(.healthy) }
+        }
+        #expect(!quiet.faultsAreThePools(ownFaults: 1))
+    }
+
     @Test func fiveFaultsInARowOpenIt() {
         let transitions = Transitions()
         let breaker = Self.quickBreaker(transitions)

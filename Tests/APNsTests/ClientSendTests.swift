@@ -371,6 +371,27 @@ struct ClientSendTests {
         simulator.stop()
     }
 
+    @Test func aThirdOfAnswersFailingUnderTheBreakersThresholdsFailsNoPush() async throws {
+        // APNs answers 503 to about 30 % of requests: too few to open the breaker, and each push has only two
+        // attempts. Counted against the pushes, about 9 % of them (0.3²) would fail although APNs never
+        // said no to any; the pool's faults are its own, so every push retries until it is delivered.
+        let simulator = try makeSimulator { $0.faults.failureRate = 0.3 }
+        let client = try makeClient(simulator)
+        let policy = RetryPolicy(
+            maximumAttempts: 2, maximumTotalTime: .seconds(60),
+            backoff: ExponentialBackoff(initial: .milliseconds(10), maximum: .milliseconds(40)))
+        let results = await withTaskGroup(of: DeliveryResult.self) { group in
+            for _ in 0..<400 { group.addTask { await client.send(try! self.request(), policy: policy) } }
+            return await group.reduce(into: [DeliveryResult]()) { $0.append($1) }
+        }
+        let statuses = Dictionary(grouping: results, by: \.status).mapValues(\.count)
+        print("30 % 503s, 400 pushes of 2 attempts: \(statuses), \(simulator.stats.requests) requests")
+        #expect(statuses == [.delivered: 400], "\(results.filter { $0.status != .delivered }.map(\.summary))")
+        #expect(simulator.stats.requests > 450, "the faults happened")
+        await client.shutdown()
+        simulator.stop()
+    }
+
     @Test func invalidRequestIsRejectedWithoutBeingSent() async throws {
         let simulator = try makeSimulator()
         let client = try makeClient(simulator)

@@ -56,6 +56,27 @@ extension APNsClient {
         pace(request, after: attempt, sentAt: sentAt, now: now)
     }
 
+    /// The delay before retrying a push whose attempt met a fault of its degraded pool (the breaker closed,
+    /// but the pool's other pushes fail too: `CircuitBreaker.faultsAreThePools`), or nil when the policy
+    /// decides as usual. Such a retry spends neither an attempt nor `maximumTotalTime`, only hold time, like
+    /// a wait for an open breaker; its delay grows as the policy's backoff does (never below APNs'
+    /// Retry-After), so a pool in trouble is not hammered.
+    private func excusedRetryDelay(
+        after attempt: RecordedAttempt, of request: APNsRequest, policy: RetryPolicy, breaker: CircuitBreaker,
+        clock: ContinuousClock, ownFaultTimes: inout [ContinuousClock.Instant], excusedRetries: inout Int
+    ) -> Duration? {
+        guard case .fault = CircuitBreaker.Verdict(attempt.outcome) else { return nil }
+        let now = clock.now
+        let window = breaker.configuration.windowDuration * 2
+        ownFaultTimes.removeAll { $0.duration(to: now) > window }
+        ownFaultTimes.append(now)
+        guard breaker.faultsAreThePools(ownFaults: ownFaultTimes.count) else { return nil }
+        excusedRetries += 1
+        var wait = policy.backoff.delay(afterFailures: excusedRetries)
+        if case .response(_, let retryAfter?) = attempt.outcome { wait = max(wait, retryAfter) }
+        return wait
+    }
+
     /// Stops using the connection that gave `attempt` its answer (IdleTimeout, Shutdown, UnrelatedKeyIdInToken).
     private func retire(_ attempt: RecordedAttempt, of request: APNsRequest) {
         pool(for: request.environment).retireConnection(
@@ -145,6 +166,9 @@ extension APNsClient {
         var tokenRefreshes = 0
         // Time that counts against the hold limit and not against `maximumTotalTime`.
         var excused = Duration.zero
+        // When this push's attempts met pool faults, and its retries after faults the pool was to blame for.
+        var ownFaultTimes: [ContinuousClock.Instant] = []
+        var excusedFaultRetries = 0
         var last = first
         var current = request
         while true {
@@ -170,6 +194,20 @@ extension APNsClient {
                         excused += retryAfter
                         excusedAhead = retryAfter
                     }
+                } else if let wait = excusedRetryDelay(
+                    after: attempt, of: request, policy: policy, breaker: breaker, clock: clock,
+                    ownFaultTimes: &ownFaultTimes, excusedRetries: &excusedFaultRetries)
+                {
+                    if let expiry = RetryPolicy.expiry(
+                        before: wait, timeToExpiration: timeToExpiration(of: request), waitingFor: "a retry in")
+                    {
+                        return DeliveryResult(
+                            status: .expired, response: attempt.response, attempts: attempts,
+                            summary: "\(expiry); last: \(attempt.record.reason ?? "a fault of its pool")")
+                    }
+                    delay = wait
+                    excused += attempt.record.latency + wait
+                    excusedAhead = wait
                 } else {
                     let decision = policy.decide(
                         after: attempt.outcome, attempts: counted + 1,

@@ -49,6 +49,12 @@ public final class CircuitBreaker: Sendable {
         /// a ceiling low enough that delivery resumes within seconds of APNs coming back, at one request per
         /// pool per probe. Default: 1 s doubling to 10 s, with jitter.
         public var openDuration = ExponentialBackoff(initial: .seconds(1), maximum: .seconds(10))
+        /// A pool whose other pushes met at least `degradedFaults` faults, at least `degradedPercent` of their
+        /// answers, over the same one to two `windowDuration`s is degraded: too few faults to open the
+        /// breaker, too many to blame the push. Its pushes' faults then spend no attempts
+        /// (`faultsAreThePools`). Defaults: 3 faults, 10 %.
+        public var degradedFaults = 3
+        public var degradedPercent = 10
 
         public init() {}
     }
@@ -225,6 +231,27 @@ public final class CircuitBreaker: Sendable {
         perform(effects)
     }
 
+    /// Whether a fault a push just met is its pool's rather than its own, with the breaker closed: whether
+    /// the pool is degraded (`Configuration.degradedFaults`, `degradedPercent`) leaving out the push's own
+    /// `ownFaults` faults of the last window or two. APNs answering 503 to a third of all requests, or one
+    /// connection of several landing on a front end that fails everything, stays under the breaker's
+    /// thresholds; counted as the push's attempts, such faults failed a push now and then (p^5 of them at
+    /// a fault share p: 0.3 % at 30 %) although Apple never said no to it. A push that fails where the
+    /// others do not (a pool with few other faults, or none) is judged on its own attempts.
+    public func faultsAreThePools(ownFaults: Int) -> Bool {
+        let now = MonotonicClock.now()
+        return machine.withLock { machine in
+            rollTallies(&machine, now: now)
+            let own = UInt64(max(0, ownFaults))
+            let faults = machine.faults &- machine.olderTally.faults
+            let all = answers.load(ordering: .relaxed) &- machine.olderTally.answers
+            guard faults > own, all > own else { return false }
+            let othersFaults = faults - own
+            return othersFaults >= UInt64(configuration.degradedFaults)
+                && othersFaults * 100 >= (all - own) * UInt64(configuration.degradedPercent)
+        }
+    }
+
     /// Returns at once while the breaker is closed; otherwise waits until the push may go (a probe, or
     /// the breaker closed), `deadline` (MonotonicClock nanoseconds) passes, or `withdrawal` is withdrawn.
     public func admit(deadline: UInt64, withdrawal: SendWithdrawal? = nil) async -> Admission {
@@ -315,6 +342,15 @@ public final class CircuitBreaker: Sendable {
     /// while the breaker is open, so after a probe closes it, a pool that still fails most requests
     /// opens again at its next fault, before the released pushes spend their attempts.
     private func mostAnswersFail(_ machine: inout Machine, now: UInt64) -> Bool {
+        let answered = rollTallies(&machine, now: now)
+        let faults = machine.faults &- machine.olderTally.faults
+        let all = answered &- machine.olderTally.answers
+        return faults >= UInt64(configuration.faultsInWindow) && faults * 2 >= all
+    }
+
+    /// Starts a new tally when the newer one is a `windowDuration` old; returns the answers counted now.
+    @discardableResult
+    private func rollTallies(_ machine: inout Machine, now: UInt64) -> UInt64 {
         let answered = answers.load(ordering: .relaxed)
         // `now` was read before the lock: another thread's tally may be a little newer.
         if now >= machine.newerTally.time,
@@ -323,9 +359,7 @@ public final class CircuitBreaker: Sendable {
             machine.olderTally = machine.newerTally
             machine.newerTally = Tally(time: now, answers: answered, faults: machine.faults)
         }
-        let faults = machine.faults &- machine.olderTally.faults
-        let all = answered &- machine.olderTally.answers
-        return faults >= UInt64(configuration.faultsInWindow) && faults * 2 >= all
+        return answered
     }
 
     /// Lets the oldest waiting push through as the probe, when half-open and no probe is out.
