@@ -1,6 +1,7 @@
 // The breaker's state machine on its own: when it opens, how waiting pushes are held and let through,
 // what a probe decides, and which outcomes count as faults of the pool.
 
+import Glibc
 import HTTP2
 import Platform
 import Synchronization
@@ -61,6 +62,28 @@ struct CircuitBreakerTests {
         }
         #expect(breaker.isClosed, "a third of faults, never five in a row: under the breaker's thresholds")
         #expect(breaker.faultsAreThePools(ownFaults: 1), "the pool fails others too: the fault is the pool's")
+        // The pool goes quiet (the backlog's last pushes retry alone): still degraded, for a while.
+        var configuration = CircuitBreaker.Configuration()
+        configuration.windowDuration = .milliseconds(20)
+        configuration.degradedMemory = .seconds(600)
+        let quieting = CircuitBreaker(configuration: configuration)
+        for _ in 0..<30 {
+            quieting.record(.fault("503 ServiceUnavailable"))
+            quieting.record(.healthy)
+        }
+        #expect(quieting.faultsAreThePools(ownFaults: 1))
+        // Windows pass with only this push's faults: the burst leaves the window (its tallies move on at
+        // answers a window apart), and nothing is left to judge the pool by.
+        for _ in 0..<2 {
+            usleep(30_000)
+            quieting.record(.fault("503 ServiceUnavailable"))
+        }
+        #expect(quieting.faultsAreThePools(ownFaults: 1), "no answers to judge it by: it stays degraded")
+        // Well again: many answers, few faults.
+        usleep(30_000)
+        for _ in 0..<100 { quieting.record(.healthy) }
+        quieting.record(.fault("503 ServiceUnavailable"))
+        #expect(!quieting.faultsAreThePools(ownFaults: 1), "answered healthily, the pool is well again")
         // Few faults among many answers (2 %): the push is judged on its own attempts.
         let quiet = Self.quickBreaker(transitions)
         for _ in 0..<10 {

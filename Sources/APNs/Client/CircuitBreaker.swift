@@ -55,6 +55,9 @@ public final class CircuitBreaker: Sendable {
         /// (`faultsAreThePools`). Defaults: 3 faults, 10 %.
         public var degradedFaults = 3
         public var degradedPercent = 10
+        /// How long a pool judged degraded stays so while too few answers come to judge it again (the last
+        /// pushes of a backlog retry in a pool that has gone quiet): the backoff's ceiling. Default: 30 s.
+        public var degradedMemory: Duration = .seconds(30)
 
         public init() {}
     }
@@ -124,6 +127,8 @@ public final class CircuitBreaker: Sendable {
         var failedProbes = 0
         var reopenAt: UInt64 = 0
         var probeInFlight = false
+        /// Until when the pool counts as degraded without another look (`faultsAreThePools`).
+        var degradedUntil: UInt64 = 0
         var lastFault = ""
         var waiters: [Waiter] = []
         var nextWaiterID: UInt64 = 0
@@ -238,6 +243,7 @@ public final class CircuitBreaker: Sendable {
     /// thresholds; counted as the push's attempts, such faults failed a push now and then (p^5 of them at
     /// a fault share p: 0.3 % at 30 %) although Apple never said no to it. A push that fails where the
     /// others do not (a pool with few other faults, or none) is judged on its own attempts.
+    /// A pool judged degraded stays so for `degradedMemory` while too few answers come to judge it again.
     public func faultsAreThePools(ownFaults: Int) -> Bool {
         let now = MonotonicClock.now()
         return machine.withLock { machine in
@@ -245,10 +251,16 @@ public final class CircuitBreaker: Sendable {
             let own = UInt64(max(0, ownFaults))
             let faults = machine.faults &- machine.olderTally.faults
             let all = answers.load(ordering: .relaxed) &- machine.olderTally.answers
-            guard faults > own, all > own else { return false }
-            let othersFaults = faults - own
-            return othersFaults >= UInt64(configuration.degradedFaults)
-                && othersFaults * 100 >= (all - own) * UInt64(configuration.degradedPercent)
+            let othersFaults = faults > own ? faults - own : 0
+            let othersAnswers = all > own ? all - own : 0
+            let percent = UInt64(configuration.degradedPercent)
+            if othersFaults >= UInt64(configuration.degradedFaults), othersFaults * 100 >= othersAnswers * percent {
+                machine.degradedUntil = now &+ configuration.degradedMemory.nanosecondsClamped
+                return true
+            }
+            // Enough answers that the faults would have shown: the pool is well again.
+            if othersAnswers * percent >= UInt64(configuration.degradedFaults) * 100 { machine.degradedUntil = 0 }
+            return now < machine.degradedUntil
         }
     }
 
