@@ -140,29 +140,6 @@ struct HTTP2PoolTests {
         await server.stop()
     }
 
-    @Test func aRequestTimeoutOnASilentConnectionFindsItDeadWithoutWaitingForTheIdlePing() async throws {
-        // A path that went dark (no RST, no FIN): the server reads nothing and answers nothing. The idle PING
-        // would ask only after a minute without a read; the request's timeout asks at once.
-        var options = HTTP2TestServer.Options()
-        options.silentConnections = [1]
-        let server = try HTTP2TestServer(options: options)
-        let pool = try makePool(server) {
-            $0.pingInterval = .seconds(600)
-            $0.pingTimeout = .milliseconds(300)
-        }
-        let error = await #expect(throws: HTTP2ClientError.self) {
-            try await pool.send(HTTP2Request(path: "/lost"), timeout: .milliseconds(200))
-        }
-        #expect(error?.code == .requestTimeout)
-        // Closed within the PING's timeout, and replaced by the pool before any other request asked.
-        #expect(await eventually { server.snapshot.connections == 2 }, "the silent connection was not replaced")
-        let response = try await pool.send(HTTP2Request(path: "/next"))
-        #expect(response.status == 200)
-        #expect(server.snapshot.connections == 2)
-        await pool.shutdown()
-        await server.stop()
-    }
-
     @Test func cancellingTheCallerResetsTheStream() async throws {
         var options = HTTP2TestServer.Options()
         options.reply = { _ in .stall }
@@ -178,21 +155,36 @@ struct HTTP2PoolTests {
         await server.stop()
     }
 
-    @Test func silentConnectionIsFoundDeadByPingAndReplaced() async throws {
+    /// How a silent connection is found dead: the idle PING, after `pingInterval` without a read; or, on a
+    /// path that went dark while requests were out (no RST, no FIN), the PING a request's timeout sends at
+    /// once, where the idle one would ask only after a minute.
+    enum SilenceFinder: CaseIterable, Sendable {
+        case idlePing, requestTimeout
+    }
+
+    @Test(arguments: SilenceFinder.allCases)
+    func silentConnectionIsFoundDeadByPingAndReplaced(by finder: SilenceFinder) async throws {
         var options = HTTP2TestServer.Options()
         options.silentConnections = [1]
         let server = try HTTP2TestServer(options: options)
         let pool = try makePool(server) {
-            $0.pingInterval = .milliseconds(200)
+            $0.pingInterval = finder == .idlePing ? .milliseconds(200) : .seconds(600)
             $0.pingTimeout = .milliseconds(300)
-            $0.requestTimeout = .seconds(10)
+            $0.requestTimeout = finder == .idlePing ? .seconds(10) : .milliseconds(200)
         }
         let error = await #expect(throws: HTTP2ClientError.self) {
             try await pool.send(HTTP2Request(path: "/lost"))
         }
-        // Found dead by the PING, not by the request's 10 s timeout (that would be `.requestTimeout`).
-        #expect(error?.code == .connectionClosed)
-        #expect(error?.message.contains("PING") == true)
+        switch finder {
+        case .idlePing:
+            // Found dead by the PING, not by the request's 10 s timeout (that would be `.requestTimeout`).
+            #expect(error?.code == .connectionClosed)
+            #expect(error?.message.contains("PING") == true)
+        case .requestTimeout:
+            #expect(error?.code == .requestTimeout)
+            // Closed within the PING's timeout, and replaced by the pool before any other request asked.
+            #expect(await eventually { server.snapshot.connections == 2 }, "the silent connection was not replaced")
+        }
         let response = try await pool.send(HTTP2Request(path: "/next"))
         #expect(response.status == 200)
         #expect(server.snapshot.connections == 2)
