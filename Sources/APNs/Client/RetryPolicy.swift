@@ -65,9 +65,10 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Whether a request that may have reached APNs (timeout, lost connection, stream reset) is sent
     /// again, at the risk of a duplicate on the device. Default: true (at-least-once).
     public var retriesPossiblyProcessedRequests: Bool
-    /// The longest a push without an expiration waits while its pool's breaker is open (APNs or the path
-    /// to it is down), and while it is resent without being attempted; it is `expired` after that.
-    /// Default: 1 hour.
+    /// The longest a push waits in all for APNs to take it: while its pool's breaker is open (APNs or the
+    /// path to it is down), while its retries are excused in a degraded pool, while it is resent without
+    /// being attempted, and while its device is paced; it is `expired` after that (`holdLimitReached`),
+    /// or at its own expiration when that comes first. Default: 1 hour.
     public var maximumHoldTime: Duration
     /// Delay before resend n of a push that never reached APNs (1-based, counted since its last real
     /// attempt): the first goes at once. Default: 10 ms doubling to 1 s, full jitter.
