@@ -142,11 +142,14 @@ class ControlledKafkaMock(KafkaMock):
     """`apns-worker kafka-mock --control-stdin`: the same cluster (same ports, topics and offsets) can
     have its brokers taken down and brought back."""
 
-    def __init__(self, partitions=4):
-        self.process = subprocess.Popen(
-            [BIN, "kafka-mock", "--brokers", "1", "--topics", f"{REQUESTS}:{partitions},{OTHER_TOPICS}",
-             "--control-stdin"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    def __init__(self, partitions=4, stderr_path=None):
+        """`stderr_path`: where its standard error goes (librdkafka's assertions, a crash's backtrace)."""
+        self.stderr_path = stderr_path
+        with open(stderr_path or os.devnull, "w") as errors:
+            self.process = subprocess.Popen(
+                [BIN, "kafka-mock", "--brokers", "1", "--topics", f"{REQUESTS}:{partitions},{OTHER_TOPICS}",
+                 "--control-stdin"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True)
         self.output = LineCollector(self.process, self.process.stdout)
         self.answers = 0
         try:
@@ -177,6 +180,14 @@ class ControlledKafkaMock(KafkaMock):
 
     def up(self):
         return self.command("up")
+
+    def failed_assertion(self):
+        """The librdkafka assertion the cluster died of (its process exited, and its standard error, when
+        kept, names one), or None."""
+        if self.process.poll() is None or not self.stderr_path:
+            return None
+        with open(self.stderr_path, errors="replace") as errors:
+            return next((line.strip() for line in errors if "Assertion" in line), None)
 
     def delay(self, milliseconds):
         """Every broker answers each request `milliseconds` late (0: at once): connections stay up, requests
