@@ -311,7 +311,11 @@ def test_apns_behind_a_black_hole_holds_and_delivers_on_a_new_connection_once_th
     up = outage.wait_until_recovered(pairs)
     stats = outage.stop_simulator()
     # Every connection the fault swallowed (the dark one, and those whose handshakes it held) was closed.
-    swallowed, closed = wait_until(lambda: (lambda d: d if d[0] == d[1] else None)(relay.dark_connections()), 30,
+    def every_swallowed_connection_closed():
+        swallowed, closed = relay.dark_connections()
+        return (swallowed, closed) if closed == swallowed else None
+
+    swallowed, closed = wait_until(every_swallowed_connection_closed, 30,
                                    "the worker closing every swallowed connection", worker)
 
     counts = count(outage.reader, pairs, "APNs behind a black hole")

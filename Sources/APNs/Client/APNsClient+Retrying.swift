@@ -77,6 +77,41 @@ extension APNsClient {
         return wait
     }
 
+    /// Waits for the device's next slot: time spent waiting for it is APNs' pacing of the device, like the
+    /// breaker's hold, not time the push spent failing (it is added to `excused`). A slot voided by a rate
+    /// cut while the push waited is taken again at the new rate. Returns nil when the push may go now, or
+    /// the result that ends it instead: expired before its slot, withdrawn, cancelled, or held past the limit.
+    private func waitForSlot(
+        of token: DeviceToken, _ request: APNsRequest, last: RecordedAttempt?, attempts: [DeliveryAttempt],
+        excused: inout Duration, policy: RetryPolicy, withdrawal: SendWithdrawal?
+    ) async -> DeliveryResult? {
+        while true {
+            let slot = deviceThrottle.reserveSlot(for: token.hex)
+            let wait = slot.delay
+            if wait == .zero { return nil }
+            if let left = timeToExpiration(of: request), wait >= left {
+                return DeliveryResult(
+                    status: .expired, response: last?.response, attempts: attempts,
+                    summary: "the notification expires before APNs lets another push reach its device "
+                        + "(429 TooManyRequests); it was not sent again")
+            }
+            do {
+                guard try await Self.sleep(for: wait, unless: withdrawal) else {
+                    return Self.withdrawn(last, attempts, "while APNs paced pushes to its device")
+                }
+            } catch {
+                return DeliveryResult(
+                    status: .failed, response: last?.response, attempts: attempts,
+                    summary: "cancelled while waiting for APNs to accept pushes to its device again")
+            }
+            excused += wait
+            if excused > policy.maximumHoldTime {
+                return heldPastLimit(last, attempts, waited: excused, policy: policy)
+            }
+            if deviceThrottle.isCurrent(slot) { return nil }
+        }
+    }
+
     /// Stops using the connection that gave `attempt` its answer (IdleTimeout, Shutdown, UnrelatedKeyIdInToken).
     private func retire(_ attempt: RecordedAttempt, of request: APNsRequest) {
         pool(for: request.environment).retireConnection(
@@ -288,41 +323,15 @@ extension APNsClient {
                     return heldPastLimit(last, attempts, waited: excused, policy: policy)
                 }
             }
-            if let token = request.deviceToken {
-                // The device's slot: time spent waiting for it is APNs' pacing of the device, like the
-                // breaker's hold, not time the push spent failing. A slot voided by a rate cut while the
-                // push waited is taken again at the new rate. A push that is the breaker's probe gives the
-                // probe back on every way out that does not send it: a probe taken and never answered
-                // would hold the pool half-open for good.
-                while true {
-                    let slot = deviceThrottle.reserveSlot(for: token.hex)
-                    let wait = slot.delay
-                    if wait == .zero { break }
-                    if let left = timeToExpiration(of: request), wait >= left {
-                        if probe { breaker.record(.neutral, probe: true) }
-                        return DeliveryResult(
-                            status: .expired, response: last?.response, attempts: attempts,
-                            summary: "the notification expires before APNs lets another push reach its device "
-                                + "(429 TooManyRequests); it was not sent again")
-                    }
-                    do {
-                        guard try await Self.sleep(for: wait, unless: withdrawal) else {
-                            if probe { breaker.record(.neutral, probe: true) }
-                            return Self.withdrawn(last, attempts, "while APNs paced pushes to its device")
-                        }
-                    } catch {
-                        if probe { breaker.record(.neutral, probe: true) }
-                        return DeliveryResult(
-                            status: .failed, response: last?.response, attempts: attempts,
-                            summary: "cancelled while waiting for APNs to accept pushes to its device again")
-                    }
-                    excused += wait
-                    if excused > policy.maximumHoldTime {
-                        if probe { breaker.record(.neutral, probe: true) }
-                        return heldPastLimit(last, attempts, waited: excused, policy: policy)
-                    }
-                    if deviceThrottle.isCurrent(slot) { break }
-                }
+            if let token = request.deviceToken,
+                let ended = await waitForSlot(
+                    of: token, request, last: last, attempts: attempts, excused: &excused, policy: policy,
+                    withdrawal: withdrawal)
+            {
+                // A push that is the breaker's probe gives the probe back on every way out that does not send
+                // it: a probe taken and never answered would hold the pool half-open for good.
+                if probe { breaker.record(.neutral, probe: true) }
+                return ended
             }
             // Released by a breaker that closed (or made the probe) after the sender withdrew it: not sent.
             if withdrawal?.isWithdrawn == true {

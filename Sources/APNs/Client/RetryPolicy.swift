@@ -48,8 +48,8 @@ public enum RetryDecision: Sendable, Hashable {
 /// connects, TLS handshakes and certificate checks. Retried at once: ExpiredProviderToken (with a new
 /// token). Resent without counting an attempt: streams the server did not process (GOAWAY,
 /// REFUSED_STREAM, never written), requests the pool had no room for, and IdleTimeout / Shutdown /
-/// UnrelatedKeyIdInToken (on a new connection). Never retried: invalid tokens, bad credentials, permanent request
-/// errors. Every retry gets a fresh apns-id (the client does that).
+/// UnrelatedKeyIdInToken (on a new connection). Never retried: invalid tokens, bad credentials, permanent
+/// request errors. Every retry gets a fresh apns-id (the client does that).
 ///
 /// Bounds: at most `maximumAttempts`, no retry that would start after `maximumTotalTime` from the first
 /// attempt, and none at or after the notification's `apns-expiration` (the push is then `expired`). An
@@ -130,10 +130,7 @@ public struct RetryPolicy: Sendable, Hashable {
                 // IdleTimeout, Shutdown, UnrelatedKeyIdInToken: about the connection, not the push, which
                 // APNs did not take. Counted, a push that met front ends shutting down one after another
                 // five times ended failed.
-                if let timeToExpiration, timeToExpiration < .zero {
-                    return .finish(.expired, because: "the notification has expired; last: \(what)")
-                }
-                return .resend(action: .useNewConnection)
+                return Self.resend(.useNewConnection, last: what, timeToExpiration: timeToExpiration)
             case .refreshProviderToken: kind = .immediate(.refreshProviderToken)
             case .invalidToken: return .finish(.rejected, because: "\(what): the device token is no longer valid")
             case .badCredential:
@@ -144,10 +141,7 @@ public struct RetryPolicy: Sendable, Hashable {
             what = "\(error.code): \(error.message)"
             switch error.code {
             case .unprocessed, .poolSaturated:
-                if let timeToExpiration, timeToExpiration < .zero {
-                    return .finish(.expired, because: "expired before it could be sent; last: \(what)")
-                }
-                return .resend(action: .none)
+                return Self.resend(.none, last: what, timeToExpiration: timeToExpiration)
             case .connectFailed, .connectTimeout, .tlsHandshakeFailed, .protocolError,
                 .certificateVerificationFailed, .http2NotNegotiated, .proxyUnreachable, .proxyAuthenticationRequired,
                 .proxyCredentialsRefused, .proxyForbidden, .proxyRefused:
@@ -191,6 +185,14 @@ public struct RetryPolicy: Sendable, Hashable {
             return .finish(.expired, because: "\(expiry); last: \(what)")
         }
         return .retry(after: delay, action: action)
+    }
+
+    /// A resend of a request APNs did not take, unless the notification has expired meanwhile.
+    private static func resend(_ action: RetryAction, last what: String, timeToExpiration: Duration?) -> RetryDecision {
+        if let timeToExpiration, timeToExpiration < .zero {
+            return .finish(.expired, because: "expired before it could be sent; last: \(what)")
+        }
+        return .resend(action: action)
     }
 
     /// Why a push that would next be sent after `wait` should end `expired` instead, or nil when it still

@@ -116,8 +116,8 @@ struct KafkaMockCommand: Command {
     }
 }
 
-/// Reads `down [ID ...]`, `up [ID ...]` and `delay MS [ID ...]` commands from standard input on a thread of its own (reading
-/// blocks), applies them to the cluster and answers each on standard output.
+/// Reads `down [ID ...]`, `up [ID ...]` and `delay MS [ID ...]` commands from standard input on a thread
+/// of its own (reading blocks), applies them to the cluster and answers each on standard output.
 private enum BrokerControl {
     static func start(cluster: MockKafkaCluster) {
         do {
